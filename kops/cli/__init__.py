@@ -1,0 +1,1 @@
+"""Typer apps: parse, call one service, render. No logic of their own."""

@@ -1,0 +1,224 @@
+"""Shared CLI plumbing: connection options, output mode, error -> exit code mapping.
+
+Light imports only (typer, stdlib): ``kops --help`` must start fast. Commands import heavy
+modules (Kafka clients, pyspark) inside their bodies.
+
+Every command that talks to a cluster accepts the connection options both globally
+(``kops --bootstrap-server X cluster describe``) and on the command itself
+(``kops cluster describe --bootstrap-server X``), as Kafka's tools take them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from kops.errors import EXIT_FAILURE, BadInput, KopsError
+
+
+class Output(str, Enum):
+    table = "table"
+    json = "json"
+
+
+# -- reusable option types ------------------------------------------------------------------
+BootstrapOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-server",
+        envvar="KOPS_BOOTSTRAP_SERVER",
+        help="Kafka bootstrap server(s) HOST:PORT[,HOST:PORT] (env KOPS_BOOTSTRAP_SERVER).",
+        rich_help_panel="Connection",
+    ),
+]
+CommandConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--command-config",
+        envvar="KOPS_COMMAND_CONFIG",
+        help="Kafka client properties file (security.protocol, sasl.*, ssl.*), as Kafka's tools take it.",
+        rich_help_panel="Connection",
+    ),
+]
+ZookeeperOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--zookeeper",
+        envvar="KOPS_ZOOKEEPER",
+        help="ZooKeeper connect string HOST:PORT[/chroot] (env KOPS_ZOOKEEPER); also read ZooKeeper.",
+        rich_help_panel="Connection",
+    ),
+]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--request-timeout",
+        envvar="KOPS_REQUEST_TIMEOUT",
+        min=0.5,
+        help="Seconds to wait for the cluster before failing (default 10).",
+        rich_help_panel="Connection",
+    ),
+]
+OutputOpt = Annotated[
+    Output | None,
+    typer.Option(
+        "--output",
+        "-o",
+        envvar="KOPS_OUTPUT",
+        help="table for people (stderr/stdout), json: exactly one JSON document on stdout.",
+    ),
+]
+TopologyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--topology",
+        help="Read a topology snapshot (kops cluster describe --output json) instead of a live cluster.",
+    ),
+]
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass
+class GlobalOptions:
+    bootstrap_server: str | None = None
+    command_config: str | None = None
+    zookeeper: str | None = None
+    request_timeout: float | None = None
+    output: Output | None = None
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a command needs to reach a cluster and to render."""
+
+    bootstrap_server: str | None
+    command_config: str | None
+    zookeeper: str | None
+    timeout_s: float
+    output: Output
+
+    @property
+    def json(self) -> bool:
+        return self.output is Output.json
+
+    def connection(self, *, need_bootstrap: bool = True):
+        """A :class:`kops.cluster.connection.Connection` (imports the cluster layer lazily)."""
+        from kops.cluster.connection import Connection
+
+        if need_bootstrap and not self.bootstrap_server:
+            raise BadInput(
+                "no cluster given: pass --bootstrap-server HOST:PORT (or set KOPS_BOOTSTRAP_SERVER), "
+                "or --topology FILE where the command plans offline"
+            )
+        return Connection.from_options(
+            bootstrap_server=self.bootstrap_server,
+            command_config=self.command_config,
+            zookeeper=self.zookeeper,
+            timeout_s=self.timeout_s,
+        )
+
+
+def make_context(
+    ctx: typer.Context,
+    *,
+    bootstrap_server: str | None = None,
+    command_config: str | None = None,
+    zookeeper: str | None = None,
+    request_timeout: float | None = None,
+    output: Output | None = None,
+) -> Context:
+    """Merge command-level options over the global ones given before the command name."""
+    g: GlobalOptions = (ctx.find_root().obj if ctx.find_root().obj else GlobalOptions())
+    return Context(
+        bootstrap_server=bootstrap_server or g.bootstrap_server,
+        command_config=command_config or g.command_config,
+        zookeeper=zookeeper or g.zookeeper,
+        timeout_s=request_timeout or g.request_timeout or DEFAULT_TIMEOUT_S,
+        output=output or g.output or Output.table,
+    )
+
+
+# -- rendering ------------------------------------------------------------------------------
+_stderr_console = None
+_stdout_console = None
+
+
+def err_console():
+    """Rich console on stderr: human text, progress and warnings."""
+    global _stderr_console
+    if _stderr_console is None:
+        from rich.console import Console
+
+        _stderr_console = Console(stderr=True, highlight=False, soft_wrap=False)
+    return _stderr_console
+
+
+def out_console():
+    """Rich console on stdout: tables in human mode."""
+    global _stdout_console
+    if _stdout_console is None:
+        from rich.console import Console
+
+        _stdout_console = Console(highlight=False)
+    return _stdout_console
+
+
+def emit_json(doc: Any) -> None:
+    """Exactly one JSON document on stdout."""
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def note(message: str) -> None:
+    err_console().print(message)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(fn: F) -> F:
+    """Turn :class:`KopsError` into a clear message and its exit code (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except KopsError as e:
+            _report(e)
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            err_console().print("[red]interrupted[/red]")
+            raise typer.Exit(130) from None
+        except Exception as e:  # a bug or an unexpected client error: say what, exit 1
+            if os.environ.get("KOPS_DEBUG"):
+                raise
+            from kops.cluster.redact import redact
+
+            err_console().print(f"[red]error:[/red] {type(e).__name__}: {redact(str(e))}", markup=True)
+            err_console().print("(set KOPS_DEBUG=1 for a traceback)")
+            raise typer.Exit(EXIT_FAILURE) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _report(e: KopsError) -> None:
+    from rich.markup import escape
+
+    con = err_console()
+    con.print(f"[red]error:[/red] {escape(e.message)}")
+    for d in e.details[:200]:
+        con.print(f"  - {escape(d)}")
+    if len(e.details) > 200:
+        con.print(f"  ... and {len(e.details) - 200} more")

@@ -1,0 +1,418 @@
+"""Immutable topology model and Kafka's JSON formats. No I/O here.
+
+Everything kops reads from a cluster ends up in a :class:`Topology`; everything it plans is a
+:class:`ReassignmentPlan` in Kafka's reassignment JSON format, so that kops and
+``kafka-reassign-partitions.sh`` run each other's plans.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from kops.errors import BadInput
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    id: int
+    rack: str | None = None
+    host: str | None = None
+    port: int | None = None
+    alive: bool = True
+    capacity_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "id": self.id,
+            "rack": self.rack,
+            "host": self.host,
+            "port": self.port,
+            "alive": self.alive,
+        }
+        if self.capacity_bytes is not None:
+            d["capacity_bytes"] = self.capacity_bytes
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...] = ()
+    leader: int | None = None
+    size_bytes: int | None = None
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def preferred_leader(self) -> int | None:
+        return self.replicas[0] if self.replicas else None
+
+    @property
+    def offline(self) -> bool:
+        return self.leader is None or self.leader < 0
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "partition": self.partition,
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+            "leader": self.leader,
+        }
+        if self.size_bytes is not None:
+            d["size_bytes"] = self.size_bytes
+        if self.adding_replicas:
+            d["adding_replicas"] = list(self.adding_replicas)
+        if self.removing_replicas:
+            d["removing_replicas"] = list(self.removing_replicas)
+        return d
+
+
+def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    name: str
+    partitions: tuple[Partition, ...]
+    internal: bool = False
+    configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.configs, MappingProxyType):
+            object.__setattr__(self, "configs", _frozen(self.configs))
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+    def min_insync_replicas(self, default: int = 1) -> int:
+        value = self.configs.get("min.insync.replicas")
+        return int(value) if value is not None else default
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "internal": self.internal,
+            "configs": dict(sorted(self.configs.items())),
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A point-in-time picture of a cluster (see schemas/topology.schema.json)."""
+
+    brokers: tuple[Broker, ...]
+    topics: tuple[Topic, ...]
+    controller: int | None = None
+    cluster_id: str | None = None
+    mode: str | None = None  # "zookeeper" | "kraft" | None
+    captured_at: str | None = None
+    #: free-form notes from the reader (e.g. disagreements between Admin API and ZooKeeper)
+    notes: tuple[str, ...] = ()
+
+    # -- lookups ---------------------------------------------------------------------------
+    @property
+    def broker_map(self) -> dict[int, Broker]:
+        cached = self.__dict__.get("_broker_map")
+        if cached is None:
+            cached = {b.id: b for b in self.brokers}
+            object.__setattr__(self, "_broker_map", cached)
+        return cached
+
+    @property
+    def topic_map(self) -> dict[str, Topic]:
+        cached = self.__dict__.get("_topic_map")
+        if cached is None:
+            cached = {t.name: t for t in self.topics}
+            object.__setattr__(self, "_topic_map", cached)
+        return cached
+
+    def broker(self, broker_id: int) -> Broker | None:
+        return self.broker_map.get(broker_id)
+
+    def topic(self, name: str) -> Topic | None:
+        return self.topic_map.get(name)
+
+    def partitions(self) -> Iterator[Partition]:
+        for t in self.topics:
+            yield from t.partitions
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        t = self.topic(topic)
+        if t is None:
+            return None
+        for p in t.partitions:
+            if p.partition == partition:
+                return p
+        return None
+
+    @property
+    def alive_broker_ids(self) -> list[int]:
+        return sorted(b.id for b in self.brokers if b.alive)
+
+    def rack_of(self, broker_id: int) -> str | None:
+        b = self.broker_map.get(broker_id)
+        return b.rack if b else None
+
+    @property
+    def racks(self) -> list[str]:
+        return sorted({b.rack for b in self.brokers if b.rack is not None})
+
+    def brokers_in_rack(self, rack: str) -> list[int]:
+        return sorted(b.id for b in self.brokers if b.rack == rack)
+
+    def assignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        return {p.tp: p.replicas for p in self.partitions()}
+
+    def with_assignment(self, assignment: Mapping[TopicPartition, Iterable[int]]) -> Topology:
+        """A copy whose replica lists are replaced for the partitions in ``assignment``."""
+        topics = []
+        for t in self.topics:
+            parts = tuple(
+                replace(p, replicas=tuple(assignment[p.tp])) if p.tp in assignment else p
+                for p in t.partitions
+            )
+            topics.append(replace(t, partitions=parts))
+        return replace(self, topics=tuple(topics))
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "controller": self.controller,
+            "mode": self.mode,
+            "captured_at": self.captured_at,
+            "brokers": [b.to_dict() for b in sorted(self.brokers, key=lambda b: b.id)],
+            "topics": [t.to_dict() for t in sorted(self.topics, key=lambda t: t.name)],
+        }
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Topology:
+        """Build from a snapshot dict already validated against the schema."""
+        brokers = tuple(
+            Broker(
+                id=int(b["id"]),
+                rack=b.get("rack"),
+                host=b.get("host"),
+                port=b.get("port"),
+                alive=bool(b.get("alive", True)),
+                capacity_bytes=b.get("capacity_bytes"),
+            )
+            for b in data["brokers"]
+        )
+        topics = []
+        for t in data["topics"]:
+            parts = tuple(
+                Partition(
+                    topic=t["name"],
+                    partition=int(p["partition"]),
+                    replicas=tuple(int(r) for r in p["replicas"]),
+                    isr=tuple(int(r) for r in p.get("isr", p["replicas"])),
+                    leader=_leader_from(p),
+                    size_bytes=p.get("size_bytes"),
+                    adding_replicas=tuple(p.get("adding_replicas", ())),
+                    removing_replicas=tuple(p.get("removing_replicas", ())),
+                )
+                for p in sorted(t["partitions"], key=lambda p: p["partition"])
+            )
+            topics.append(
+                Topic(
+                    name=t["name"],
+                    partitions=parts,
+                    internal=bool(t.get("internal", False)),
+                    configs=t.get("configs", {}),
+                )
+            )
+        return cls(
+            brokers=brokers,
+            topics=tuple(topics),
+            controller=data.get("controller"),
+            cluster_id=data.get("cluster_id"),
+            mode=data.get("mode"),
+            captured_at=data.get("captured_at"),
+            notes=tuple(data.get("notes", ())),
+        )
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+def _leader_from(p: Mapping[str, Any]) -> int | None:
+    if "leader" not in p:
+        # a snapshot written by hand: assume the preferred leader leads
+        return p["replicas"][0] if p["replicas"] else None
+    leader = p["leader"]
+    return None if leader is None or leader < 0 else int(leader)
+
+
+# ------------------------------------------------------------------------------------------
+# Kafka's reassignment JSON: {"version":1,"partitions":[{"topic","partition","replicas","log_dirs"}]}
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    log_dirs: tuple[str, ...] | None = None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "replicas": list(self.replicas),
+            "log_dirs": list(self.log_dirs) if self.log_dirs is not None else ["any"] * len(self.replicas),
+        }
+
+
+@dataclass(frozen=True)
+class ReassignmentPlan:
+    entries: tuple[PlanEntry, ...]
+
+    @classmethod
+    def from_assignment(cls, assignment: Mapping[TopicPartition, Iterable[int]]) -> ReassignmentPlan:
+        return cls(
+            tuple(PlanEntry(t, p, tuple(r)) for (t, p), r in sorted(assignment.items()))
+        )
+
+    def assignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        return {e.tp: e.replicas for e in self.entries}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": 1, "partitions": [e.to_dict() for e in self.entries]}
+
+    def to_json(self) -> str:
+        """Kafka's compact one-line form (what ``--generate`` prints)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "reassignment JSON") -> ReassignmentPlan:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{source} is not valid JSON: {e}") from None
+        return cls.from_dict(data, source=source)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "reassignment JSON") -> ReassignmentPlan:
+        """Parse and check the format; every offending entry is named in one error."""
+        if not isinstance(data, dict):
+            raise BadInput(f"{source}: expected a JSON object with 'version' and 'partitions'")
+        if data.get("version", 1) != 1:
+            raise BadInput(f"{source}: unsupported version {data.get('version')!r} (only 1)")
+        parts = data.get("partitions")
+        if not isinstance(parts, list):
+            raise BadInput(f"{source}: 'partitions' must be a list")
+        problems: list[str] = []
+        entries: list[PlanEntry] = []
+        seen: set[TopicPartition] = set()
+        for i, p in enumerate(parts):
+            where = f"partitions[{i}]"
+            if not isinstance(p, dict):
+                problems.append(f"{where}: not an object")
+                continue
+            topic, part, reps = p.get("topic"), p.get("partition"), p.get("replicas")
+            if not isinstance(topic, str) or not topic:
+                problems.append(f"{where}: 'topic' must be a non-empty string")
+                continue
+            where = f"{where} ({topic}-{part})"
+            if not isinstance(part, int) or isinstance(part, bool) or part < 0:
+                problems.append(f"{where}: 'partition' must be an integer >= 0")
+                continue
+            if (
+                not isinstance(reps, list)
+                or not reps
+                or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in reps)
+            ):
+                problems.append(f"{where}: 'replicas' must be a non-empty list of broker ids")
+                continue
+            if len(set(reps)) != len(reps):
+                dups = sorted({r for r in reps if reps.count(r) > 1})
+                problems.append(f"{where}: duplicate replicas {dups} in {reps}")
+                continue
+            log_dirs = p.get("log_dirs")
+            if log_dirs is not None:
+                if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
+                    problems.append(f"{where}: 'log_dirs' must be a list of strings")
+                    continue
+                if len(log_dirs) != len(reps):
+                    problems.append(
+                        f"{where}: {len(log_dirs)} log_dirs for {len(reps)} replicas (must be equal)"
+                    )
+                    continue
+            if (topic, part) in seen:
+                problems.append(f"{where}: listed more than once")
+                continue
+            seen.add((topic, part))
+            entries.append(
+                PlanEntry(topic, part, tuple(reps), tuple(log_dirs) if log_dirs is not None else None)
+            )
+        if problems:
+            raise BadInput(f"{source}: {len(problems)} bad entr{'y' if len(problems) == 1 else 'ies'}", details=problems)
+        return cls(tuple(entries))
+
+
+def parse_topics_to_move(text: str, *, source: str = "topics-to-move JSON") -> list[str]:
+    """Kafka's ``{"topics":[{"topic":"foo"}],"version":1}`` format."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{source} is not valid JSON: {e}") from None
+    topics = data.get("topics") if isinstance(data, dict) else None
+    if not isinstance(topics, list) or not topics:
+        raise BadInput(f"{source}: expected {{\"topics\": [{{\"topic\": NAME}}, ...], \"version\": 1}}")
+    names: list[str] = []
+    for i, t in enumerate(topics):
+        name = t.get("topic") if isinstance(t, dict) else None
+        if not isinstance(name, str) or not name:
+            raise BadInput(f"{source}: topics[{i}] has no 'topic' name")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def parse_broker_list(text: str, *, option: str = "--broker-list") -> list[int]:
+    """``"0,1,2"`` -> ``[0, 1, 2]`` with a clear error naming the option."""
+    ids: list[int] = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise BadInput(f"{option}: {item!r} is not a broker id (expected e.g. 0,1,2)") from None
+        if value < 0:
+            raise BadInput(f"{option}: broker id {value} is negative")
+        if value in ids:
+            raise BadInput(f"{option}: broker {value} is listed twice")
+        ids.append(value)
+    if not ids:
+        raise BadInput(f"{option}: no broker ids given")
+    return ids
