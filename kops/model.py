@@ -26,6 +26,12 @@ class Broker:
     port: int | None = None
     alive: bool = True
     capacity_bytes: int | None = None
+    #: dynamic broker configs that matter to operations (replication throttle rates)
+    configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.configs, MappingProxyType):
+            object.__setattr__(self, "configs", MappingProxyType(dict(self.configs or {})))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -37,6 +43,8 @@ class Broker:
         }
         if self.capacity_bytes is not None:
             d["capacity_bytes"] = self.capacity_bytes
+        if self.configs:
+            d["configs"] = dict(sorted(self.configs.items()))
         return d
 
 
@@ -219,6 +227,7 @@ class Topology:
                 port=b.get("port"),
                 alive=bool(b.get("alive", True)),
                 capacity_bytes=b.get("capacity_bytes"),
+                configs=b.get("configs") or {},
             )
             for b in data["brokers"]
         )

@@ -35,7 +35,7 @@ BootstrapOpt = Annotated[
     typer.Option(
         "--bootstrap-server",
         envvar="KOPS_BOOTSTRAP_SERVER",
-        help="Kafka bootstrap server(s) HOST:PORT[,HOST:PORT] (env KOPS_BOOTSTRAP_SERVER).",
+        help="Kafka bootstrap server(s) HOST:PORT\\[,HOST:PORT] (env KOPS_BOOTSTRAP_SERVER).",
         rich_help_panel="Connection",
     ),
 ]
@@ -53,7 +53,7 @@ ZookeeperOpt = Annotated[
     typer.Option(
         "--zookeeper",
         envvar="KOPS_ZOOKEEPER",
-        help="ZooKeeper connect string HOST:PORT[/chroot] (env KOPS_ZOOKEEPER); also read ZooKeeper.",
+        help="ZooKeeper connect string HOST:PORT\\[/chroot] (env KOPS_ZOOKEEPER); also read ZooKeeper.",
         rich_help_panel="Connection",
     ),
 ]
@@ -222,3 +222,19 @@ def _report(e: KopsError) -> None:
         con.print(f"  - {escape(d)}")
     if len(e.details) > 200:
         con.print(f"  ... and {len(e.details) - 200} more")
+
+
+def load_topology(ctx: Context, topology_file: str | None, *, with_zookeeper: bool | None = None):
+    """The topology a command works on: a snapshot file, or the live cluster.
+
+    ``with_zookeeper`` defaults to "when --zookeeper was given".
+    """
+    if topology_file:
+        from kops.cluster.snapshot import load_topology as _load
+
+        return _load(topology_file)
+    from kops.cluster.topology import ReadOptions, read_topology
+
+    use_zk = bool(ctx.zookeeper) if with_zookeeper is None else with_zookeeper
+    with ctx.connection() as conn:
+        return read_topology(conn, ReadOptions(with_zookeeper=use_zk))

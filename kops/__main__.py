@@ -1,0 +1,3 @@
+from kops.cli.main import main
+
+main()

@@ -1,0 +1,123 @@
+"""``kops cluster describe | health``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kops.cli.common import (
+    BootstrapOpt,
+    CommandConfigOpt,
+    OutputOpt,
+    TimeoutOpt,
+    TopologyOpt,
+    ZookeeperOpt,
+    emit_json,
+    handle_errors,
+    load_topology,
+    make_context,
+    out_console,
+)
+
+app = typer.Typer(help="Read a cluster: live topology and health.", no_args_is_help=True)
+
+TopicFilterOpt = Annotated[
+    list[str] | None,
+    typer.Option("--topic", help="Only these topics (repeatable). Default: all."),
+]
+
+
+@app.command()
+@handle_errors
+def describe(
+    ctx: typer.Context,
+    topic: TopicFilterOpt = None,
+    exclude_internal: Annotated[
+        bool, typer.Option("--exclude-internal", help="Leave out internal topics (__consumer_offsets ...).")
+    ] = False,
+    topology: TopologyOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Show brokers (id, host, port, rack, alive), the controller, topics with partitions
+    (replicas, ISR, leader), min.insync.replicas and replication throttles, and ongoing
+    reassignments.
+
+    Reads through the Admin API; with --zookeeper it also reads ZooKeeper and reports every
+    disagreement between the two. --output json prints a topology snapshot
+    (schemas/topology.schema.json) that every planning command accepts with --topology FILE.
+    """
+    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
+                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+    topo = load_topology(c, topology)
+    topo = _filter(topo, topic, exclude_internal)
+    if c.json:
+        emit_json(topo.to_dict())
+        return
+    from kops.cli.render import render_topology
+
+    render_topology(out_console(), topo)
+
+
+@app.command()
+@handle_errors
+def health(
+    ctx: typer.Context,
+    topic: TopicFilterOpt = None,
+    fail_on: Annotated[
+        str,
+        typer.Option("--fail-on", help="Exit 3 on findings of this severity or worse: critical, problem, warning."),
+    ] = "problem",
+    topology: TopologyOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Check health: offline, under-min-ISR (critical); under-replicated, at-min-ISR,
+    rack-unsafe partitions and down brokers that still hold replicas (problems); leaders that
+    are not the preferred replica and topics whose min.insync.replicas does not make an acks=all
+    write reach two racks (warnings).
+
+    Exit 0 when healthy, 3 when problems are found (see --fail-on), 1 when the cluster cannot be
+    read. A table for people; --output json for monitors.
+    """
+    from kops.errors import BadInput
+    from kops.health import check_health
+
+    if fail_on not in ("critical", "problem", "warning"):
+        raise BadInput(f"--fail-on must be critical, problem or warning, not {fail_on!r}")
+    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
+                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+    topo = _filter(load_topology(c, topology), topic, False)
+    report = check_health(topo)
+    if c.json:
+        doc = report.to_dict(fail_on)
+        doc["notes"] = list(topo.notes)
+        emit_json(doc)
+    else:
+        from kops.cli.render import render_health
+
+        render_health(out_console(), report, topo, fail_on)
+    raise typer.Exit(0 if report.healthy(fail_on) else 3)
+
+
+def _filter(topo, topics, exclude_internal):
+    from dataclasses import replace
+
+    from kops.errors import BadInput
+
+    if topics:
+        missing = sorted(set(topics) - set(topo.topic_map))
+        if missing:
+            raise BadInput(f"--topic: unknown topics {missing}")
+    keep = tuple(
+        t for t in topo.topics
+        if (not topics or t.name in topics) and not (exclude_internal and t.internal)
+    )
+    return replace(topo, topics=keep)

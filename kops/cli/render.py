@@ -1,0 +1,107 @@
+"""Rich rendering of topology and health for people (imported only by the commands)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kops.health import CRITICAL, PROBLEM, WARNING, HealthReport
+from kops.model import Topology
+
+_SEV_STYLE = {CRITICAL: "bold red", PROBLEM: "yellow", WARNING: "cyan"}
+
+
+def _ids(xs) -> str:
+    return ",".join(str(x) for x in xs)
+
+
+def render_topology(con: Console, topo: Topology) -> None:
+    leaders = Counter(p.leader for p in topo.partitions() if p.leader is not None)
+    replicas = Counter(b for p in topo.partitions() for b in p.replicas)
+    head = f"cluster {topo.cluster_id or '?'}  mode {topo.mode or '?'}  controller {topo.controller}"
+    con.print(f"[bold]{escape(head)}[/bold]")
+
+    bt = Table(title="Brokers", title_justify="left")
+    for col in ("id", "host:port", "rack", "alive", "replicas", "leaders", "throttles"):
+        bt.add_column(col, justify="right" if col in ("id", "replicas", "leaders") else "left")
+    for b in sorted(topo.brokers, key=lambda b: b.id):
+        thr = ", ".join(f"{k.split('.')[0]}={v}" for k, v in sorted(b.configs.items())) or "-"
+        bt.add_row(
+            str(b.id),
+            f"{b.host}:{b.port}" if b.host else "-",
+            escape(b.rack or "-"),
+            "[green]yes[/green]" if b.alive else "[red]DOWN[/red]",
+            str(replicas[b.id]),
+            str(leaders[b.id]),
+            escape(thr),
+        )
+    con.print(bt)
+
+    tt = Table(title="Partitions", title_justify="left")
+    for col in ("topic", "partition", "replicas", "isr", "leader", "size", "min.isr", "notes"):
+        tt.add_column(col, justify="right" if col in ("partition", "leader", "size", "min.isr") else "left")
+    for t in topo.topics:
+        min_isr = t.configs.get("min.insync.replicas", "-")
+        throttled = [k for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+                     if t.configs.get(k)]
+        for p in t.partitions:
+            notes = []
+            if p.offline:
+                notes.append("[bold red]offline[/bold red]")
+            elif len(p.isr) < len(p.replicas):
+                notes.append("[yellow]under-replicated[/yellow]")
+            if not p.offline and p.leader != p.preferred_leader:
+                notes.append("not preferred")
+            if p.reassigning:
+                notes.append(f"reassigning +{_ids(p.adding_replicas)} -{_ids(p.removing_replicas)}")
+            if throttled:
+                notes.append("throttled")
+            tt.add_row(
+                escape(t.name), str(p.partition), _ids(p.replicas), _ids(p.isr),
+                str(p.leader) if p.leader is not None else "-",
+                _human_bytes(p.size_bytes), str(min_isr), "; ".join(notes),
+            )
+    con.print(tt)
+    reassigning = [p for p in topo.partitions() if p.reassigning]
+    con.print(f"{len(topo.topics)} topics, {sum(len(t.partitions) for t in topo.topics)} partitions, "
+              f"{len(reassigning)} reassignments in progress")
+    for n in topo.notes:
+        con.print(f"[yellow]Admin API / ZooKeeper disagree:[/yellow] {escape(n)}")
+
+
+def render_health(con: Console, rep: HealthReport, topo: Topology, fail_on: str) -> None:
+    status = "[bold green]HEALTHY[/bold green]" if rep.healthy(fail_on) else "[bold red]UNHEALTHY[/bold red]"
+    con.print(
+        f"{status}  {rep.partitions} partitions, {rep.brokers_alive} brokers alive, "
+        f"{rep.brokers_down} down, {rep.racks} racks"
+    )
+    if rep.findings:
+        t = Table()
+        for col in ("severity", "check", "subject", "detail"):
+            t.add_column(col)
+        shown = 0
+        for f in rep.findings:
+            if shown >= 500:
+                break
+            t.add_row(f"[{_SEV_STYLE[f.severity]}]{f.severity}[/]", f.check, escape(f.subject), escape(f.message))
+            shown += 1
+        con.print(t)
+        if len(rep.findings) > shown:
+            con.print(f"... {len(rep.findings) - shown} more (use --output json for all)")
+        con.print("summary: " + ", ".join(f"{k}={v}" for k, v in rep.summary().items()))
+    for n in topo.notes:
+        con.print(f"[yellow]Admin API / ZooKeeper disagree:[/yellow] {escape(n)}")
+
+
+def _human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return str(n)

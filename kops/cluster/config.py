@@ -1,0 +1,199 @@
+"""Kafka client properties (``--command-config FILE``) mapped onto both client libraries.
+
+Kafka's tools take a Java properties file (security.protocol, sasl.mechanism, sasl.jaas.config,
+ssl.truststore.location, ...). kops talks through confluent-kafka (librdkafka names) and, for
+the few Admin RPCs librdkafka lacks, kafka-python (its own keyword names). One parse, two maps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kops.cluster.redact import register_secret
+from kops.errors import BadInput
+
+_JAAS_KV = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"|(\w+)\s*=\s*([^\s;"]+)')
+_JAAS_MODULES = {
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+}
+_SECRET_KEYS = ("password", "sasl.jaas.config", "secret")
+
+# Java client properties that librdkafka understands under the same name.
+_RDKAFKA_SAME = {
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.endpoint.identification.algorithm",
+    "client.id",
+    "socket.timeout.ms",
+    "metadata.max.age.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+}
+# Java-only settings with no librdkafka meaning: accepted, not passed on.
+_JAVA_ONLY = {
+    "ssl.truststore.type",
+    "ssl.keystore.type",
+    "ssl.protocol",
+    "ssl.enabled.protocols",
+    "request.timeout.ms",
+    "default.api.timeout.ms",
+    "retries",
+    "retry.backoff.ms",
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text (``k=v``, ``k: v``, ``k v``; ``#``/``!`` comments;
+    trailing-backslash continuations)."""
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not buf else raw.lstrip()
+        if not buf and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            buf += line[:-1]
+            continue
+        logical.append(buf + line)
+        buf = ""
+    if buf:
+        logical.append(buf)
+    for line in logical:
+        m = re.match(r"^((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            key, value = m.group(1), m.group(2)
+        else:
+            key, value = line, ""
+        props[key.replace("\\", "")] = value.strip()
+    return props
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Parsed client properties, ready for either library."""
+
+    props: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+    @classmethod
+    def load(cls, path: str | None) -> ClientConfig:
+        if not path:
+            return cls()
+        p = Path(path)
+        if not p.is_file():
+            raise BadInput(f"--command-config: file {path!r} does not exist or is not a file")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise BadInput(f"--command-config: cannot read {path!r}: {e}") from None
+        props = parse_properties(text)
+        bad = [k for k in props if not re.match(r"^[A-Za-z0-9_.\-]+$", k)]
+        if bad:
+            raise BadInput(
+                f"--command-config {path!r} is not a Kafka client properties file",
+                details=[f"line with key {k[:40]!r} is not 'name=value'" for k in bad[:10]],
+            )
+        for k, v in props.items():
+            if any(s in k.lower() for s in _SECRET_KEYS):
+                register_secret(v)
+        cfg = cls(props, str(p))
+        cfg._jaas()  # validate early and register the password as a secret
+        return cfg
+
+    # -- SASL ------------------------------------------------------------------------------
+    def _jaas(self) -> tuple[str | None, str | None]:
+        jaas = self.props.get("sasl.jaas.config")
+        if not jaas:
+            return self.props.get("sasl.username"), self.props.get("sasl.password")
+        module = jaas.split()[0] if jaas.split() else ""
+        if module not in _JAAS_MODULES:
+            raise BadInput(
+                f"--command-config {self.source}: sasl.jaas.config uses {module!r}; kops supports "
+                "ScramLoginModule and PlainLoginModule (username=... password=...)"
+            )
+        values: dict[str, str] = {}
+        for m in _JAAS_KV.finditer(jaas[len(module):]):
+            if m.group(1):
+                values[m.group(1)] = m.group(2).replace('\\"', '"')
+            else:
+                values[m.group(3)] = m.group(4)
+        if "username" not in values or "password" not in values:
+            raise BadInput(
+                f"--command-config {self.source}: sasl.jaas.config must give username=\"...\" and "
+                "password=\"...\""
+            )
+        register_secret(values["password"])
+        return values["username"], values["password"]
+
+    @property
+    def security_protocol(self) -> str:
+        return self.props.get("security.protocol", "PLAINTEXT").upper()
+
+    def _ca_file(self) -> str | None:
+        if "ssl.ca.location" in self.props:
+            return self.props["ssl.ca.location"]
+        ts = self.props.get("ssl.truststore.location")
+        if ts:
+            if self.props.get("ssl.truststore.type", "").upper() == "PEM" or ts.endswith((".pem", ".crt")):
+                return ts
+            raise BadInput(
+                f"--command-config {self.source}: ssl.truststore.location {ts!r} is a JKS/PKCS12 "
+                "truststore; the Python clients need the CA as PEM: add ssl.ca.location=/path/ca.pem "
+                "(or set ssl.truststore.type=PEM)"
+            )
+        return None
+
+    # -- maps --------------------------------------------------------------------------------
+    def librdkafka(self) -> dict[str, str]:
+        conf: dict[str, str] = {}
+        for k, v in self.props.items():
+            if k in _RDKAFKA_SAME:
+                conf[k] = v
+        if self.props.get("sasl.jaas.config"):
+            user, pw = self._jaas()
+            conf["sasl.username"] = user or ""
+            conf["sasl.password"] = pw or ""
+        ca = self._ca_file()
+        if ca:
+            conf["ssl.ca.location"] = ca
+        conf.pop("ssl.truststore.location", None)
+        if conf.get("ssl.endpoint.identification.algorithm", None) == "":
+            conf["ssl.endpoint.identification.algorithm"] = "none"
+        return conf
+
+    def kafka_python(self) -> dict[str, object]:
+        kw: dict[str, object] = {"security_protocol": self.security_protocol}
+        if "sasl.mechanism" in self.props:
+            kw["sasl_mechanism"] = self.props["sasl.mechanism"].upper()
+        user, pw = self._jaas()
+        if user is not None:
+            kw["sasl_plain_username"] = user
+            kw["sasl_plain_password"] = pw
+        ca = self._ca_file()
+        if ca:
+            kw["ssl_cafile"] = ca
+        if "ssl.certificate.location" in self.props:
+            kw["ssl_certfile"] = self.props["ssl.certificate.location"]
+        if "ssl.key.location" in self.props:
+            kw["ssl_keyfile"] = self.props["ssl.key.location"]
+        if "ssl.key.password" in self.props:
+            kw["ssl_password"] = self.props["ssl.key.password"]
+        if self.props.get("ssl.endpoint.identification.algorithm", "https") in ("", "none"):
+            kw["ssl_check_hostname"] = False
+        return kw
+
+    def ignored_keys(self) -> list[str]:
+        known = _RDKAFKA_SAME | _JAVA_ONLY | {"sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.password"}
+        return sorted(k for k in self.props if k not in known)

@@ -1,0 +1,390 @@
+"""The one place that reads a live cluster's topology into a :class:`kops.model.Topology`.
+
+Admin API first (confluent-kafka: DescribeCluster, Metadata, DescribeConfigs; kafka-python:
+ListPartitionReassignments and DescribeLogDirs). With ``--zookeeper`` it also reads ZooKeeper
+(/brokers/ids, /brokers/topics, partition state, /controller, /admin/reassign_partitions) and
+reports every disagreement between the two sources in ``Topology.notes``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from kops.cluster.connection import Connection
+from kops.errors import ClusterError
+from kops.model import Broker, Partition, Topic, Topology
+
+#: topic configs that matter to operations; always read (effective value), even when default
+OPERATIONAL_TOPIC_CONFIGS = (
+    "min.insync.replicas",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+    "unclean.leader.election.enable",
+    "retention.ms",
+    "cleanup.policy",
+)
+#: dynamic broker configs kops cares about (throttles)
+BROKER_THROTTLE_CONFIGS = (
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    with_configs: bool = True
+    with_sizes: bool = True
+    with_reassignments: bool = True
+    with_zookeeper: bool = False
+    topics: tuple[str, ...] | None = None  # None = all topics
+
+
+def read_topology(conn: Connection, opts: ReadOptions = ReadOptions()) -> Topology:
+    """Read the cluster. Raises :class:`ClusterError` (exit 1) when it cannot be reached."""
+    admin_topo = _read_admin(conn, opts)
+    if not opts.with_zookeeper:
+        return admin_topo
+    zk_view = read_zookeeper(conn, opts)
+    notes = compare(admin_topo, zk_view)
+    if notes:
+        # a leader/ISR change between the two reads is not a disagreement: read both again once
+        time.sleep(0.5)
+        admin_topo = _read_admin(conn, opts)
+        zk_view = read_zookeeper(conn, opts)
+        notes = compare(admin_topo, zk_view)
+    return replace(admin_topo, notes=tuple(notes), mode=admin_topo.mode or "zookeeper")
+
+
+# ------------------------------------------------------------------------------------------
+# Admin API
+# ------------------------------------------------------------------------------------------
+
+
+def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
+    admin = conn.admin()
+    cluster = conn.wait(
+        admin.describe_cluster(request_timeout=conn.timeout_s), "describe cluster"
+    )
+    try:
+        md = admin.list_topics(timeout=conn.timeout_s)
+    except Exception as e:
+        raise ClusterError(f"read metadata: {e}") from None
+
+    brokers = {
+        n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port, alive=True)
+        for n in cluster.nodes
+    }
+    wanted = set(opts.topics) if opts.topics is not None else None
+    topic_names = sorted(t for t in md.topics if wanted is None or t in wanted)
+
+    reassign: dict[tuple[str, int], dict[str, list[int]]] = {}
+    if opts.with_reassignments and topic_names:
+        reassign = list_reassignments(conn)
+
+    topics: list[Topic] = []
+    for name in topic_names:
+        tm = md.topics[name]
+        if tm.error is not None and not tm.partitions:
+            raise ClusterError(f"read metadata of topic {name!r}: {tm.error}")
+        parts = []
+        for pid in sorted(tm.partitions):
+            pm = tm.partitions[pid]
+            r = reassign.get((name, pid), {})
+            parts.append(
+                Partition(
+                    topic=name,
+                    partition=pid,
+                    replicas=tuple(pm.replicas),
+                    isr=tuple(pm.isrs),
+                    leader=pm.leader if pm.leader >= 0 else None,
+                    adding_replicas=tuple(r.get("adding_replicas", ())),
+                    removing_replicas=tuple(r.get("removing_replicas", ())),
+                )
+            )
+        topics.append(Topic(name=name, partitions=tuple(parts), internal=name.startswith("__")))
+
+    # brokers that hold replicas but are not registered are down
+    for t in topics:
+        for p in t.partitions:
+            for b in p.replicas:
+                if b not in brokers:
+                    brokers[b] = Broker(id=b, alive=False)
+
+    mode = None
+    broker_configs: dict[int, dict[str, str]] = {}
+    if opts.with_configs:
+        alive_ids = sorted(b.id for b in brokers.values() if b.alive)
+        broker_configs, mode = _broker_configs(conn, alive_ids)
+        topics = _with_topic_configs(conn, topics)
+    brokers = {
+        bid: replace(b, configs=broker_configs.get(bid, {})) for bid, b in brokers.items()
+    }
+
+    if opts.with_sizes and topics:
+        sizes = partition_sizes(conn, [b.id for b in brokers.values() if b.alive], topic_names)
+        topics = [
+            replace(
+                t,
+                partitions=tuple(
+                    replace(p, size_bytes=sizes.get(p.tp)) if p.tp in sizes else p
+                    for p in t.partitions
+                ),
+            )
+            for t in topics
+        ]
+
+    controller = cluster.controller.id if cluster.controller is not None else None
+    if mode == "kraft":
+        # KRaft brokers answer DescribeCluster with a random broker as "controller"; the active
+        # controller is the leader of the metadata quorum
+        controller = kraft_controller(conn)
+    return Topology(
+        brokers=tuple(sorted(brokers.values(), key=lambda b: b.id)),
+        topics=tuple(topics),
+        controller=controller,
+        cluster_id=cluster.cluster_id,
+        mode=mode,
+        captured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _broker_configs(conn: Connection, broker_ids: list[int]) -> tuple[dict[int, dict[str, str]], str | None]:
+    """Dynamic throttle configs per broker, and the cluster mode (from ``process.roles``)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    if not broker_ids:
+        return {}, None
+    admin = conn.admin()
+    # librdkafka allows only one BROKER resource per DescribeConfigs call: one call each
+    futures: dict = {}
+    for b in broker_ids:
+        futures.update(
+            admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b))], request_timeout=conn.timeout_s)
+        )
+    out: dict[int, dict[str, str]] = {}
+    mode = None
+    for res, fut in futures.items():
+        entries = conn.wait(fut, f"describe configs of broker {res.name}")
+        cfg = {}
+        for name in BROKER_THROTTLE_CONFIGS:
+            e = entries.get(name)
+            if e is not None and e.value is not None and not e.is_default:
+                cfg[name] = e.value
+        out[int(res.name)] = cfg
+        roles = entries.get("process.roles")
+        if roles is not None:
+            mode = "kraft" if roles.value else "zookeeper"
+    return out, mode
+
+
+def _with_topic_configs(conn: Connection, topics: list[Topic]) -> list[Topic]:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    if not topics:
+        return topics
+    admin = conn.admin()
+    out = []
+    # one request for all topics (librdkafka batches per broker)
+    futures = admin.describe_configs(
+        [ConfigResource(ResourceType.TOPIC, t.name) for t in topics], request_timeout=conn.timeout_s
+    )
+    by_name = {res.name: fut for res, fut in futures.items()}
+    for t in topics:
+        entries = conn.wait(by_name[t.name], f"describe configs of topic {t.name}")
+        cfg = {}
+        for name, e in entries.items():
+            if e.value is None or getattr(e, "is_sensitive", False):
+                continue
+            if name in OPERATIONAL_TOPIC_CONFIGS and (name == "min.insync.replicas" or not e.is_default):
+                cfg[name] = e.value
+        out.append(replace(t, configs=cfg))
+    return out
+
+
+def kraft_controller(conn: Connection) -> int | None:
+    """Leader of the KRaft metadata quorum (DescribeMetadataQuorum), or None if unknown."""
+    try:
+        quorum = conn.kp_admin().describe_metadata_quorum()
+        leader = quorum["topics"][0]["partitions"][0]["leader_id"]
+    except Exception:
+        return None
+    return leader if leader is not None and leader >= 0 else None
+
+
+def list_reassignments(conn: Connection) -> dict[tuple[str, int], dict[str, list[int]]]:
+    """Ongoing reassignments (KIP-455 ListPartitionReassignments, through kafka-python)."""
+    try:
+        raw = conn.kp_admin().list_partition_reassignments(timeout_ms=int(conn.timeout_s * 1000))
+    except ClusterError:
+        raise
+    except Exception as e:
+        raise ClusterError(f"list partition reassignments: {e}") from None
+    return {(tp.topic, tp.partition): v for tp, v in raw.items()}
+
+
+def partition_sizes(
+    conn: Connection, broker_ids: Iterable[int], topics: list[str]
+) -> dict[tuple[str, int], int]:
+    """Largest replica size on disk per partition (DescribeLogDirs, through kafka-python)."""
+    ids = list(broker_ids)
+    if not ids or not topics:
+        return {}
+    try:
+        result = conn.kp_admin().describe_log_dirs(topic_partitions=list(topics), brokers=ids)
+    except Exception:
+        return {}  # sizes are a bonus for planning; a failure here must not fail describe
+    sizes: dict[tuple[str, int], int] = {}
+    for per_broker in result:
+        for d in per_broker.get("log_dirs", []):
+            for t in d.get("topics", []):
+                for p in t.get("partitions", []):
+                    key = (t["name"], p["partition_index"])
+                    sizes[key] = max(sizes.get(key, 0), int(p.get("partition_size", 0)))
+    return sizes
+
+
+# ------------------------------------------------------------------------------------------
+# ZooKeeper
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ZkView:
+    brokers: dict[int, dict[str, Any]]
+    controller: int | None
+    partitions: dict[tuple[str, int], dict[str, Any]]  # replicas, leader, isr, leader_epoch
+    reassign_partitions: list[dict[str, Any]] | None
+
+
+def read_zookeeper(conn: Connection, opts: ReadOptions = ReadOptions()) -> ZkView:
+    """Kafka's ZooKeeper data (3.x ZooKeeper mode)."""
+    from kazoo.exceptions import NoNodeError
+
+    zk = conn.zk()
+
+    def get_json(path: str) -> Any | None:
+        try:
+            data, _ = zk.retry(zk.get, path)
+        except NoNodeError:
+            return None
+        return json.loads(data.decode("utf-8")) if data else None
+
+    if not zk.retry(zk.exists, "/brokers/ids"):
+        raise ClusterError(
+            f"ZooKeeper at {conn.zookeeper} holds no Kafka data (/brokers/ids missing): wrong "
+            "connect string or chroot?"
+        )
+    brokers = {}
+    for child in zk.retry(zk.get_children, "/brokers/ids"):
+        info = get_json(f"/brokers/ids/{child}")
+        if info is not None:
+            brokers[int(child)] = info
+    ctrl = get_json("/controller")
+    controller = ctrl.get("brokerid") if isinstance(ctrl, dict) else None
+
+    names = zk.retry(zk.get_children, "/brokers/topics")
+    if opts.topics is not None:
+        names = [n for n in names if n in set(opts.topics)]
+    partitions: dict[tuple[str, int], dict[str, Any]] = {}
+    topic_async = {n: zk.get_async(f"/brokers/topics/{n}") for n in names}
+    state_async = {}
+    for name, a in topic_async.items():
+        try:
+            data, _ = a.get(timeout=conn.timeout_s)
+        except NoNodeError:
+            continue  # deleted while we read
+        tdata = json.loads(data.decode("utf-8"))
+        for pid, reps in tdata.get("partitions", {}).items():
+            key = (name, int(pid))
+            partitions[key] = {
+                "replicas": list(reps),
+                "adding_replicas": list(tdata.get("adding_replicas", {}).get(pid, [])),
+                "removing_replicas": list(tdata.get("removing_replicas", {}).get(pid, [])),
+            }
+            state_async[key] = zk.get_async(f"/brokers/topics/{name}/partitions/{pid}/state")
+    for key, a in state_async.items():
+        try:
+            data, _ = a.get(timeout=conn.timeout_s)
+            st = json.loads(data.decode("utf-8"))
+            partitions[key].update(
+                leader=st.get("leader"), isr=st.get("isr", []), leader_epoch=st.get("leader_epoch")
+            )
+        except NoNodeError:
+            partitions[key].update(leader=None, isr=[])
+    reassign = get_json("/admin/reassign_partitions")
+    return ZkView(
+        brokers=brokers,
+        controller=controller,
+        partitions=partitions,
+        reassign_partitions=reassign.get("partitions") if isinstance(reassign, dict) else None,
+    )
+
+
+def compare(topo: Topology, zk: ZkView) -> list[str]:
+    """Every disagreement between the Admin API view and ZooKeeper, as readable lines."""
+    notes: list[str] = []
+    admin_alive = {b.id: b for b in topo.brokers if b.alive}
+    if set(admin_alive) != set(zk.brokers):
+        notes.append(
+            f"registered brokers differ: Admin API {sorted(admin_alive)}, ZooKeeper {sorted(zk.brokers)}"
+        )
+    for bid in sorted(set(admin_alive) & set(zk.brokers)):
+        zr = zk.brokers[bid].get("rack")
+        if (admin_alive[bid].rack or None) != (zr or None):
+            notes.append(f"broker {bid}: rack {admin_alive[bid].rack!r} (Admin API) vs {zr!r} (ZooKeeper)")
+    if topo.controller is not None and zk.controller is not None and topo.controller != zk.controller:
+        notes.append(f"controller: {topo.controller} (Admin API) vs {zk.controller} (ZooKeeper)")
+    admin_parts = {p.tp: p for p in topo.partitions()}
+    only_admin = sorted(set(admin_parts) - set(zk.partitions))
+    only_zk = sorted(set(zk.partitions) - set(admin_parts))
+    if only_admin:
+        notes.append(f"{len(only_admin)} partitions only in the Admin API view, e.g. {_tps(only_admin)}")
+    if only_zk:
+        notes.append(f"{len(only_zk)} partitions only in ZooKeeper, e.g. {_tps(only_zk)}")
+    for tp in sorted(set(admin_parts) & set(zk.partitions)):
+        a, z = admin_parts[tp], zk.partitions[tp]
+        if list(a.replicas) != z["replicas"]:
+            notes.append(f"{tp[0]}-{tp[1]}: replicas {list(a.replicas)} (Admin API) vs {z['replicas']} (ZooKeeper)")
+        zl = z.get("leader")
+        zl = None if zl is None or zl < 0 else zl
+        if a.leader != zl:
+            notes.append(f"{tp[0]}-{tp[1]}: leader {a.leader} (Admin API) vs {zl} (ZooKeeper)")
+        if sorted(a.isr) != sorted(z.get("isr", [])):
+            notes.append(f"{tp[0]}-{tp[1]}: ISR {sorted(a.isr)} (Admin API) vs {sorted(z.get('isr', []))} (ZooKeeper)")
+    return notes
+
+
+def _tps(tps: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps[:5])
+
+
+def replica_sizes(
+    conn: Connection, broker_ids: Iterable[int], topics: list[str]
+) -> dict[tuple[str, int, int], int]:
+    """Size on disk of each replica ``(topic, partition, broker)`` (DescribeLogDirs), e.g. to
+    follow how far new replicas have caught up during a reassignment. Future (log-dir move)
+    replicas are left out. Empty when the brokers cannot be asked."""
+    ids = list(broker_ids)
+    if not ids or not topics:
+        return {}
+    try:
+        result = conn.kp_admin().describe_log_dirs(topic_partitions=list(topics), brokers=ids)
+    except Exception:
+        return {}
+    sizes: dict[tuple[str, int, int], int] = {}
+    for per_broker in result:
+        b = int(per_broker.get("broker", -1))
+        for d in per_broker.get("log_dirs", []):
+            for t in d.get("topics", []):
+                for p in t.get("partitions", []):
+                    if p.get("is_future_key"):
+                        continue
+                    key = (t["name"], p["partition_index"], b)
+                    sizes[key] = max(sizes.get(key, 0), int(p.get("partition_size", 0)))
+    return sizes
