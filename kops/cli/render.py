@@ -42,7 +42,8 @@ def render_topology(con: Console, topo: Topology) -> None:
 
     tt = Table(title="Partitions", title_justify="left")
     for col in ("topic", "partition", "replicas", "isr", "leader", "size", "min.isr", "notes"):
-        tt.add_column(col, justify="right" if col in ("partition", "leader", "size", "min.isr") else "left")
+        tt.add_column(col, justify="right" if col in ("partition", "leader", "size", "min.isr") else "left",
+                      overflow="fold")
     for t in topo.topics:
         min_isr = t.configs.get("min.insync.replicas", "-")
         throttled = [k for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -81,7 +82,7 @@ def render_health(con: Console, rep: HealthReport, topo: Topology, fail_on: str)
     if rep.findings:
         t = Table()
         for col in ("severity", "check", "subject", "detail"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")
         shown = 0
         for f in rep.findings:
             if shown >= 500:

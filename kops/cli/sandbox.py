@@ -1,0 +1,302 @@
+"""``kops sandbox up | down | status | stop | start``: a real local multi-rack Kafka cluster.
+
+Light imports only; the implementation (kops.sandbox.cluster) is imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from kops.cli.common import OutputOpt, emit_json, err_console, handle_errors, make_context, out_console
+
+app = typer.Typer(
+    help=(
+        "A real local Kafka cluster for demos and tests: ZooKeeper + 6 brokers over racks a,a,b,b,c,c "
+        "(Kafka 3.9.x jars from Maven Central, cached in ~/.cache/kops), or KRaft with Kafka 4.x "
+        "(--mode kraft). Processes listen on 127.0.0.1 only; state, configs, data and logs live in "
+        "the work dir (~/.kops/sandbox, env KOPS_SANDBOX_DIR), so later commands find the cluster."
+    ),
+    no_args_is_help=True,
+)
+
+
+class Mode(str, Enum):
+    zookeeper = "zookeeper"
+    kraft = "kraft"
+
+
+WorkdirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workdir",
+        envvar="KOPS_SANDBOX_DIR",
+        help="Sandbox work dir: state file, configs, data, logs (default ~/.kops/sandbox; env KOPS_SANDBOX_DIR).",
+    ),
+]
+BrokerOpt = Annotated[int | None, typer.Option("--broker", help="One broker, by id.")]
+RackOpt = Annotated[str | None, typer.Option("--rack", help="Every broker of this rack.")]
+TimeoutSOpt = Annotated[
+    float | None, typer.Option("--timeout", min=1.0, help="Seconds to wait before failing (default 120 to start, 60 to stop).")
+]
+
+
+def _log(msg: str) -> None:
+    from rich.markup import escape
+
+    err_console().print(f"[dim]{escape(msg)}[/dim]", soft_wrap=True)
+
+
+def _attach(workdir: str | None):
+    from kops.sandbox.cluster import Sandbox
+
+    return Sandbox.attach(workdir, log=_log)
+
+
+def _status_rows(sb) -> list[dict[str, Any]]:
+    return [s.to_dict() for s in sb.status()]
+
+
+def _render_status(rows: list[dict[str, Any]], title: str | None = None) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in ("process", "id", "rack", "port", "pid", "state"):
+        t.add_column(col, justify="right" if col in ("id", "port", "pid") else "left")
+    for r in rows:
+        if r["alive"]:
+            state = "[green]alive[/green]" + (" (controller)" if r.get("controller") else "")
+        elif r["running"]:
+            state = "[yellow]running, not registered[/yellow]"
+        else:
+            state = "[red]stopped[/red]"
+        t.add_row(
+            r["name"],
+            "" if r["id"] is None else str(r["id"]),
+            r["rack"] or "",
+            str(r["port"]),
+            "" if r["pid"] is None else str(r["pid"]),
+            state,
+        )
+    out_console().print(t)
+
+
+@app.command()
+@handle_errors
+def up(
+    ctx: typer.Context,
+    brokers: Annotated[int | None, typer.Option("--brokers", min=1, max=50, help="Number of brokers (default 6).")] = None,
+    racks: Annotated[
+        str | None,
+        typer.Option(
+            "--racks",
+            help=(
+                "Rack of each broker: one per broker in id order (a,a,b,b,c,c; multi-level "
+                "/dc1/r1,/dc1/r1,/dc1/r2,...) or id:rack pairs (0:/dc1/r1,1:/dc1/r2,...). "
+                "Default: brokers split over racks a, b, c."
+            ),
+        ),
+    ] = None,
+    zookeeper_port: Annotated[
+        int | None, typer.Option("--zookeeper-port", min=1024, max=65535, help="ZooKeeper client port (default 2181).")
+    ] = None,
+    base_port: Annotated[
+        int | None,
+        typer.Option("--base-port", min=1024, max=65535, help="Port of the first broker; broker i gets base+i (default 9092)."),
+    ] = None,
+    workdir: WorkdirOpt = None,
+    heap: Annotated[str | None, typer.Option("--heap", help="Broker JVM heap, -Xmx (default 384m).")] = None,
+    mode: Annotated[
+        Mode | None,
+        typer.Option("--mode", help="zookeeper: Kafka 3.9 + ZooKeeper (default); kraft: Kafka 4.x, KRaft controllers."),
+    ] = None,
+    kafka_version: Annotated[
+        str | None, typer.Option("--kafka-version", help="Kafka version from Maven Central (default 3.9.1; kraft 4.1.1).")
+    ] = None,
+    controllers: Annotated[
+        int | None, typer.Option("--controllers", help="KRaft controller quorum size: 1 (default) or 3.")
+    ] = None,
+    auto_leader_rebalance: Annotated[
+        bool | None,
+        typer.Option(
+            "--auto-leader-rebalance/--no-auto-leader-rebalance",
+            help="Kafka's own auto.leader.rebalance.enable (default off: kops restores leaders).",
+        ),
+    ] = None,
+    controller_port: Annotated[
+        int | None,
+        typer.Option("--controller-port", min=1024, max=65535,
+                     help="KRaft: port of the first controller; controller i gets port+i (default 9192)."),
+    ] = None,
+    state_change_log_level: Annotated[
+        str | None,
+        typer.Option("--state-change-log-level",
+                     help="Level of state.change.logger (state-change.log): INFO as Kafka ships it, or TRACE."),
+    ] = None,
+    timeout: TimeoutSOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Start the sandbox (or check the running one) and wait until every broker is registered
+    and a controller is elected; print the bootstrap servers and the ZooKeeper connect string.
+
+    The first run fetches Kafka's jars with Maven (once). A sandbox already running in the work
+    dir is reused (nothing is started twice); one with different settings is an error (exit 2).
+    """
+    c = make_context(ctx, output=output)
+    from kops.sandbox.cluster import open_sandbox
+
+    overrides: dict[str, Any] = {
+        "brokers": brokers,
+        "racks": racks,
+        "zookeeper_port": zookeeper_port,
+        "base_port": base_port,
+        "heap": heap,
+        "mode": mode.value if mode else None,
+        "kafka_version": kafka_version,
+        "controllers": controllers,
+        "auto_leader_rebalance": auto_leader_rebalance,
+        "controller_base_port": controller_port,
+        "state_change_log_level": state_change_log_level.upper() if state_change_log_level else None,
+    }
+    sb = open_sandbox(workdir, log=_log, **overrides)
+    t0 = time.monotonic()
+    sb.up(timeout_s=timeout)
+    secs = round(time.monotonic() - t0, 1)
+    already = not sb.started_now
+    if c.json:
+        emit_json({**sb.to_dict(), "already_running": already, "started": sb.started_now, "seconds": secs})
+        return
+    con = out_console()
+    head = "already running" if already else f"started {len(sb.started_now)} processes in {secs}s"
+    con.print(f"sandbox up ({sb.mode} mode, Kafka {sb.kafka_version}, {head}) in {sb.workdir}", soft_wrap=True)
+    con.print(f"bootstrap servers:  {sb.bootstrap_servers}", soft_wrap=True)
+    if sb.zookeeper_connect:
+        con.print(f"zookeeper connect:  {sb.zookeeper_connect}", soft_wrap=True)
+    if sb.cluster_id:
+        con.print(f"cluster id:         {sb.cluster_id}", soft_wrap=True)
+    con.print("brokers:            " + ", ".join(f"{b}@{sb.rack_of(b)}" for b in sb.broker_ids), soft_wrap=True)
+    env = f"export KOPS_BOOTSTRAP_SERVER={sb.bootstrap_servers}"
+    if sb.zookeeper_connect:
+        env += f" KOPS_ZOOKEEPER={sb.zookeeper_connect}"
+    con.print(env, soft_wrap=True)
+
+
+@app.command()
+@handle_errors
+def down(
+    ctx: typer.Context,
+    purge: Annotated[bool, typer.Option("--purge", help="Also delete the sandbox's data, logs and state.")] = False,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Stop every process the sandbox started (graceful SIGTERM, SIGKILL after the timeout), and
+    nothing else. Data and logs stay for the next `up` unless --purge."""
+    c = make_context(ctx, output=output)
+    from kops.sandbox.cluster import Sandbox
+
+    if not Sandbox.exists(workdir):
+        from kops.sandbox.config import default_workdir
+
+        wd = workdir or str(default_workdir())
+        if c.json:
+            emit_json({"workdir": wd, "stopped": [], "purged": False, "note": "no sandbox"})
+        else:
+            err_console().print(f"no sandbox in {wd}: nothing to stop")
+        return
+    sb = _attach(workdir)
+    stopped = sb.down(purge=purge, timeout_s=timeout)
+    if c.json:
+        emit_json({"workdir": str(sb.workdir), "stopped": stopped, "purged": purge})
+        return
+    msg = f"stopped {', '.join(stopped)}" if stopped else "nothing was running"
+    out_console().print(f"sandbox down in {sb.workdir}: {msg}" + ("; files deleted" if purge else ""), soft_wrap=True)
+
+
+@app.command()
+@handle_errors
+def status(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = None) -> None:
+    """Each process of the sandbox: ZooKeeper (or KRaft controllers) and every broker with its
+    rack, port, pid and whether it is alive (running and registered). Exit 0 when everything is
+    alive, 3 when some process is not, 1 when there is no sandbox."""
+    c = make_context(ctx, output=output)
+    sb = _attach(workdir)
+    rows = _status_rows(sb)
+    all_alive = all(r["alive"] for r in rows)
+    if c.json:
+        emit_json({**sb.to_dict(), "processes": rows, "all_alive": all_alive})
+    else:
+        _render_status(rows, title=f"sandbox {sb.workdir} ({sb.mode}, Kafka {sb.kafka_version})")
+        out_console().print(f"bootstrap servers: {sb.bootstrap_servers}", soft_wrap=True)
+        if sb.zookeeper_connect:
+            out_console().print(f"zookeeper connect: {sb.zookeeper_connect}", soft_wrap=True)
+    if not all_alive:
+        raise typer.Exit(3)
+
+
+def _one_target(broker: int | None, rack: str | None) -> None:
+    from kops.errors import BadInput
+
+    if (broker is None) == (rack is None):
+        raise BadInput("name exactly one target: --broker ID or --rack R")
+
+
+@app.command()
+@handle_errors
+def stop(
+    ctx: typer.Context,
+    broker: BrokerOpt = None,
+    rack: RackOpt = None,
+    kill: Annotated[
+        bool, typer.Option("--kill", help="SIGKILL (a crash) instead of a graceful controlled shutdown.")
+    ] = False,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Stop one broker (--broker) or a whole rack (--rack). Graceful by default: Kafka's controlled
+    shutdown moves leadership away; returns once the brokers exited and left the cluster
+    (ZooKeeper registration gone). --kill simulates a crash."""
+    c = make_context(ctx, output=output)
+    _one_target(broker, rack)
+    sb = _attach(workdir)
+    done = sb.stop(broker, rack=rack, kill=kill, timeout_s=timeout)
+    _report("stop", sb, done, c.json, kill=kill)
+
+
+@app.command()
+@handle_errors
+def start(
+    ctx: typer.Context,
+    broker: BrokerOpt = None,
+    rack: RackOpt = None,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Start stopped brokers again (--broker or --rack) with their config and data; returns once
+    they are registered. Brokers that already run are left alone."""
+    c = make_context(ctx, output=output)
+    _one_target(broker, rack)
+    sb = _attach(workdir)
+    done = sb.start(broker, rack=rack, timeout_s=timeout)
+    _report("start", sb, done, c.json)
+
+
+def _report(action: str, sb, done: list[int], as_json: bool, *, kill: bool = False) -> None:
+    rows = _status_rows(sb)
+    if as_json:
+        doc: dict[str, Any] = {"action": action, "brokers": done, "processes": rows}
+        if action == "stop":
+            doc["kill"] = kill
+        emit_json(doc)
+        return
+    verb = {"stop": "killed" if kill else "stopped", "start": "started"}[action]
+    if done:
+        out_console().print(f"{verb} brokers {', '.join(map(str, done))}", soft_wrap=True)
+    else:
+        out_console().print(f"nothing to do: the brokers were already {'stopped' if action == 'stop' else 'running'}", soft_wrap=True)
+    _render_status(rows)

@@ -1,0 +1,514 @@
+"""Sandbox configuration: brokers, racks, ports, work directory, JVM flags, generated files.
+
+Pure (no processes, no network): everything here is unit-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from kops.errors import BadInput
+from kops.sandbox.dist import DEFAULT_KRAFT_VERSION, DEFAULT_VERSION, major_version
+
+MODES = ("zookeeper", "kraft")
+DEFAULT_BROKERS = 6
+DEFAULT_ZK_PORT = 2181
+DEFAULT_BASE_PORT = 9092
+DEFAULT_CONTROLLER_BASE_PORT = 9192
+DEFAULT_HEAP = "384m"
+DEFAULT_ZK_HEAP = "128m"
+STATE_CHANGE_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
+
+# Fast start on small machines: C1 only, serial GC, no JIT warm-up hunger.
+FAST_JVM_FLAGS: tuple[str, ...] = (
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-XX:-UsePerfData",
+    "-Djava.awt.headless=true",
+    "-Djava.net.preferIPv4Stack=true",
+)
+
+
+def default_workdir() -> Path:
+    """``$KOPS_SANDBOX_DIR`` or ``~/.kops/sandbox``."""
+    env = os.environ.get("KOPS_SANDBOX_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".kops" / "sandbox"
+
+
+def default_racks(broker_ids: Sequence[int]) -> dict[int, str]:
+    """Brokers in id order, two per rack: a, a, b, b, c, c (a third of the brokers per rack
+    rounded up, for any count: 6 -> a,a,b,b,c,c; 9 -> a,a,a,b,b,b,c,c,c; 3 -> a,b,c)."""
+    ids = sorted(broker_ids)
+    n = len(ids)
+    if n == 0:
+        return {}
+    per = max(1, -(-n // 3))
+    return {b: chr(ord("a") + min(i // per, 25)) for i, b in enumerate(ids)}
+
+
+def parse_racks(spec: str | Sequence[str] | Mapping[int, str] | None, broker_ids: Sequence[int]) -> dict[int, str]:
+    """Rack of every broker from a CLI-style spec.
+
+    Accepted forms (``broker_ids`` in order):
+
+    - ``None`` or ``""``: :func:`default_racks`;
+    - positional ``"a,a,b,b,c,c"`` (one rack per broker, in broker-id order);
+    - by id ``"0:/dc1/r1,1:/dc1/r1,2:/dc1/r2,..."`` (every broker named exactly once);
+    - a list of rack ids or a ``{broker_id: rack}`` mapping.
+
+    Raises :class:`BadInput` naming the problem (wrong count, unknown or duplicate broker,
+    empty rack, malformed or mixed multi-level paths).
+    """
+    from kops.placement.racks import validate_racks
+
+    ids = list(broker_ids)
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
+        return default_racks(ids)
+    racks: dict[int, str] = {}
+    if isinstance(spec, Mapping):
+        for k, v in spec.items():
+            try:
+                racks[int(k)] = str(v)
+            except (TypeError, ValueError):
+                raise BadInput(f"rack map: broker id {k!r} is not an integer") from None
+    else:
+        items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s).strip() for s in spec]
+        by_id = [i for i in items if ":" in i]
+        if by_id and len(by_id) != len(items):
+            raise BadInput(
+                f"--racks {spec!r}: mix of 'id:rack' and plain entries; use either a,a,b,b,... "
+                "(one rack per broker in id order) or 0:rackA,1:rackB,... for every broker"
+            )
+        if by_id:
+            for item in items:
+                bid, _, rack = item.partition(":")
+                try:
+                    b = int(bid.strip())
+                except ValueError:
+                    raise BadInput(f"--racks entry {item!r}: broker id {bid!r} is not an integer") from None
+                if b in racks:
+                    raise BadInput(f"--racks: broker {b} is given twice")
+                racks[b] = rack.strip()
+        else:
+            if len(items) != len(ids):
+                raise BadInput(
+                    f"--racks {spec!r} names {len(items)} racks for {len(ids)} brokers {ids}; "
+                    "give one rack per broker (e.g. a,a,b,b,c,c) or id:rack pairs"
+                )
+            racks = dict(zip(ids, items, strict=True))
+    unknown = sorted(set(racks) - set(ids))
+    missing = sorted(set(ids) - set(racks))
+    if unknown:
+        raise BadInput(f"--racks names unknown brokers {unknown}; the brokers are {ids}")
+    if missing:
+        raise BadInput(f"--racks gives no rack for brokers {missing}; every broker needs one")
+    empty = sorted(b for b, r in racks.items() if not r)
+    if empty:
+        raise BadInput(f"--racks: brokers {empty} have an empty rack id")
+    for b, r in racks.items():
+        if any(c.isspace() or c in ",:=\\'\"" for c in r) and not r.startswith("/"):
+            raise BadInput(f"--racks: broker {b} rack {r!r} contains a space or one of , : = \\ ' \"")
+    validate_racks(racks, require_all=True)
+    return {b: racks[b] for b in ids}
+
+
+def parse_heap(heap: str) -> str:
+    """``384m``/``1g``/``512M`` -> the -Xmx value; BadInput otherwise."""
+    h = str(heap).strip().lower()
+    if h.endswith(("m", "g", "k")) and h[:-1].isdigit() and int(h[:-1]) > 0:
+        mb = int(h[:-1]) * {"k": 1 / 1024, "m": 1, "g": 1024}[h[-1]]
+        if mb < 64:
+            raise BadInput(f"--heap {heap}: too small for a Kafka broker (at least 64m; 384m is a good default)")
+        return h
+    raise BadInput(f"--heap {heap!r}: expected a size like 384m or 1g")
+
+
+def _check_port(name: str, port: int) -> None:
+    if not isinstance(port, int) or not (1024 <= port <= 65535):
+        raise BadInput(f"{name} {port!r} is not a port in 1024..65535")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """What a sandbox looks like. All fields have working defaults (6 brokers, racks a/b/c).
+
+    ``racks`` maps broker id -> rack id (plain ``a`` or multi-level ``/dc1/r1``); ``None``
+    means :func:`default_racks`. ``broker_ports`` overrides ``base_port + index`` per broker
+    (used by the tests to run on free ports); the same for ``controller_ports`` in KRaft mode.
+    """
+
+    brokers: int = DEFAULT_BROKERS
+    racks: Mapping[int, str] | str | Sequence[str] | None = None
+    mode: str = "zookeeper"
+    kafka_version: str | None = None
+    host: str = "127.0.0.1"
+    zookeeper_port: int = DEFAULT_ZK_PORT
+    zk_chroot: str | None = None
+    base_port: int = DEFAULT_BASE_PORT
+    broker_ports: Sequence[int] | None = None
+    first_broker_id: int = 0
+    controllers: int = 1
+    controller_base_port: int = DEFAULT_CONTROLLER_BASE_PORT
+    controller_ports: Sequence[int] | None = None
+    workdir: Path | None = None
+    heap: str = DEFAULT_HEAP
+    zk_heap: str = DEFAULT_ZK_HEAP
+    jvm_flags: Sequence[str] = FAST_JVM_FLAGS
+    extra_jvm_flags: Sequence[str] = ()
+    auto_leader_rebalance: bool = False
+    state_change_log_level: str = "INFO"
+    extra_properties: Mapping[str, Any] = field(default_factory=dict)
+    start_timeout_s: float = 120.0
+    stop_timeout_s: float = 60.0
+
+    # -- derived -----------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "workdir", Path(self.workdir or default_workdir()).expanduser().absolute())
+        if self.kafka_version is None:
+            object.__setattr__(self, "kafka_version", DEFAULT_KRAFT_VERSION if self.mode == "kraft" else DEFAULT_VERSION)
+        if isinstance(self.racks, (str, list, tuple)):  # CLI-style spec: "a,a,b,b" / "0:/dc1/r1,..."
+            object.__setattr__(self, "racks", parse_racks(self.racks, self.broker_ids) if self.racks else None)
+        if self.racks is not None:
+            object.__setattr__(self, "racks", {int(k): str(v) for k, v in dict(self.racks).items()})
+        if self.broker_ports is not None:
+            object.__setattr__(self, "broker_ports", tuple(int(p) for p in self.broker_ports))
+        if self.controller_ports is not None:
+            object.__setattr__(self, "controller_ports", tuple(int(p) for p in self.controller_ports))
+        object.__setattr__(self, "jvm_flags", tuple(self.jvm_flags))
+        object.__setattr__(self, "extra_jvm_flags", tuple(self.extra_jvm_flags))
+        object.__setattr__(self, "extra_properties", {str(k): v for k, v in dict(self.extra_properties).items()})
+
+    def validate(self) -> SandboxConfig:
+        """Raise :class:`BadInput` naming every problem; return self."""
+        if self.mode not in MODES:
+            raise BadInput(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        if not isinstance(self.brokers, int) or not (1 <= self.brokers <= 50):
+            raise BadInput(f"brokers {self.brokers!r}: expected 1..50")
+        if self.first_broker_id < 0:
+            raise BadInput(f"first broker id {self.first_broker_id} must be >= 0")
+        major = major_version(self.kafka_version)
+        if self.mode == "zookeeper" and major >= 4:
+            raise BadInput(
+                f"Kafka {self.kafka_version} has no ZooKeeper mode (removed in 4.0); use --mode kraft "
+                "or a 3.9.x version"
+            )
+        if self.host not in ("127.0.0.1", "localhost", "::1"):
+            raise BadInput(f"host {self.host!r}: the sandbox listens on the loopback interface only (127.0.0.1)")
+        parse_heap(self.heap)
+        parse_heap(self.zk_heap)
+        if self.state_change_log_level.upper() not in STATE_CHANGE_LEVELS:
+            raise BadInput(f"state-change log level {self.state_change_log_level!r}: one of {STATE_CHANGE_LEVELS}")
+        if self.zk_chroot is not None and (not self.zk_chroot.startswith("/") or self.zk_chroot == "/"):
+            raise BadInput(f"ZooKeeper chroot {self.zk_chroot!r} must start with '/' (e.g. /kafka)")
+        if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
+            raise BadInput(f"{len(self.broker_ports)} broker ports for {self.brokers} brokers")
+        if self.mode == "kraft":
+            if self.controllers not in (1, 3, 5):
+                raise BadInput(f"controllers {self.controllers}: use a quorum of 1, 3 or 5")
+            if self.controller_ports is not None and len(self.controller_ports) != self.controllers:
+                raise BadInput(f"{len(self.controller_ports)} controller ports for {self.controllers} controllers")
+        self.rack_map  # validates racks
+        ports = self.all_ports()
+        for name, p in ports.items():
+            _check_port(name, p)
+        seen: dict[int, str] = {}
+        for name, p in ports.items():
+            if p in seen:
+                raise BadInput(f"port {p} is used twice: {seen[p]} and {name}")
+            seen[p] = name
+        bad_keys = [k for k in self.extra_properties if not k or any(c.isspace() or c in "=:" for c in k)]
+        if bad_keys:
+            raise BadInput(f"bad broker property names {bad_keys}")
+        return self
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return list(range(self.first_broker_id, self.first_broker_id + self.brokers))
+
+    @property
+    def controller_ids(self) -> list[int]:
+        """KRaft controller node ids: after the broker ids, from 1000 (no clash with brokers)."""
+        return [1000 + i for i in range(self.controllers)] if self.mode == "kraft" else []
+
+    @property
+    def rack_map(self) -> dict[int, str]:
+        return parse_racks(self.racks, self.broker_ids)
+
+    def broker_port(self, broker_id: int) -> int:
+        i = self.broker_ids.index(broker_id)
+        return self.broker_ports[i] if self.broker_ports is not None else self.base_port + i
+
+    def controller_port(self, node_id: int) -> int:
+        i = self.controller_ids.index(node_id)
+        return self.controller_ports[i] if self.controller_ports is not None else self.controller_base_port + i
+
+    def all_ports(self) -> dict[str, int]:
+        ports: dict[str, int] = {}
+        if self.mode == "zookeeper":
+            ports["zookeeper port"] = self.zookeeper_port
+        for c in self.controller_ids:
+            ports[f"controller {c} port"] = self.controller_port(c)
+        for b in self.broker_ids:
+            ports[f"broker {b} port"] = self.broker_port(b)
+        return ports
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{self.broker_port(b)}" for b in self.broker_ids)
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        if self.mode != "zookeeper":
+            return None
+        return f"{self.host}:{self.zookeeper_port}{self.zk_chroot or ''}"
+
+    @property
+    def quorum_voters(self) -> str:
+        return ",".join(f"{c}@{self.host}:{self.controller_port(c)}" for c in self.controller_ids)
+
+    # -- files -------------------------------------------------------------------------------
+    @property
+    def config_dir(self) -> Path:
+        return self.workdir / "config"
+
+    @property
+    def state_file(self) -> Path:
+        return self.workdir / "sandbox.json"
+
+    def node_dir(self, node: str | int) -> Path:
+        """``zookeeper``, ``broker-<id>`` or ``controller-<id>`` under the work dir."""
+        if node == "zookeeper":
+            return self.workdir / "zookeeper"
+        if isinstance(node, int) and node in self.controller_ids:
+            return self.workdir / f"controller-{node}"
+        return self.workdir / f"broker-{int(node)}"
+
+    def log_dir(self, node: str | int) -> Path:
+        """Where the node's log4j files go (server.log, state-change.log, controller.log)."""
+        return self.node_dir(node) / "logs"
+
+    def data_dir(self, node: str | int) -> Path:
+        """ZooKeeper's dataDir, or the broker's/controller's ``log.dirs``."""
+        return self.node_dir(node) / "data"
+
+    def stdout_file(self, node: str | int) -> Path:
+        """stdout+stderr of the JVM (``kafkaServer.out`` in Kafka's scripts)."""
+        return self.node_dir(node) / "console.out"
+
+    def properties_file(self, node: str | int) -> Path:
+        if node == "zookeeper":
+            return self.config_dir / "zookeeper.properties"
+        if isinstance(node, int) and node in self.controller_ids:
+            return self.config_dir / f"controller-{node}.properties"
+        return self.config_dir / f"broker-{int(node)}.properties"
+
+    @property
+    def log4j_file(self) -> Path:
+        return self.config_dir / ("log4j.properties" if self.mode == "zookeeper" else "log4j2.yaml")
+
+    # -- generated contents --------------------------------------------------------------------
+    def zookeeper_properties(self) -> dict[str, str]:
+        return {
+            "dataDir": str(self.data_dir("zookeeper")),
+            "clientPort": str(self.zookeeper_port),
+            "clientPortAddress": self.host,
+            "maxClientCnxns": "0",
+            "admin.enableServer": "false",
+            "4lw.commands.whitelist": "ruok,srvr,stat",
+            "tickTime": "2000",
+            "initLimit": "10",
+            "syncLimit": "5",
+            # an empty-cluster sandbox: no snapshot throttling games
+            "autopurge.snapRetainCount": "3",
+            "autopurge.purgeInterval": "1",
+        }
+
+    def _common_broker_properties(self) -> dict[str, str]:
+        n = self.brokers
+        rf = str(min(3, n))
+        return {
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": str(min(2, n)),
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.leader.rebalance.enable": "true" if self.auto_leader_rebalance else "false",
+            "delete.topic.enable": "true",
+            # small footprint on a 2-core machine
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "num.recovery.threads.per.data.dir": "1",
+            "background.threads": "4",
+            "log.cleaner.threads": "1",
+            "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+            "socket.send.buffer.bytes": "102400",
+            "socket.receive.buffer.bytes": "102400",
+            "controlled.shutdown.enable": "true",
+        }
+
+    def broker_properties(self, broker_id: int) -> dict[str, str]:
+        """``server.properties`` of one broker (extra_properties last, so they win)."""
+        if broker_id not in self.broker_ids:
+            raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
+        port = self.broker_port(broker_id)
+        props: dict[str, str] = {}
+        if self.mode == "zookeeper":
+            props |= {
+                "broker.id": str(broker_id),
+                "zookeeper.connect": self.zookeeper_connect or "",
+                "zookeeper.session.timeout.ms": "6000",
+                "zookeeper.connection.timeout.ms": "10000",
+                "listeners": f"PLAINTEXT://{self.host}:{port}",
+                "advertised.listeners": f"PLAINTEXT://{self.host}:{port}",
+            }
+        else:
+            props |= {
+                "process.roles": "broker",
+                "node.id": str(broker_id),
+                "controller.quorum.voters": self.quorum_voters,
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listeners": f"PLAINTEXT://{self.host}:{port}",
+                "advertised.listeners": f"PLAINTEXT://{self.host}:{port}",
+                "broker.session.timeout.ms": "6000",
+                "broker.heartbeat.interval.ms": "1000",
+            }
+        props["broker.rack"] = self.rack_map[broker_id]
+        props["log.dirs"] = str(self.data_dir(broker_id))
+        props |= self._common_broker_properties()
+        props |= {k: _prop_value(v) for k, v in self.extra_properties.items()}
+        return props
+
+    def controller_properties(self, node_id: int) -> dict[str, str]:
+        """KRaft controller-only node."""
+        if node_id not in self.controller_ids:
+            raise BadInput(f"no controller {node_id} in this sandbox (controllers {self.controller_ids})")
+        return {
+            "process.roles": "controller",
+            "node.id": str(node_id),
+            "controller.quorum.voters": self.quorum_voters,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listeners": f"CONTROLLER://{self.host}:{self.controller_port(node_id)}",
+            "log.dirs": str(self.data_dir(node_id)),
+            "auto.leader.rebalance.enable": "true" if self.auto_leader_rebalance else "false",
+            "offsets.topic.replication.factor": str(min(3, self.brokers)),
+            "transaction.state.log.replication.factor": str(min(3, self.brokers)),
+            "transaction.state.log.min.isr": str(min(2, self.brokers)),
+            "num.io.threads": "2",
+            "num.network.threads": "2",
+            "broker.session.timeout.ms": "6000",
+            "broker.heartbeat.interval.ms": "1000",
+        }
+
+    def jvm_command(
+        self, node: str | int, *, java: str, classpath: str, cds: Sequence[str] = ()
+    ) -> list[str]:
+        """The full ``java ...`` command line of a node (ZooKeeper, broker or controller)."""
+        from kops.sandbox.dist import BROKER_MAIN, ZOOKEEPER_MAIN
+
+        heap = parse_heap(self.zk_heap if node == "zookeeper" else self.heap)
+        log_dir = self.log_dir(node)
+        if self.mode == "zookeeper":
+            logging = [
+                f"-Dlog4j.configuration=file:{self.log4j_file}",
+                f"-Dkops.state.change.level={self.state_change_log_level.upper()}",
+            ]
+        else:
+            logging = [
+                f"-Dlog4j2.configurationFile={self.log4j_file}",
+                f"-Dkops.state.change.level={self.state_change_log_level.upper()}",
+            ]
+        main = ZOOKEEPER_MAIN if node == "zookeeper" else BROKER_MAIN
+        return [
+            java,
+            f"-Xmx{heap}",
+            f"-Xms{min(64, _heap_mb(heap))}m",
+            *self.jvm_flags,
+            *cds,
+            *self.extra_jvm_flags,
+            f"-Dkafka.logs.dir={log_dir}",
+            *logging,
+            f"-Dkops.sandbox.node={node}",
+            "-cp",
+            classpath,
+            main,
+            str(self.properties_file(node)),
+        ]
+
+    # -- (de)serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["workdir"] = str(self.workdir)
+        d["racks"] = {str(k): v for k, v in self.rack_map.items()}
+        d["broker_ports"] = list(self.broker_ports) if self.broker_ports is not None else None
+        d["controller_ports"] = list(self.controller_ports) if self.controller_ports is not None else None
+        d["jvm_flags"] = list(self.jvm_flags)
+        d["extra_jvm_flags"] = list(self.extra_jvm_flags)
+        d["extra_properties"] = dict(self.extra_properties)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SandboxConfig:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        if kw.get("racks") is not None:
+            kw["racks"] = {int(k): v for k, v in kw["racks"].items()}
+        return cls(**kw)
+
+    def with_(self, **changes: Any) -> SandboxConfig:
+        return replace(self, **changes)
+
+
+def _heap_mb(heap: str) -> int:
+    h = heap.lower()
+    return int(int(h[:-1]) * {"k": 1 / 1024, "m": 1, "g": 1024}[h[-1]])
+
+
+def _prop_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def render_properties(props: Mapping[str, str], header: str = "") -> str:
+    """A Java properties file (values escaped; comments on their own lines)."""
+    lines = [f"# {h}" for h in header.splitlines()] if header else []
+    for k, v in props.items():
+        lines.append(f"{_escape(k, key=True)}={_escape(str(v))}")
+    return "\n".join(lines) + "\n"
+
+
+def _escape(s: str, *, key: bool = False) -> str:
+    out = []
+    for i, c in enumerate(s):
+        if c == "\\":
+            out.append("\\\\")
+        elif c in "\n":
+            out.append("\\n")
+        elif c in "=:#!" and key:
+            out.append("\\" + c)
+        elif c in "#!" and i == 0:
+            out.append("\\" + c)
+        elif c == " " and (key or i == 0):
+            out.append("\\ ")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Read back a properties file written by :func:`render_properties` (tests, status)."""
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        k, _, v = line.partition("=")
+        props[k.replace("\\", "")] = v.replace("\\\\", "\x00").replace("\\", "").replace("\x00", "\\")
+    return props

@@ -1,0 +1,353 @@
+"""Apache Kafka jars from Maven Central, cached outside the work tree.
+
+``ensure_kafka("3.9.1")`` resolves ``org.apache.kafka:kafka_2.13`` with its runtime
+dependencies, ``org.apache.kafka:kafka-tools`` (Kafka's own reassign-partitions and
+leader-election tool classes) and a logging binding (reload4j for 3.x, log4j2 for 4.x) with
+Maven, from a pom shipped in ``kops/sandbox/resources/``, into::
+
+    $KOPS_CACHE_DIR/kafka-<version>/libs/          (default ~/.cache/kops/kafka-<version>/libs)
+
+A marker file says the download completed; a file lock keeps two processes from fetching at
+once; later calls return at once.  ``kafka_classpath()`` gives the ``libs/*`` classpath and
+``java_tool()`` runs a Kafka tool class (e.g. :data:`REASSIGN_TOOL`) from those jars.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kops.errors import BadInput, ClusterError
+
+DEFAULT_VERSION = "3.9.1"
+"""The last Kafka line with ZooKeeper mode."""
+DEFAULT_KRAFT_VERSION = "4.1.1"
+"""Kafka 4.x (KRaft only) for ``mode="kraft"``."""
+
+# Kafka's own tool classes (kafka-tools jar, Kafka 3.7+ and 4.x).
+REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+LEADER_ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
+TOPIC_TOOL = "org.apache.kafka.tools.TopicCommand"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+BROKER_MAIN = "kafka.Kafka"
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+_MARKER = ".kops-complete"
+_FETCH_TIMEOUT_S = 1800
+
+
+def cache_root() -> Path:
+    """``$KOPS_CACHE_DIR``, else ``$XDG_CACHE_HOME/kops``, else ``~/.cache/kops``."""
+    env = os.environ.get("KOPS_CACHE_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return (base / "kops").resolve()
+
+
+def major_version(version: str) -> int:
+    try:
+        return int(version.split(".", 1)[0])
+    except ValueError:
+        raise BadInput(f"bad Kafka version {version!r}: expected e.g. 3.9.1 or 4.1.1") from None
+
+
+def _check_version(version: str) -> None:
+    parts = version.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]) or any(
+        not p or any(c in p for c in "/\\ ") for p in parts
+    ):
+        raise BadInput(f"bad Kafka version {version!r}: expected e.g. 3.9.1 or 4.1.1")
+    if major_version(version) < 3:
+        raise BadInput(f"Kafka {version} is not supported by the sandbox: use 3.x (ZooKeeper mode) or 4.x")
+
+
+def pom_resource(version: str) -> str:
+    """The shipped pom that fits a Kafka version (reload4j for 3.x, log4j2 for 4.x)."""
+    return "kafka-zk-pom.xml" if major_version(version) < 4 else "kafka-kraft-pom.xml"
+
+
+def resource_path(name: str) -> Path:
+    """A file in ``kops/sandbox/resources`` (package data)."""
+    p = resources.files("kops.sandbox").joinpath("resources", name)
+    return Path(str(p))
+
+
+def kafka_home(version: str = DEFAULT_VERSION) -> Path:
+    return cache_root() / f"kafka-{version}"
+
+
+def libs_dir(version: str = DEFAULT_VERSION) -> Path:
+    return kafka_home(version) / "libs"
+
+
+def is_cached(version: str = DEFAULT_VERSION) -> bool:
+    return (kafka_home(version) / _MARKER).is_file() and libs_dir(version).is_dir()
+
+
+@contextmanager
+def file_lock(path: Path, *, timeout_s: float | None = None, what: str = "lock"):
+    """An exclusive ``flock`` on ``path`` (created if missing); released on exit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise ClusterError(f"timed out after {timeout_s:.0f}s waiting for the {what} ({path})") from None
+                time.sleep(0.2)
+        yield
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def ensure_kafka(version: str = DEFAULT_VERSION, *, quiet: bool = True, log=None) -> Path:
+    """Fetch Kafka ``version`` from Maven Central (once) and return its ``libs`` directory.
+
+    ``log`` is an optional ``callable(str)`` told when a download starts and ends.
+    Raises :class:`ClusterError` when Java/Maven are missing or Maven fails (its output tail
+    is in the message), :class:`BadInput` for a malformed version.
+    """
+    _check_version(version)
+    home = kafka_home(version)
+    libs = home / "libs"
+    if is_cached(version):
+        return libs
+    with file_lock(home / ".lock", timeout_s=_FETCH_TIMEOUT_S, what=f"Kafka {version} download"):
+        if is_cached(version):  # another process fetched it while we waited
+            return libs
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise ClusterError(
+                "Maven (mvn) is not on PATH; the sandbox fetches Kafka's jars from Maven Central with it "
+                "(install Maven 3.6+, e.g. apt-get install maven)"
+            )
+        pom = resource_path(pom_resource(version))
+        tmp = home / f"libs.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        cmd = [
+            mvn,
+            "-B",
+            *(["-q"] if quiet else []),
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-Dkafka.version={version}",
+            f"-DoutputDirectory={tmp}",
+        ]
+        if log:
+            log(f"fetching Apache Kafka {version} from Maven Central into {libs} (once) ...")
+        t0 = time.monotonic()
+        try:
+            # Maven writes target/ next to the pom; keep it out of the package directory.
+            with _pom_copy(pom, home) as pom_copy:
+                cmd[cmd.index(str(pom))] = str(pom_copy)
+                proc = subprocess.run(
+                    cmd, cwd=home, capture_output=True, text=True, timeout=_FETCH_TIMEOUT_S, check=False
+                )
+        except subprocess.TimeoutExpired:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ClusterError(f"Maven did not finish fetching Kafka {version} within {_FETCH_TIMEOUT_S}s") from None
+        if proc.returncode != 0 or not any(tmp.glob("kafka_2.13-*.jar")):
+            shutil.rmtree(tmp, ignore_errors=True)
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-25:]
+            raise ClusterError(
+                f"could not fetch Apache Kafka {version} from Maven Central (mvn exit {proc.returncode}); "
+                "check the version exists and Maven Central is reachable",
+                details=tail,
+            )
+        shutil.rmtree(libs, ignore_errors=True)
+        tmp.rename(libs)
+        jars = sorted(p.name for p in libs.glob("*.jar"))
+        (home / _MARKER).write_text(
+            f"kafka {version}\nfetched {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+            + "\n".join(jars)
+            + "\n"
+        )
+        if log:
+            log(f"fetched {len(jars)} jars in {time.monotonic() - t0:.1f}s")
+    return libs
+
+
+@contextmanager
+def _pom_copy(pom: Path, home: Path):
+    home.mkdir(parents=True, exist_ok=True)
+    dst = home / "pom.xml"
+    shutil.copyfile(pom, dst)
+    try:
+        yield dst
+    finally:
+        shutil.rmtree(home / "target", ignore_errors=True)
+
+
+def kafka_classpath(version: str = DEFAULT_VERSION) -> str:
+    """The Java classpath of Kafka ``version`` (``<cache>/kafka-<ver>/libs/*``), fetching it if needed."""
+    return str(ensure_kafka(version) / "*")
+
+
+def java_executable() -> str:
+    """``$JAVA_HOME/bin/java`` if set, else ``java`` on PATH."""
+    jh = os.environ.get("JAVA_HOME")
+    if jh and (Path(jh) / "bin" / "java").exists():
+        return str(Path(jh) / "bin" / "java")
+    java = shutil.which("java")
+    if not java:
+        raise ClusterError("java is not on PATH (the sandbox needs Java 17: apt-get install openjdk-17-jre-headless)")
+    return java
+
+
+# -- class-data sharing (AppCDS): a dynamic archive of Kafka's classes, dumped once by a broker
+# when it exits and mapped by every later JVM of that Kafka version. Cuts JVM start-up CPU, which
+# is what a 7-JVM cluster on 2 cores is bound by. Best effort: without an archive nothing changes.
+def cds_archive(version: str = DEFAULT_VERSION) -> Path:
+    """The archive's path: per Kafka version and per java binary (an archive only fits the JVM
+    that wrote it)."""
+    import hashlib
+
+    java = os.path.realpath(java_executable())
+    st = os.stat(java)
+    tag = hashlib.sha1(f"{java}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:10]
+    return kafka_home(version) / f"cds-{tag}.jsa"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def cds_flags(version: str = DEFAULT_VERSION, *, may_dump: bool = False) -> tuple[list[str], Path | None]:
+    """JVM flags that use the archive, or (``may_dump`` and nobody else is dumping) that dump it at
+    exit. Returns (flags, claim file to pass to :func:`cds_claimed` once the pid is known)."""
+    if os.environ.get("KOPS_SANDBOX_CDS", "1") in ("0", "false", "no"):
+        return [], None
+    try:
+        arch = cds_archive(version)
+    except (OSError, ClusterError):
+        return [], None
+    if arch.is_file() and arch.stat().st_size > 0:
+        return [f"-XX:SharedArchiveFile={arch}", "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"], None
+    if not may_dump:
+        return [], None
+    finalize_cds(version)
+    claim = arch.with_name(arch.name + ".dumping")
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return [], None
+    os.close(fd)
+    tmp = arch.with_name(arch.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    return [f"-XX:ArchiveClassesAtExit={tmp}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"], claim
+
+
+def cds_claimed(claim: Path, pid: int) -> None:
+    claim.write_text(str(pid))
+
+
+def finalize_cds(version: str = DEFAULT_VERSION) -> None:
+    """After the dumping JVM exited: move its archive into place (or drop a stale claim)."""
+    try:
+        arch = cds_archive(version)
+    except (OSError, ClusterError):
+        return
+    claim = arch.with_name(arch.name + ".dumping")
+    tmp = arch.with_name(arch.name + ".tmp")
+    if not claim.exists():
+        return
+    try:
+        pid = int(claim.read_text().strip() or "0")
+    except (OSError, ValueError):
+        pid = 0
+    if pid and _pid_alive(pid):
+        return
+    if not pid and time.time() - claim.stat().st_mtime < 300:
+        return  # claimed a moment ago, the JVM is being launched
+    if tmp.is_file() and tmp.stat().st_size > 0:
+        os.replace(tmp, arch)
+    else:
+        tmp.unlink(missing_ok=True)
+    claim.unlink(missing_ok=True)
+
+
+TOOL_JVM_FLAGS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+
+
+def java_command(
+    main_class: str,
+    args: Sequence[str] = (),
+    *,
+    version: str = DEFAULT_VERSION,
+    jvm_flags: Sequence[str] = TOOL_JVM_FLAGS,
+    log4j_config: Path | None = None,
+) -> list[str]:
+    """The ``java ... -cp <libs/*> main_class args`` command line (tools log to stderr, WARN+)."""
+    cp = kafka_classpath(version)
+    if log4j_config is None:
+        log4j_config = resource_path("tools-log4j.properties" if major_version(version) < 4 else "tools-log4j2.yaml")
+    log_flag = (
+        f"-Dlog4j.configuration=file:{log4j_config}"
+        if major_version(version) < 4
+        else f"-Dlog4j2.configurationFile={log4j_config}"
+    )
+    cds = cds_flags(version, may_dump=False)[0]  # map the sandbox's class archive when there is one
+    return [java_executable(), *jvm_flags, *cds, log_flag, "-cp", cp, main_class, *map(str, args)]
+
+
+def java_tool(
+    main_class: str,
+    args: Sequence[str] = (),
+    *,
+    version: str = DEFAULT_VERSION,
+    jvm_flags: Sequence[str] = TOOL_JVM_FLAGS,
+    **kwargs: Any,
+) -> subprocess.CompletedProcess:
+    """Run a Kafka tool class from the cached jars; ``kwargs`` go to :func:`subprocess.run`.
+
+    Defaults: ``capture_output=True, text=True, check=False, timeout=300``. Example::
+
+        java_tool(REASSIGN_TOOL, ["--bootstrap-server", bs, "--verify",
+                                  "--reassignment-json-file", "plan.json"])
+    """
+    kwargs.setdefault("text", True)
+    kwargs.setdefault("check", False)
+    kwargs.setdefault("timeout", 300)
+    if not any(k in kwargs for k in ("stdout", "stderr", "capture_output")):
+        kwargs["capture_output"] = True
+    cmd = java_command(main_class, args, version=version, jvm_flags=jvm_flags)
+    return subprocess.run(cmd, **kwargs)
+
+
+__all__ = [
+    "DEFAULT_VERSION",
+    "DEFAULT_KRAFT_VERSION",
+    "REASSIGN_TOOL",
+    "LEADER_ELECTION_TOOL",
+    "TOPIC_TOOL",
+    "STORAGE_TOOL",
+    "cache_root",
+    "ensure_kafka",
+    "is_cached",
+    "java_command",
+    "java_tool",
+    "kafka_classpath",
+    "libs_dir",
+]

@@ -1,0 +1,122 @@
+"""Readiness probes: ZooKeeper four-letter words, broker registrations (kazoo), Kafka metadata
+(confluent-kafka). Heavy client imports happen inside the functions."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+def zk_ruok(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """ZooKeeper answers ``imok`` to ``ruok``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as s:
+            s.sendall(b"ruok")
+            s.shutdown(socket.SHUT_WR)
+            return s.recv(16) == b"imok"
+    except OSError:
+        return False
+
+
+@contextmanager
+def zk_client(connect: str, timeout_s: float = 10.0):
+    """A started kazoo client (read-only use), stopped and closed afterwards."""
+    from kazoo.client import KazooClient
+
+    for name in ("kazoo", "kazoo.client", "kazoo.protocol.connection"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    zk = KazooClient(hosts=connect, timeout=min(timeout_s, 10.0))
+    try:
+        zk.start(timeout=timeout_s)
+    except Exception as e:  # kazoo.handlers.threading.KazooTimeoutError
+        try:
+            zk.stop()
+            zk.close()
+        finally:
+            pass
+        from kops.errors import ClusterError
+
+        raise ClusterError(f"ZooKeeper at {connect} did not answer within {timeout_s:.0f}s ({type(e).__name__})") from None
+    try:
+        yield zk
+    finally:
+        try:
+            zk.stop()
+        finally:
+            zk.close()
+
+
+@dataclass(frozen=True)
+class Registration:
+    broker_id: int
+    timestamp_ms: int
+    rack: str | None
+    endpoints: tuple[str, ...]
+
+
+def zk_registrations(zk) -> dict[int, Registration]:
+    """Brokers registered under /brokers/ids (ephemeral znodes)."""
+    from kazoo.exceptions import NoNodeError
+
+    out: dict[int, Registration] = {}
+    try:
+        children = zk.get_children("/brokers/ids")
+    except NoNodeError:
+        return out
+    for c in children:
+        try:
+            data, _ = zk.get(f"/brokers/ids/{c}")
+        except NoNodeError:
+            continue
+        try:
+            d = json.loads(data.decode() or "{}")
+        except ValueError:
+            d = {}
+        out[int(c)] = Registration(
+            broker_id=int(c),
+            timestamp_ms=int(d.get("timestamp", 0) or 0),
+            rack=d.get("rack"),
+            endpoints=tuple(d.get("endpoints", ())),
+        )
+    return out
+
+
+def zk_controller(zk) -> int | None:
+    """The broker id in /controller, None when no controller is elected."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, _ = zk.get("/controller")
+    except NoNodeError:
+        return None
+    try:
+        return int(json.loads(data.decode())["brokerid"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def kafka_cluster(bootstrap: str, timeout_s: float = 5.0) -> tuple[set[int], int | None]:
+    """(broker ids in the cluster metadata, controller id) through the Admin API.
+
+    Raises an exception from the client when the cluster does not answer in time.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": int(timeout_s * 1000),
+            "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+            "reconnect.backoff.max.ms": 500,
+            "log_level": 0,
+            "logger": logging.getLogger("kops.sandbox.librdkafka"),
+        }
+    )
+    fut = admin.describe_cluster(request_timeout=timeout_s)
+    desc = fut.result(timeout=timeout_s + 1)
+    brokers = {int(n.id) for n in desc.nodes}
+    controller = int(desc.controller.id) if desc.controller is not None else None
+    return brokers, controller

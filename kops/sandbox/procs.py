@@ -1,0 +1,169 @@
+"""Detached JVM processes: start, identify (is this pid still ours?), signal, wait, reap.
+
+A recorded pid is only ever signalled when ``/proc/<pid>/cmdline`` still mentions the
+sandbox's work directory and its start time matches the one recorded at launch, so a reused
+pid or someone else's process is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+# Popen objects of children started by this Python process, by pid: polled to reap zombies.
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
+def spawn(cmd: Sequence[str], *, stdout_file: Path, cwd: Path, env: dict[str, str] | None = None) -> int:
+    """Start ``cmd`` detached (own session, no stdin, stdout+stderr appended to ``stdout_file``)."""
+    stdout_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(stdout_file, "ab") as out:
+        out.write(f"\n===== kops sandbox: starting at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
+        out.flush()
+        p = subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=str(cwd),
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    _CHILDREN[p.pid] = p
+    return p.pid
+
+
+def _reap(pid: int) -> None:
+    p = _CHILDREN.get(pid)
+    if p is not None and p.poll() is not None:
+        _CHILDREN.pop(pid, None)
+
+
+def start_time(pid: int) -> int | None:
+    """Process start time (clock ticks since boot, /proc/<pid>/stat field 22), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm may contain spaces/parens: split after the last ')'
+    rest = stat[stat.rfind(")") + 2 :].split()
+    try:
+        return int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    rest = stat[stat.rfind(")") + 2 :].split()
+    return rest[0] if rest else None
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return ""
+
+
+def is_ours(pid: int | None, *, marker: str, started: int | None = None) -> bool:
+    """True when ``pid`` runs (not a zombie), its command line contains ``marker`` (our
+    work dir / node tag) and, if given, its start time equals ``started``."""
+    if not pid:
+        return False
+    _reap(pid)
+    st = _state(pid)
+    if st is None or st in ("Z", "X"):
+        return False
+    if marker not in cmdline(pid):
+        return False
+    if started is not None and start_time(pid) != started:
+        return False
+    return True
+
+
+def signal_pid(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def wait_gone(pids: Iterable[int], *, marker: str, timeout_s: float, poll_s: float = 0.1) -> list[int]:
+    """Wait until none of ``pids`` is our running process; return those still running."""
+    pending = list(pids)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        pending = [p for p in pending if is_ours(p, marker=marker)]
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s)
+    return pending
+
+
+def terminate(
+    pids: Iterable[int], *, marker: str, timeout_s: float, kill: bool = False
+) -> tuple[list[int], list[int]]:
+    """SIGTERM (or SIGKILL with ``kill``) our processes among ``pids``, wait, then SIGKILL the
+    ones still running after ``timeout_s``. Returns (signalled pids, pids that needed SIGKILL)."""
+    ours = [p for p in pids if is_ours(p, marker=marker)]
+    for p in ours:
+        signal_pid(p, signal.SIGKILL if kill else signal.SIGTERM)
+    left = wait_gone(ours, marker=marker, timeout_s=timeout_s if not kill else 10.0)
+    forced = []
+    for p in left:
+        if is_ours(p, marker=marker):
+            signal_pid(p, signal.SIGKILL)
+            forced.append(p)
+    if forced:
+        wait_gone(forced, marker=marker, timeout_s=10.0)
+    return ours, forced
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Something listens on (host, port)?  (A failed bind also counts.)"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports that are free right now (bind to port 0, keep them open until all
+    are chosen so they differ)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def tail(path: Path, lines: int = 30, *, max_bytes: int = 64_000) -> list[str]:
+    """Last lines of a text file ([] if missing)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return []
+    return data.splitlines()[-lines:]

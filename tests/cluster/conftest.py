@@ -1,0 +1,140 @@
+"""Fixtures for tests against a real Kafka cluster (one cluster per test session).
+
+- ``sandbox``: a :class:`kops.sandbox.Sandbox` (ZooKeeper + 6 brokers, racks a,a,b,b,c,c) started
+  once per session in a temporary work dir on free ports, so it never clashes with a demo
+  cluster on the default ports; always torn down (also on failures and Ctrl-C; a watchdog
+  process stops it if the test process is killed outright).
+- ``bootstrap`` (str), ``zk_connect`` (str): its connection strings.
+- ``unique_topic``: ``unique_topic("health")`` -> ``"health-1a2b3c4d"``.
+
+Tests must leave the cluster healthy: restart whatever they stop, in ``finally``.
+
+Environment:
+- ``KOPS_TEST_CLUSTER=docker``: use ``docker/compose.yml`` through testcontainers' DockerCompose
+  (needs a Docker engine) instead of local JVMs.
+- ``KOPS_TEST_CLUSTER=kraft``: the same cluster shape in KRaft mode (Kafka 4.x, one controller);
+  ``zk_connect`` skips.
+- ``KOPS_TEST_CLUSTER=existing``: reuse the sandbox already running in ``$KOPS_SANDBOX_DIR``
+  (``kops sandbox up``) and leave it running afterwards; fast for development.
+- ``KOPS_TEST_KEEP_LOGS=1``: keep the work dir (data and logs) after the session (default: kept
+  only when a test failed; pytest's tmp dirs are cleaned up after a few runs anyway).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+
+def _local_sandbox(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, mode: str = "zookeeper"
+) -> Iterator:
+    from kops.sandbox import Sandbox, SandboxConfig
+    from kops.sandbox.procs import free_ports
+    from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
+
+    workdir = tmp_path_factory.mktemp("kops-sandbox", numbered=True)
+    ports = free_ports(7)
+    cfg = SandboxConfig(
+        mode=mode,
+        workdir=workdir,
+        zookeeper_port=ports[0],
+        controller_ports=[ports[0]] if mode == "kraft" else None,
+        broker_ports=ports[1:],
+        heap=os.environ.get("KOPS_TEST_HEAP", "384m"),
+    )
+    sb = Sandbox(cfg, log=lambda m: print(f"[sandbox] {m}", flush=True))
+    watchdog = spawn_watchdog(workdir)
+    torn_down = False
+
+    def teardown(*_: object) -> None:
+        nonlocal torn_down
+        if torn_down:
+            return
+        torn_down = True
+        try:
+            sb.down()
+        finally:
+            stop_watchdog(watchdog)
+
+    atexit.register(teardown)
+    prev_term = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):  # a SIGTERM'd test run still tears the cluster down
+        teardown()
+        if callable(prev_term):
+            prev_term(signum, frame)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    failed_before = request.session.testsfailed
+    try:
+        sb.up()
+        yield sb
+    finally:
+        teardown()
+        signal.signal(signal.SIGTERM, prev_term)
+        keep = os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _docker_sandbox() -> Iterator:
+    from kops.sandbox.docker import DockerComposeSandbox
+
+    sb = DockerComposeSandbox()
+    try:
+        sb.up()
+        yield sb
+    finally:
+        sb.down()
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
+    """The session's real cluster (see the module doc)."""
+    kind = os.environ.get("KOPS_TEST_CLUSTER", "local").lower()
+    if kind == "docker":
+        yield from _docker_sandbox()
+    elif kind == "existing":
+        from kops.sandbox import Sandbox
+
+        sb = Sandbox.attach(os.environ.get("KOPS_SANDBOX_DIR"))
+        sb.up()  # checks readiness; starts whatever is stopped
+        yield sb
+    elif kind in ("local", "jvm", "zookeeper", ""):
+        yield from _local_sandbox(tmp_path_factory, request)
+    elif kind == "kraft":
+        yield from _local_sandbox(tmp_path_factory, request, mode="kraft")
+    else:
+        raise pytest.UsageError(f"KOPS_TEST_CLUSTER={kind!r}: expected local, kraft, docker or existing")
+
+
+@pytest.fixture(scope="session")
+def bootstrap(sandbox) -> str:
+    """``127.0.0.1:p1,...`` of the session's cluster."""
+    return sandbox.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def zk_connect(sandbox) -> str:
+    """ZooKeeper connect string of the session's cluster."""
+    if not sandbox.zookeeper_connect:
+        pytest.skip("the cluster runs in KRaft mode: no ZooKeeper")
+    return sandbox.zookeeper_connect
+
+
+@pytest.fixture
+def unique_topic() -> Callable[[str], str]:
+    """Factory of fresh topic names: ``unique_topic("health")`` -> ``"health-<uuid8>"``."""
+
+    def make(prefix: str = "t") -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+    return make

@@ -1,0 +1,176 @@
+"""The sandbox itself, against the session's real cluster: up state, stop/start of a broker and of
+a rack (graceful and --kill) with the ZooKeeper registration checks, status, the CLI.
+
+Every test leaves all brokers running (``finally: start``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kops.sandbox import Sandbox
+
+pytestmark = pytest.mark.cluster
+
+
+def zk_state(zk_connect: str | None, sandbox=None) -> tuple[dict[int, str | None], int | None]:
+    """(broker id -> rack as registered in /brokers/ids, controller id); in KRaft mode (no
+    ZooKeeper) the brokers and racks of the cluster metadata and no controller."""
+    if zk_connect is None:
+        from confluent_kafka.admin import AdminClient
+
+        live = [sandbox.broker_address(s.id) for s in sandbox.status() if s.role == "broker" and s.running]
+        admin = AdminClient({"bootstrap.servers": ",".join(live)})
+        desc = admin.describe_cluster(request_timeout=10).result()
+        return {int(n.id): n.rack for n in desc.nodes}, None
+    from kops.sandbox import probe
+
+    with probe.zk_client(zk_connect) as zk:
+        regs = probe.zk_registrations(zk)
+        return {b: r.rack for b, r in regs.items()}, probe.zk_controller(zk)
+
+
+@pytest.fixture
+def zk(sandbox):
+    """ZooKeeper connect string, or None on a KRaft sandbox."""
+    return sandbox.zookeeper_connect
+
+
+def kops(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kops", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def by_name(sb: Sandbox) -> dict[str, object]:
+    return {s.name: s for s in sb.status()}
+
+
+def test_up_state(sandbox, bootstrap, zk):
+    if not isinstance(sandbox, Sandbox):
+        pytest.skip("local JVM sandbox only")
+    assert sandbox.broker_ids == [0, 1, 2, 3, 4, 5]
+    assert [sandbox.rack_of(b) for b in sandbox.broker_ids] == ["a", "a", "b", "b", "c", "c"]
+    assert sandbox.brokers_in_rack("b") == [2, 3]
+    assert bootstrap == ",".join(f"127.0.0.1:{sandbox.broker_port(b)}" for b in sandbox.broker_ids)
+    racks, ctrl = zk_state(zk, sandbox)
+    assert racks == sandbox.racks  # every broker registered with its broker.rack
+    assert ctrl in sandbox.broker_ids or (zk is None and ctrl is None)
+    st = sandbox.status()
+    first = ["zookeeper"] if zk else [f"controller-{c}" for c in sandbox.controller_ids]
+    assert [s.name for s in st] == [*first, *(f"broker-{b}" for b in sandbox.broker_ids)]
+    assert all(s.alive and s.running and s.pid for s in st)
+    if zk:
+        assert [s.id for s in st if s.controller] == [ctrl]
+    # state persisted for other processes; attach sees the same cluster
+    other = Sandbox.attach(sandbox.workdir)
+    assert other.bootstrap_servers == bootstrap and other.zookeeper_connect == zk
+    assert [s.pid for s in other.status()] == [s.pid for s in st]
+    # idempotent up: nothing started twice
+    assert other.up().started_now == []
+    # Kafka's log files where broker_log_dir says
+    for b in sandbox.broker_ids:
+        d = sandbox.broker_log_dir(b)
+        assert (d / "server.log").is_file() and (d / "state-change.log").exists()
+        assert sandbox.broker_data_dir(b).is_dir()
+        if zk:
+            assert (d / "controller.log").exists()
+
+
+def test_graceful_stop_and_start_of_the_controller(sandbox, zk):
+    _, ctrl = zk_state(zk, sandbox)
+    if zk is None:
+        ctrl = 1  # KRaft: the controller is a separate process; stop a broker
+    assert ctrl is not None
+    try:
+        assert sandbox.stop(broker=ctrl) == [ctrl]
+        racks, new_ctrl = zk_state(zk, sandbox)
+        assert ctrl not in racks and len(racks) == len(sandbox.broker_ids) - 1
+        if zk:
+            assert new_ctrl is not None and new_ctrl != ctrl  # a new controller was elected
+        st = by_name(sandbox)[f"broker-{ctrl}"]
+        assert not st.alive and not st.running and st.pid is None
+        if isinstance(sandbox, Sandbox) and zk:
+            log = (sandbox.broker_log_dir(ctrl) / "server.log").read_text()
+            assert f"[KafkaServer id={ctrl}] Starting controlled shutdown" in log
+            assert sandbox.stop(broker=ctrl) == []  # already stopped: nothing to do
+    finally:
+        started = sandbox.start(broker=ctrl)
+    assert started == [ctrl]
+    racks, _ = zk_state(zk, sandbox)
+    assert racks == sandbox.racks
+    assert by_name(sandbox)[f"broker-{ctrl}"].alive
+
+
+def test_kill_and_start_a_rack(sandbox, zk):
+    rack = "b"
+    ids = sandbox.brokers_in_rack(rack)
+    before = {s.name: s.pid for s in sandbox.status()}
+    try:
+        assert sandbox.stop(rack=rack, kill=True) == ids
+        racks, ctrl = zk_state(zk, sandbox)
+        assert set(racks) == set(sandbox.broker_ids) - set(ids)
+        if zk:
+            assert ctrl is not None and ctrl not in ids
+        st = by_name(sandbox)
+        assert all(not st[f"broker-{b}"].alive for b in ids)
+        assert all(st[f"broker-{b}"].alive for b in sandbox.broker_ids if b not in ids)
+    finally:
+        started = sandbox.start(rack=rack)
+    assert started == ids
+    assert set(zk_state(zk, sandbox)[0]) == set(sandbox.broker_ids)
+    after = {s.name: s.pid for s in sandbox.status()}
+    assert all(after[f"broker-{b}"] != before[f"broker-{b}"] for b in ids)  # new processes
+    assert all(after[n] == before[n] for n in before if n not in {f"broker-{b}" for b in ids})
+
+
+def test_graceful_stop_of_a_rack(sandbox, zk):
+    rack = "c"
+    ids = sandbox.brokers_in_rack(rack)
+    try:
+        assert sandbox.stop(rack=rack) == ids
+        racks, ctrl = zk_state(zk, sandbox)
+        assert not set(ids) & set(racks) and (ctrl in racks or not zk)
+    finally:
+        sandbox.start(rack=rack)
+    assert set(zk_state(zk, sandbox)[0]) == set(sandbox.broker_ids)
+
+
+def test_cli_against_the_session_cluster(sandbox, bootstrap):
+    if not isinstance(sandbox, Sandbox):
+        pytest.skip("local JVM sandbox only")
+    wd = str(sandbox.workdir)
+    r = kops("sandbox", "status", "--workdir", wd, "--output", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["all_alive"] and doc["bootstrap_servers"] == bootstrap
+    assert [p["rack"] for p in doc["processes"] if p["role"] == "broker"] == ["a", "a", "b", "b", "c", "c"]
+
+    r = kops("sandbox", "up", "--workdir", wd, "--output", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["already_running"] is True and doc["started"] == []
+    assert doc["zookeeper_connect"] == sandbox.zookeeper_connect
+
+    r = kops("sandbox", "up", "--workdir", wd, "--brokers", "3")
+    assert r.returncode == 2 and "different settings" in r.stderr
+
+    r = kops("sandbox", "stop", "--rack", "nope", "--workdir", wd)
+    assert r.returncode == 2 and "no rack 'nope'" in r.stderr
+    r = kops("sandbox", "stop", "--broker", "99", "--workdir", wd)
+    assert r.returncode == 2 and "no broker 99" in r.stderr
+    r = kops("sandbox", "start", "--workdir", wd)
+    assert r.returncode == 2
+
+    # a stopped broker makes status exit 3 (problems found); start brings it back
+    try:
+        r = kops("sandbox", "stop", "--broker", "5", "--workdir", wd, "--output", "json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["brokers"] == [5]
+        r = kops("sandbox", "status", "--workdir", wd)
+        assert r.returncode == 3 and "stopped" in r.stdout
+    finally:
+        r = kops("sandbox", "start", "--broker", "5", "--workdir", wd)
+    assert r.returncode == 0, r.stderr
+    assert kops("sandbox", "status", "--workdir", wd).returncode == 0
