@@ -16,4 +16,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 command -v java >/dev/null || { echo "Java 17 is required (java not found)" >&2; exit 1; }
 command -v mvn >/dev/null || { echo "Maven is required to fetch the Kafka jars (mvn not found)" >&2; exit 1; }
-.venv/bin/python -m kops.sandbox.dist >/dev/null
+.venv/bin/python -c "from kops.sandbox.dist import ensure_kafka; ensure_kafka()"
