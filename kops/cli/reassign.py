@@ -1,0 +1,395 @@
+"""``kops reassign execute | verify | cancel | resume | list | generate``.
+
+Thin: parse, call one service in :mod:`kops.ops.reassign`, render. Flags follow
+``kafka-reassign-partitions.sh`` where it has the same flag.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kops.cli.common import (
+    BootstrapOpt,
+    CommandConfigOpt,
+    OutputOpt,
+    TimeoutOpt,
+    ZookeeperOpt,
+    emit_json,
+    err_console,
+    handle_errors,
+    make_context,
+)
+from kops.errors import BadInput
+
+app = typer.Typer(
+    help=(
+        "Kafka-compatible partition reassignment with throttles, waves, progress and a durable "
+        "journal. Plans use Kafka's reassignment JSON, so kops and kafka-reassign-partitions.sh "
+        "run each other's plans."
+    ),
+    no_args_is_help=True,
+)
+
+PlanFileOpt = Annotated[
+    str,
+    typer.Option("--reassignment-json-file", help="Plan in Kafka's reassignment JSON format."),
+]
+OptionalPlanFileOpt = Annotated[
+    str | None,
+    typer.Option("--reassignment-json-file", help="Plan in Kafka's reassignment JSON format."),
+]
+ExecutionIdOpt = Annotated[
+    str | None,
+    typer.Option("--execution-id", help="A kops execution id (default: the current/latest one)."),
+]
+PollOpt = Annotated[
+    float,
+    typer.Option("--poll-interval", min=0.2, help="Seconds between progress checks."),
+]
+
+
+def _read_plan(path: str):
+    from kops.model import ReassignmentPlan
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise BadInput(f"--reassignment-json-file: cannot read {path}: {e.strerror}") from None
+    return ReassignmentPlan.from_json(text, source=str(path))
+
+
+def _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output):
+    return make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
+                        zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+
+
+def _reporter(c):
+    from kops.ops.progress import make_reporter
+
+    return make_reporter()
+
+
+def _render_outcome(c, outcome) -> None:
+    if c.json:
+        emit_json(outcome.to_dict())
+        return
+    con = err_console()
+    con.print(outcome.message, markup=False, highlight=False)
+    left = outcome.journal.throttles.describe()
+    if left and outcome.finished:
+        con.print("throttles still set by kops: " + "; ".join(left), markup=False)
+
+
+@app.command()
+@handle_errors
+def execute(
+    ctx: typer.Context,
+    reassignment_json_file: PlanFileOpt,
+    throttle: Annotated[
+        int | None,
+        typer.Option("--throttle", min=1, help="Inter-broker replication throttle, bytes/s (on the brokers in flight only)."),
+    ] = None,
+    replica_alter_log_dirs_throttle: Annotated[
+        int | None,
+        typer.Option("--replica-alter-log-dirs-throttle", min=1, help="Throttle for moves between log dirs, bytes/s."),
+    ] = None,
+    max_moves_per_broker: Annotated[
+        int | None,
+        typer.Option("--max-moves-per-broker", min=1, help="At most N data-copying moves per broker at a time."),
+    ] = None,
+    max_moves_in_flight: Annotated[
+        int | None,
+        typer.Option("--max-moves-in-flight", min=1, help="At most M data-copying moves in the cluster at a time."),
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Drive every wave and wait until done; then lift the throttles.")] = False,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=1, help="With --wait: stop waiting after S seconds (exit 3).")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    allow_offline: Annotated[
+        bool, typer.Option("--allow-offline", help="Start even if target brokers are down or partitions are offline.")
+    ] = False,
+    via: Annotated[
+        str,
+        typer.Option("--via", help="admin: AlterPartitionReassignments (default); zookeeper: "
+                     "/admin/reassign_partitions as on legacy ZooKeeper clusters (needs --zookeeper)."),
+    ] = "admin",
+    poll_interval: PollOpt = 2.0,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Start the plan: validate it all first (exit 2, nothing changed, on any bad entry), set
+    throttles on the brokers and replicas in flight, start moves in waves within the limits
+    (health check before each wave), and record everything in the journal. Without --wait it
+    returns once the first wave started (follow with verify; resume drives further waves).
+    Exit 0 done/started, 1 failure or halted by the health check, 2 bad plan, 3 not done in
+    --timeout or another execution is running."""
+    from kops.ops import reassign as R
+
+    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
+    plan = _read_plan(reassignment_json_file)
+    opts = R.ExecuteOptions(
+        throttle=throttle, log_dir_throttle=replica_alter_log_dirs_throttle,
+        max_moves_per_broker=max_moves_per_broker, max_moves_in_flight=max_moves_in_flight,
+        wait=wait, timeout_s=timeout, allow_offline=allow_offline, poll_interval_s=poll_interval,
+        via=via,
+    )
+    with c.connection() as conn:
+        prepared = R.prepare(conn, plan, opts)
+        _confirm(c, prepared, opts, yes)
+        outcome = R.start(conn, prepared, opts, reporter=_reporter(c))
+    _render_outcome(c, outcome)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _confirm(c, prepared, opts, yes: bool) -> None:
+    from kops.ops.progress import _human_bytes
+
+    work = prepared.work
+    data = [m for m in work if m.moves_data]
+    b = prepared.bytes_to_move
+    lines = [
+        f"{len(work)} of {len(prepared.moves)} partitions change ({len(data)} copy data"
+        + (f", {_human_bytes(b)} to copy" if b is not None else "") + ")",
+    ]
+    est = prepared.estimated_seconds(opts.throttle)
+    if est:
+        lines.append(f"at {_human_bytes(opts.throttle)}/s per broker that takes at least {est:.0f} s "
+                     "(without waves)")
+    lines.append("Current assignment (save it to roll back): "
+                 + _rollback_json(prepared))
+    con = err_console()
+    for line in lines:
+        con.print(line, markup=False, highlight=False)
+    if yes or not work:
+        return
+    if not sys.stdin.isatty():
+        raise BadInput("refusing to start without --yes when not run from a terminal")
+    if not typer.confirm("Start the reassignment?", err=True):
+        raise typer.Exit(1)
+
+
+def _rollback_json(prepared) -> str:
+    import json
+
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": m.topic, "partition": m.partition, "replicas": list(m.original),
+         "log_dirs": ["any"] * len(m.original)} for m in prepared.moves]}, separators=(",", ":"))
+
+
+@app.command()
+@handle_errors
+def verify(
+    ctx: typer.Context,
+    reassignment_json_file: OptionalPlanFileOpt = None,
+    preserve_throttles: Annotated[
+        bool, typer.Option("--preserve-throttles", help="Do not lift kops' throttles even if everything is complete.")
+    ] = False,
+    execution_id: ExecutionIdOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Per partition: complete, in progress, waiting for a later wave, or mismatch. Lifts the
+    throttles kops set as their moves finish (never others'). Exit 0 complete, 3 in progress,
+    1 mismatch."""
+    from kops.ops import reassign as R
+
+    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
+    plan = _read_plan(reassignment_json_file) if reassignment_json_file else None
+    with c.connection() as conn:
+        res = R.verify(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id)
+    if c.json:
+        emit_json(res.to_dict())
+    else:
+        out = typer.echo
+        out("Status of partition reassignment:")
+        for s in res.statuses:
+            out(s.message())
+        con = err_console()
+        if res.throttles_removed:
+            con.print("Removed kops throttles: " + "; ".join(res.throttles_removed), markup=False)
+        for n in res.notes:
+            con.print(n, markup=False, highlight=False)
+    raise typer.Exit(res.exit_code)
+
+
+@app.command()
+@handle_errors
+def cancel(
+    ctx: typer.Context,
+    reassignment_json_file: OptionalPlanFileOpt = None,
+    preserve_throttles: Annotated[bool, typer.Option("--preserve-throttles", help="Leave kops' throttles set.")] = False,
+    execution_id: ExecutionIdOpt = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the rollback.")] = 60.0,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Cancel what kops started (its current execution), or the plan's partitions: moves in
+    flight roll back to their original replicas (KIP-455), including moves that only add
+    replicas; waves not started are dropped; kops' throttles are lifted."""
+    from kops.ops import reassign as R
+
+    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
+    plan = _read_plan(reassignment_json_file) if reassignment_json_file else None
+    with c.connection() as conn:
+        res = R.cancel(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id,
+                       timeout_s=timeout)
+    if c.json:
+        emit_json(res.to_dict())
+    else:
+        out = typer.echo
+        if res.cancelled:
+            out("Successfully cancelled partition reassignments for: " + ",".join(res.cancelled))
+        else:
+            out("None of the specified partition reassignments are active.")
+        if res.dropped:
+            out(f"Dropped {len(res.dropped)} partition(s) waiting for later waves.")
+        if res.reordered:
+            out("Restored the original replica order of: " + ",".join(res.reordered))
+        con = err_console()
+        for e in res.errors:
+            con.print(f"error: {e}", markup=False)
+        if res.throttles_removed:
+            con.print("Removed kops throttles: " + "; ".join(res.throttles_removed), markup=False)
+        for n in res.notes:
+            con.print(n, markup=False, highlight=False)
+    raise typer.Exit(res.exit_code)
+
+
+@app.command()
+@handle_errors
+def resume(
+    ctx: typer.Context,
+    execution_id: ExecutionIdOpt = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Drive it to the end (default) or one step.")] = True,
+    timeout: Annotated[float | None, typer.Option("--timeout", min=1, help="Stop waiting after S seconds (exit 3).")] = None,
+    throttle: Annotated[int | None, typer.Option("--throttle", min=1, help="Change the throttle (bytes/s).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Take over even if the owner looks alive.")] = False,
+    poll_interval: PollOpt = 2.0,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Continue an execution that was interrupted (kops killed, --timeout, health stop) from
+    its journal in the cluster: re-applies its throttles, starts the remaining waves, waits,
+    and lifts the throttles at the end."""
+    from kops.ops import reassign as R
+
+    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
+    opts = R.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, poll_interval_s=poll_interval)
+    with c.connection() as conn:
+        outcome = R.resume(conn, opts, execution_id=execution_id, reporter=_reporter(c), force=force)
+    _render_outcome(c, outcome)
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command("list")
+@handle_errors
+def list_(
+    ctx: typer.Context,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Ongoing reassignments (replicas, adding, removing) and which kops execution started them."""
+    from kops.ops import reassign as R
+
+    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
+    with c.connection() as conn:
+        doc = R.list_all(conn)
+    if c.json:
+        emit_json(doc)
+        return
+    out = typer.echo
+    if not doc["reassignments"]:
+        out("No partition reassignments found.")
+    else:
+        out("Current partition reassignments:")
+        for r in doc["reassignments"]:
+            line = f"{r['topic']}-{r['partition']}: replicas: {','.join(map(str, r['replicas']))}."
+            if r["adding"]:
+                line += f" adding: {','.join(map(str, r['adding']))}."
+            if r["removing"]:
+                line += f" removing: {','.join(map(str, r['removing']))}."
+            if r["kops_execution"]:
+                line += f" (kops {r['kops_execution']})"
+            out(line)
+    for j in doc["kops_executions"]:
+        o = j["owner"]
+        err_console().print(
+            f"kops execution {j['id']}: {j['state']}, {j['progress']}, by {o.get('user')}@{o.get('host')} "
+            f"pid {o.get('pid')}, updated {j['updated_at']}", markup=False)
+    for w in doc["warnings"]:
+        err_console().print(f"warning: {w}", markup=False)
+
+
+@app.command()
+@handle_errors
+def generate(
+    ctx: typer.Context,
+    topics_to_move_json_file: Annotated[
+        str, typer.Option("--topics-to-move-json-file", help='{"topics":[{"topic":"foo"}],"version":1}')
+    ],
+    broker_list: Annotated[str, typer.Option("--broker-list", help='Brokers to place the topics on, e.g. "0,1,2".')],
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="minimal (fewest moves, rack-safe; default) or kafka (Kafka's --generate).")
+    ] = "minimal",
+    disable_rack_aware: Annotated[
+        bool, typer.Option("--disable-rack-aware", help="With --strategy kafka: ignore racks, as Kafka's flag.")
+    ] = False,
+    topology: Annotated[
+        str | None, typer.Option("--topology", help="Plan on a topology snapshot instead of a live cluster.")
+    ] = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Print the current and the proposed assignment of the topics, in Kafka's format, like
+    kafka-reassign-partitions.sh --generate. Changes nothing; review, save the proposed JSON and
+    run it with execute."""
+    from kops.cli.common import load_topology
+    from kops.model import parse_broker_list, parse_topics_to_move
+    from kops.ops.generate import generate as gen
+
+    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
+    try:
+        text = Path(topics_to_move_json_file).read_text()
+    except OSError as e:
+        raise BadInput(f"--topics-to-move-json-file: cannot read {topics_to_move_json_file}: {e.strerror}") from None
+    topics = parse_topics_to_move(text, source=topics_to_move_json_file)
+    brokers = parse_broker_list(broker_list)
+    topo = load_topology(c, topology, with_zookeeper=False)
+    g = gen(topo, topics, brokers, strategy=strategy, rack_aware=not disable_rack_aware)
+    if c.json:
+        emit_json(g.to_dict())
+        return
+    typer.echo("Current partition replica assignment")
+    typer.echo(g.current.to_json())
+    typer.echo("")
+    typer.echo("Proposed partition reassignment configuration")
+    typer.echo(g.proposed.to_json())
+    r = g.report
+    err_console().print(
+        f"{r['partitions_changed']} of {r['partitions']} partitions change; {r['replicas_moved']} replicas "
+        f"move" + (f" ({r['bytes_moved']} bytes)" if r["bytes_moved"] is not None else "")
+        + f" [strategy {g.strategy}]", markup=False)

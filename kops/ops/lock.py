@@ -1,0 +1,182 @@
+"""One kops execution per cluster: a cluster-wide lock that names its holder.
+
+The lock belongs to an *execution* (not to a process): it is taken by ``execute`` and released
+when the execution ends (complete, cancelled or failed), so a killed kops keeps its execution
+locked until ``resume``/``verify``/``cancel`` finish it.
+
+- Always (ZooKeeper and KRaft clusters alike, with or without ``--zookeeper``): creating the
+  topic ``__kops_lock`` is the atomic step (CreateTopics fails with TOPIC_ALREADY_EXISTS for the
+  second caller); the holder's identity is the record ``lock`` in ``__kops_journal``.
+- With ``--zookeeper`` also the persistent znode ``/kops/reassign/lock`` (atomic create), so
+  tools that only look at ZooKeeper see it too.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from kops.errors import ClusterError, KopsError
+from kops.ops.journal import ZK_ROOT, TopicStore, now_iso
+
+LOCK_TOPIC = "__kops_lock"
+ZK_LOCK = f"{ZK_ROOT}/lock"
+
+
+class LockHeld(KopsError):
+    """Another execution holds the cluster lock (exit 3: step aside, try later)."""
+
+    exit_code = 3
+
+    def __init__(self, holder: dict[str, Any] | None):
+        self.holder = holder or {}
+        who = describe_holder(self.holder)
+        super().__init__(
+            f"another kops execution is in progress on this cluster: {who}. Use `kops reassign "
+            "verify`, `resume` or `cancel` to finish it first.",
+        )
+
+
+def describe_holder(h: dict[str, Any]) -> str:
+    if not h:
+        return "unknown holder (the lock is being taken or its record is missing)"
+    o = h.get("owner", {})
+    return (
+        f"execution {h.get('execution_id', '?')} started {h.get('acquired_at', '?')} by "
+        f"{o.get('user', '?')}@{o.get('host', '?')} (pid {o.get('pid', '?')})"
+    )
+
+
+class ClusterLock:
+    def __init__(self, conn):
+        self.conn = conn
+        self.zk_mode = bool(getattr(conn, "zookeeper", None))
+
+    # -- ZooKeeper ----------------------------------------------------------------------------
+    def _zk_acquire(self, record: dict[str, Any]) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        zk = self.conn.zk()
+        try:
+            zk.retry(zk.create, ZK_LOCK, json.dumps(record).encode(), makepath=True)
+        except NodeExistsError:
+            raise LockHeld(self.holder()) from None
+
+    def _zk_holder(self) -> dict[str, Any] | None:
+        from kazoo.exceptions import NoNodeError
+
+        zk = self.conn.zk()
+        try:
+            data, _ = zk.retry(zk.get, ZK_LOCK)
+        except NoNodeError:
+            return None
+        return json.loads(data.decode()) if data else {}
+
+    def _zk_release(self, execution_id: str) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        zk = self.conn.zk()
+        try:
+            data, stat = zk.retry(zk.get, ZK_LOCK)
+        except NoNodeError:
+            return
+        h = json.loads(data.decode()) if data else {}
+        if h.get("execution_id") == execution_id:
+            zk.retry(zk.delete, ZK_LOCK, version=stat.version)
+
+    # -- topics ---------------------------------------------------------------------------------
+    def _topic_acquire(self, record: dict[str, Any]) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        store = TopicStore(self.conn)
+        store.ensure_topic()
+        admin = self.conn.admin()
+        deadline = time.monotonic() + self.conn.timeout_s
+        while True:
+            fut = admin.create_topics(
+                [NewTopic(LOCK_TOPIC, 1, 1, config={"retention.ms": "60000"})],
+                request_timeout=self.conn.timeout_s,
+            )[LOCK_TOPIC]
+            try:
+                self.conn.wait(fut, f"create topic {LOCK_TOPIC}")
+                break
+            except ClusterError as e:
+                if "TOPIC_ALREADY_EXISTS" not in e.message.upper():
+                    raise
+                store._cache().pop(store.topic, None)  # read afresh: someone else wrote it
+                holder = self._topic_holder(store)
+                if holder or time.monotonic() > deadline:
+                    raise LockHeld(holder) from None
+                # the topic exists but no holder is recorded: a release in progress (topic
+                # deletion is asynchronous) or an acquire in progress; look again shortly
+                time.sleep(0.5)
+        store.put_raw("lock", json.dumps(record).encode())
+
+    def _topic_holder(self, store: TopicStore | None = None) -> dict[str, Any] | None:
+        store = store or TopicStore(self.conn)
+        v = store.read_all().get("lock")
+        return json.loads(v.decode()) if v else None
+
+    def _topic_exists(self) -> bool:
+        md = self.conn.admin().list_topics(timeout=self.conn.timeout_s)
+        return LOCK_TOPIC in md.topics
+
+    def _topic_release(self, execution_id: str) -> None:
+        store = TopicStore(self.conn)
+        h = self._topic_holder(store)
+        if h and h.get("execution_id") != execution_id:
+            return
+        store.put_raw("lock", None)
+        fut = self.conn.admin().delete_topics([LOCK_TOPIC], request_timeout=self.conn.timeout_s)[LOCK_TOPIC]
+        try:
+            self.conn.wait(fut, f"delete topic {LOCK_TOPIC}")
+        except ClusterError as e:
+            if "UNKNOWN_TOPIC" not in e.message.upper():
+                raise
+        # deletion is asynchronous on ZooKeeper clusters: wait (bounded) until it is gone
+        deadline = time.monotonic() + self.conn.timeout_s
+        while time.monotonic() < deadline and self._topic_exists():
+            time.sleep(0.3)
+
+    # -- interface --------------------------------------------------------------------------
+    def acquire(self, execution_id: str, owner: dict[str, Any]) -> dict[str, Any]:
+        record = {"execution_id": execution_id, "owner": owner, "acquired_at": now_iso()}
+        self._topic_acquire(record)
+        if self.zk_mode:
+            try:
+                self._zk_acquire(record)
+            except BaseException:
+                self._topic_release(execution_id)
+                raise
+        return record
+
+    def holder(self) -> dict[str, Any] | None:
+        """The holder's record, ``{}`` when locked by an unknown holder, None when free."""
+        h = self._topic_holder()
+        if h is None and self._topic_exists():
+            h = {}
+        if self.zk_mode:
+            zh = self._zk_holder()
+            if zh is not None and not h:
+                return zh
+        return h
+
+    def release(self, execution_id: str) -> None:
+        """Release if ``execution_id`` holds the lock (never someone else's)."""
+        if self.zk_mode:
+            self._zk_release(execution_id)
+        self._topic_release(execution_id)
+
+    def update_owner(self, execution_id: str, owner: dict[str, Any]) -> None:
+        """``resume`` takes over an execution: record the new owner in the lock."""
+        record = {"execution_id": execution_id, "owner": owner, "acquired_at": now_iso()}
+        TopicStore(self.conn).put_raw("lock", json.dumps(record).encode())
+        if self.zk_mode:
+            zk = self.conn.zk()
+            from kazoo.exceptions import NoNodeError
+
+            try:
+                zk.retry(zk.set, ZK_LOCK, json.dumps(record).encode())
+            except NoNodeError:
+                zk.retry(zk.create, ZK_LOCK, json.dumps(record).encode(), makepath=True)

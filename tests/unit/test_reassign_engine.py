@@ -1,0 +1,249 @@
+"""Waves, health gate, partition states, journal and polling (pure or local-only)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from kops.errors import ClusterError
+from kops.model import Broker, Partition, Topic, Topology
+from kops.ops import journal as J
+from kops.ops.progress import LineReporter, Snapshot, poll
+from kops.ops.reassign import health_problems, next_wave, partition_statuses, settle, status_exit_code
+from kops.ops.throttle import ThrottleState
+from kops.ops.validate import Move
+
+
+def mv(p, original, target, topic="t"):
+    return Move(topic, p, tuple(original), tuple(target), size_bytes=100)
+
+
+def test_waves_respect_per_broker_and_cluster_limits():
+    moves = [mv(0, (0, 1), (0, 2)), mv(1, (0, 1), (0, 2)), mv(2, (3, 4), (3, 5)), mv(3, (0, 1), (1, 0))]
+    # per broker 1: move 0 uses {1,2}; move 1 also {1,2} -> waits; move 2 uses {4,5} -> goes; move 3 reorders: free
+    assert [m.partition for m in next_wave(moves, [], max_per_broker=1)] == [0, 2, 3]
+    assert [m.partition for m in next_wave(moves, [], max_in_flight=1)] == [0, 3]
+    assert [m.partition for m in next_wave(moves, [])] == [0, 1, 2, 3]
+    # with move 0 in flight, move 1 still waits for broker 1/2
+    assert [m.partition for m in next_wave(moves[1:], moves[:1], max_per_broker=1)] == [2, 3]
+    assert next_wave(moves[1:2], moves[:1], max_in_flight=1) == []
+
+
+def test_waves_never_deadlock_on_tiny_limits():
+    big = mv(0, (0, 1, 2), (3, 4, 5))  # uses 6 brokers
+    assert next_wave([big], [], max_per_broker=1, max_in_flight=1) == [big]
+
+
+def _topo(isr_by_p, min_isr="2", leaders=None):
+    parts = tuple(Partition("t", p, (0, 1, 2), isr=isr, leader=(leaders or {}).get(p, isr[0] if isr else -1))
+                  for p, isr in enumerate(isr_by_p))
+    return Topology(brokers=tuple(Broker(b) for b in range(3)),
+                    topics=(Topic("t", parts, configs={"min.insync.replicas": min_isr}),))
+
+
+def test_health_gate():
+    assert health_problems(_topo([(0, 1, 2), (0, 1)])) == []
+    probs = health_problems(_topo([(0, 1, 2), (1,)]))
+    assert probs == ["t-1: under min ISR (ISR [1], min.insync.replicas=2)"]
+    off = _topo([(0, 1, 2), ()], leaders={1: -1})
+    assert health_problems(off) == ["t-1: offline (no leader)"]
+    assert health_problems(off, baseline_offline=[("t", 1)]) == []
+
+
+def test_settle_and_statuses():
+    t = Topology(brokers=(), topics=(Topic("t", (Partition("t", 0, (0, 2)), Partition("t", 1, (0, 1)))),))
+    m0, m1 = mv(0, (0, 1), (0, 2)), mv(1, (0, 1), (0, 2))
+    assert settle(m0, t, {}, submitted_at=0, now=100) == J.DONE
+    assert settle(m1, t, {("t", 1): {}}, submitted_at=0, now=100) == J.IN_FLIGHT
+    assert settle(m1, t, {}, submitted_at=95, now=100) == J.IN_FLIGHT  # grace after submit
+    assert settle(m1, t, {}, submitted_at=0, now=100) == J.MISMATCH
+    st = partition_statuses([(("t", 1), (0, 2)), (("t", 0), (0, 2))], t,
+                            {("t", 1): {"replicas": [0, 2, 1], "adding_replicas": [2], "removing_replicas": [1]}})
+    assert [(s.name, s.state) for s in st] == [("t-0", "complete"), ("t-1", "in_progress")]
+    assert st[0].message() == "Reassignment of partition t-0 is completed."
+    assert status_exit_code(st) == 3
+    st = partition_statuses([(("t", 1), (0, 2))], t, {})
+    assert st[0].state == "mismatch" and status_exit_code(st) == 1
+    assert "replica set is 0,1 rather than 0,2" in st[0].message()
+    assert partition_statuses([(("t", 1), (0, 2))], t, {}, pending=[("t", 1)])[0].state == "pending"
+    assert status_exit_code(partition_statuses([(("t", 0), (0, 2))], t, {})) == 0
+
+
+def test_journal_roundtrip_and_local_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    j = J.Journal(id=J.new_execution_id(), cluster_id="abc/def", moves=[mv(0, (0, 1), (0, 2)), mv(1, (0, 1), (0, 1))],
+                  options={"throttle": 5})
+    assert j.progress == {"t-0": J.PENDING, "t-1": J.DONE}  # no-op moves are done from the start
+    j.throttles = ThrottleState(brokers={1: {"leader.replication.throttled.rate": {"original": None, "set": "5"}}})
+    j.event("hello")
+    again = J.Journal.from_dict(json.loads(json.dumps(j.to_dict())))
+    assert again.to_dict() == j.to_dict()
+    store = J.LocalStore("abc/def")
+    store.put(j.to_dict())
+    assert (tmp_path / "journal" / "abc_def" / f"{j.id}.json").exists()
+    assert store.get(j.id)["id"] == j.id and len(store.all()) == 1
+    assert j.rollback_dict()["partitions"][0]["replicas"] == [0, 1]
+    assert J.decode(J.encode(j.to_dict())) == j.to_dict()
+
+
+class _FailingRemote:
+    def put(self, doc):
+        raise ClusterError("down")
+
+    def get(self, i):
+        raise ClusterError("down")
+
+    def all(self):
+        raise ClusterError("down")
+
+
+def test_journal_store_falls_back_to_local_copy_for_reading(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+
+    class Conn:
+        zookeeper = None
+
+    store = J.JournalStore(Conn(), "c1")
+    j = J.Journal(id="x1", cluster_id="c1", moves=[mv(0, (0, 1), (0, 2))])
+    store.local.put(j.to_dict())
+    store.remote = _FailingRemote()
+    assert store.load("x1").id == "x1"
+    assert [u.id for u in store.unfinished()] == ["x1"]
+    assert store.warnings
+    with pytest.raises(ClusterError):  # a journal that cannot be written durably is an error
+        store.save(j)
+
+
+def test_poll_retries_cluster_errors_and_times_out():
+    calls = itertools.count()
+
+    def flaky():
+        n = next(calls)
+        if n in (1, 2):
+            raise ClusterError("transient")
+        return n
+
+    value, finished = poll(flaky, lambda v: v >= 4, interval_s=0.01)
+    assert finished and value == 4
+    value, finished = poll(lambda: 0, lambda v: False, interval_s=0.05, timeout_s=0.2)
+    assert not finished and value == 0
+    with pytest.raises(ClusterError):
+        poll(lambda: (_ for _ in ()).throw(ClusterError("always")), lambda v: True, interval_s=0.001, max_errors=3)
+
+
+def test_line_reporter_prints_on_change(capsys):
+    import sys
+
+    r = LineReporter(stream=sys.stderr, every_s=1000)
+    r.start(2, 200)
+    r.update(Snapshot(0, 2, 1, 1, 50, 200))
+    r.update(Snapshot(0, 2, 1, 1, 60, 200))  # same counts: no new line
+    r.update(Snapshot(1, 2, 1, 0, 150, 200))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "1/2 partitions done" in err[1] and "150 B/200 B" in err[1]
+
+
+def test_rich_reporter_renders_without_a_cluster():
+    import io
+
+    from rich.console import Console
+
+    from kops.ops.progress import RichReporter
+
+    buf = io.StringIO()
+    r = RichReporter(Console(file=buf, force_terminal=True, width=120))
+    r.start(4, 4000)
+    r.update(Snapshot(1, 4, 2, 1, 1000, 4000))
+    r.message("wave 2 started")
+    r.update(Snapshot(4, 4, 0, 0, 4000, 4000))
+    r.stop()
+    out = buf.getvalue()
+    assert "partitions" in out and "4/4" in out and "wave 2 started" in out
+
+
+def test_runner_stops_waiting_when_every_move_waits_on_a_down_broker():
+    from kops.ops.reassign import ExecuteOptions, Runner
+
+    m = mv(0, (0, 1), (0, 2))
+    j = J.Journal(id="x", cluster_id="c", moves=[m])
+    j.progress[m.name] = J.IN_FLIGHT
+    r = Runner(conn=None, store=None, journal=j, opts=ExecuteOptions(stall_after_s=0.0))
+    topo = Topology(brokers=(Broker(0), Broker(1), Broker(2, alive=False)), topics=())
+    r._check_stall(topo, [m])
+    assert not r.stalled and r.notes == ["every move in flight waits on down broker(s) [2]"]
+    r._check_stall(topo, [m])
+    assert r.stalled  # run() ends the wait (exit 3) instead of hanging
+    up = Topology(brokers=(Broker(0), Broker(1), Broker(2)), topics=())
+    r2 = Runner(conn=None, store=None, journal=j, opts=ExecuteOptions(stall_after_s=0.0))
+    r2._check_stall(up, [m])
+    r2._check_stall(up, [m])
+    assert not r2.stalled
+
+
+class _Store:
+    def __init__(self, journals):
+        self.journals = {j.id: j for j in journals}
+        self.warnings = []
+
+    def all(self):
+        return list(self.journals.values())
+
+    def unfinished(self):
+        return [j for j in self.all() if not j.finished]
+
+    def load(self, i):
+        return self.journals.get(i)
+
+
+class _Lock:
+    def __init__(self, holder=None):
+        self._holder = holder
+        self.released = []
+
+    def holder(self):
+        return self._holder
+
+    def release(self, i):
+        self.released.append(i)
+        self._holder = None
+
+
+def test_second_execution_is_refused_naming_the_first():
+    from kops.ops.lock import LockHeld
+    from kops.ops.reassign import refuse_if_active
+
+    running = J.Journal(id="e1", cluster_id="c", moves=[mv(0, (0, 1), (0, 2))],
+                        owner={"user": "ann", "host": "h1", "pid": 42})
+    with pytest.raises(LockHeld) as ei:
+        refuse_if_active(_Store([running]), _Lock())
+    assert ei.value.exit_code == 3
+    assert "e1" in ei.value.message and "ann@h1" in ei.value.message and "pid 42" in ei.value.message
+    # a lock left by an execution that has finished is stale: released, no refusal
+    done = J.Journal(id="e0", cluster_id="c", moves=[mv(0, (0, 1), (0, 2))], state=J.COMPLETE)
+    lock = _Lock({"execution_id": "e0", "owner": {}})
+    refuse_if_active(_Store([done]), lock)
+    assert lock.released == ["e0"]
+    # a lock with an unknown holder refuses
+    with pytest.raises(LockHeld) as ei:
+        refuse_if_active(_Store([]), _Lock({}))
+    assert "unknown holder" in ei.value.message
+
+
+def test_find_journal_by_plan_and_id():
+    from kops.errors import BadInput
+    from kops.model import PlanEntry, ReassignmentPlan
+    from kops.ops.reassign import find_journal
+
+    a = J.Journal(id="a", cluster_id="c", moves=[mv(0, (0, 1), (0, 2))], state=J.COMPLETE)
+    b = J.Journal(id="b", cluster_id="c", moves=[mv(1, (0, 1), (1, 2))])
+    store = _Store([a, b])
+    assert find_journal(store).id == "b"  # the unfinished one
+    plan_a = ReassignmentPlan((PlanEntry("t", 0, (0, 2)),))
+    assert find_journal(store, plan=plan_a).id == "a"
+    other = ReassignmentPlan((PlanEntry("x", 0, (0, 2)),))
+    assert find_journal(store, plan=other) is None
+    assert find_journal(store, execution_id="a").id == "a"
+    with pytest.raises(BadInput):
+        find_journal(store, execution_id="zzz")

@@ -1,0 +1,154 @@
+"""Throttle computation and the sync plan (pure): scoped, merged, restored, dead brokers skipped."""
+
+from __future__ import annotations
+
+from kops.model import Broker, Partition, Topic, Topology
+from kops.ops import throttle as T
+from kops.ops.validate import Move
+
+
+def topo(broker_cfg=None, topic_cfg=None, down=()) -> Topology:
+    broker_cfg = broker_cfg or {}
+    brokers = tuple(Broker(b, "abc"[b // 2], alive=b not in down, configs=broker_cfg.get(b, {})) for b in range(6))
+    parts = tuple(Partition("foo", p, (0, 2, 4)) for p in range(12))
+    return Topology(brokers=brokers, topics=(Topic("foo", parts, configs=topic_cfg or {}),
+                                              Topic("bar", (Partition("bar", 0, (1, 3, 5)),))))
+
+
+M0 = Move("foo", 0, (0, 2, 4), (1, 2, 4))   # 0 -> 1
+M10 = Move("foo", 10, (0, 2, 4), (0, 3, 4))  # 2 -> 3
+MB = Move("bar", 0, (1, 3, 5), (1, 3, 5, 0))  # adds 0 only
+
+
+def test_desired_is_kafka_shape_scoped_to_moves():
+    d = T.desired_throttles([M0, M10, MB], rate=1000)
+    foo = d.topics["foo"]
+    assert T.format_replicas(foo[T.LEADER_REPLICAS]) == "0:0,0:2,0:4,10:0,10:2,10:4"  # string order like Kafka
+    assert T.format_replicas(foo[T.FOLLOWER_REPLICAS]) == "0:1,10:3"
+    assert T.format_replicas(d.topics["bar"][T.FOLLOWER_REPLICAS]) == "0:0"
+    # leader rate on sources, follower rate on destinations
+    assert d.brokers[2] == {T.LEADER_RATE: "1000"}
+    assert d.brokers[1] == {T.LEADER_RATE: "1000", T.FOLLOWER_RATE: "1000"}  # source of bar-0, dest of foo-0
+    assert d.brokers[3][T.FOLLOWER_RATE] == "1000"
+    assert T.desired_throttles([M0], rate=None).brokers == {}  # no --throttle: nothing
+
+
+def test_log_dir_throttle_only_on_brokers_with_log_dir_moves():
+    m = Move("foo", 1, (0, 2, 4), (0, 2, 4), ("/d1", "any", "any"))
+    d = T.desired_throttles([m, M0], rate=None, log_dir_rate=50)
+    assert d.brokers == {0: {T.LOG_DIR_RATE: "50"}}
+
+
+def test_sync_from_nothing_and_back_to_nothing():
+    t = topo()
+    sp = T.plan_sync(T.ThrottleState(), T.desired_throttles([M0], rate=500), t)
+    got = {str(c) for c in sp.changes}
+    assert "broker 0: leader.replication.throttled.rate=500" in got
+    assert "broker 1: follower.replication.throttled.rate=500" in got
+    assert "topic foo: leader.replication.throttled.replicas=0:0,0:2,0:4" in got
+    assert "topic foo: follower.replication.throttled.replicas=0:1" in got
+    assert not any("broker 3" in g or "broker 5" in g for g in got)  # not involved
+    # the cluster now has those values
+    t2 = topo(broker_cfg={b: {k: v for k, v in kv.items()} for b, kv in
+                          {0: {T.LEADER_RATE: "500"}, 2: {T.LEADER_RATE: "500"}, 4: {T.LEADER_RATE: "500"},
+                           1: {T.FOLLOWER_RATE: "500"}}.items()},
+              topic_cfg={T.LEADER_REPLICAS: "0:0,0:2,0:4", T.FOLLOWER_REPLICAS: "0:1"})
+    back = T.plan_sync(sp.state, T.Desired({}, {}), t2)
+    assert {str(c) for c in back.changes} == {
+        "broker 0: delete leader.replication.throttled.rate",
+        "broker 2: delete leader.replication.throttled.rate",
+        "broker 4: delete leader.replication.throttled.rate",
+        "broker 1: delete follower.replication.throttled.rate",
+        "topic foo: delete leader.replication.throttled.replicas",
+        "topic foo: delete follower.replication.throttled.replicas",
+    }
+    assert back.state.empty
+
+
+def test_foreign_values_are_merged_and_restored():
+    t = topo(broker_cfg={0: {T.LEADER_RATE: "777"}}, topic_cfg={T.LEADER_REPLICAS: "5:1", T.FOLLOWER_REPLICAS: "*"})
+    sp = T.plan_sync(T.ThrottleState(), T.desired_throttles([M0], rate=500), t)
+    got = {str(c) for c in sp.changes}
+    assert "broker 0: leader.replication.throttled.rate=500" in got
+    assert sp.state.brokers[0][T.LEADER_RATE] == {"original": "777", "set": "500", "active": True}
+    assert "topic foo: leader.replication.throttled.replicas=0:0,0:2,0:4,5:1" in got  # merged
+    assert not any("follower.replication.throttled.replicas" in g for g in got)  # '*' left alone
+    assert any("=* already throttles" in s for s in sp.skipped)
+    # someone adds an entry meanwhile; kops removes only its own and restores the rate
+    t2 = topo(broker_cfg={0: {T.LEADER_RATE: "500"}},
+              topic_cfg={T.LEADER_REPLICAS: "0:0,0:2,0:4,5:1,7:3", T.FOLLOWER_REPLICAS: "*"})
+    back = T.plan_sync(sp.state, T.Desired({}, {}), t2)
+    got = {str(c) for c in back.changes}
+    assert "broker 0: leader.replication.throttled.rate=777" in got
+    assert "topic foo: leader.replication.throttled.replicas=5:1,7:3" in got
+    assert not any("follower" in g and "topic" in g for g in got)
+
+
+def test_rate_changed_by_someone_else_is_left_alone():
+    st = T.ThrottleState(brokers={0: {T.LEADER_RATE: {"original": None, "set": "500"}}})
+    back = T.plan_sync(st, T.Desired({}, {}), topo(broker_cfg={0: {T.LEADER_RATE: "999"}}))
+    assert back.changes == [] and back.state.empty
+    assert any("left alone" in s for s in back.skipped)
+
+
+def test_down_brokers_are_skipped_and_removal_retried():
+    sp = T.plan_sync(T.ThrottleState(), T.desired_throttles([M0], rate=500), topo(down={1}))
+    assert not any(c.name == "1" for c in sp.changes)
+    assert any("broker 1 is down" in s for s in sp.skipped)
+    # broker 2 went down while its throttle is set: the record stays until it is back
+    st = sp.state
+    down2 = topo(broker_cfg={2: {T.LEADER_RATE: "500"}}, down={2})
+    back = T.plan_sync(st, T.Desired({}, {}), down2)
+    assert 2 in back.state.brokers and not any(c.name == "2" for c in back.changes)
+    up2 = topo(broker_cfg={2: {T.LEADER_RATE: "500"}})
+    again = T.plan_sync(back.state, T.Desired({}, {}), up2)
+    assert "broker 2: delete leader.replication.throttled.rate" in {str(c) for c in again.changes}
+
+
+def test_scoped_per_wave_removes_finished_partition_only():
+    t = topo()
+    s1 = T.plan_sync(T.ThrottleState(), T.desired_throttles([M0, M10], rate=500), t)
+    t1 = topo(broker_cfg={b: {T.LEADER_RATE: "500"} for b in (0, 2, 4)} | {1: {T.FOLLOWER_RATE: "500"},
+                                                                          3: {T.FOLLOWER_RATE: "500"}},
+              topic_cfg={T.LEADER_REPLICAS: "0:0,0:2,0:4,10:0,10:2,10:4", T.FOLLOWER_REPLICAS: "0:1,10:3"})
+    # foo-0 finished: its entries and broker 1's follower rate go, foo-10's stay
+    s2 = T.plan_sync(s1.state, T.desired_throttles([M10], rate=500), t1)
+    got = {str(c) for c in s2.changes}
+    assert got == {
+        "broker 1: delete follower.replication.throttled.rate",
+        "topic foo: leader.replication.throttled.replicas=10:0,10:2,10:4",
+        "topic foo: follower.replication.throttled.replicas=10:3",
+    }
+
+
+def test_state_roundtrip_and_parse():
+    st = T.ThrottleState(brokers={1: {T.LEADER_RATE: {"original": None, "set": "5"}}},
+                         topics={"foo": {T.LEADER_REPLICAS: {"original": None, "added": ["0:1"]}}})
+    assert T.ThrottleState.from_dict(st.to_dict()).to_dict() == st.to_dict()
+    assert T.parse_replicas(" 0:1 , 2:3,") == {"0:1", "2:3"}
+    assert T.parse_replicas("*") is None and T.parse_replicas(None) == set()
+    assert T.format_replicas(["2:1", "10:1"]) == "10:1,2:1"
+
+
+def test_stale_config_reads_do_not_turn_kops_entries_into_foreign_ones():
+    """Brokers learn dynamic config changes asynchronously: a read may still show entries kops
+    already removed, or miss a rate kops just set. Neither may leave a kops throttle behind."""
+    wave1 = T.plan_sync(T.ThrottleState(), T.desired_throttles([M0], rate=500), topo())
+    # wave 1 done, wave 2 starts; the read is stale and still shows wave 1's entries
+    stale = topo(broker_cfg={1: {T.FOLLOWER_RATE: "500"}},
+                 topic_cfg={T.LEADER_REPLICAS: "0:0,0:2,0:4", T.FOLLOWER_REPLICAS: "0:1"})
+    wave2 = T.plan_sync(wave1.state, T.desired_throttles([M10], rate=500), stale)
+    got = {str(c) for c in wave2.changes}
+    assert "topic foo: leader.replication.throttled.replicas=10:0,10:2,10:4" in got
+    assert "topic foo: follower.replication.throttled.replicas=10:3" in got
+    # the final removal reads a topology that does not show the rate kops set yet: still removed
+    very_stale = topo()
+    end = T.plan_sync(wave2.state, T.Desired({}, {}), very_stale, final=True)
+    got = {str(c) for c in end.changes}
+    assert "broker 3: delete follower.replication.throttled.rate" in got
+    assert "topic foo: delete leader.replication.throttled.replicas" in got
+    assert end.state.empty and end.state.brokers == {} and end.state.topics == {}
+    # broker 1 was throttled in wave 1, lifted, and is throttled again later: its original
+    # (None) is remembered, not re-read from a lagging config
+    again = T.plan_sync(wave2.state, T.desired_throttles([M0], rate=500), topo(broker_cfg={1: {T.FOLLOWER_RATE: "500"}}))
+    assert again.state.brokers[1][T.FOLLOWER_RATE]["original"] is None
