@@ -8,3 +8,595 @@ app = typer.Typer(
     help="Compute replica plans: Kafka's own assignment, and minimal-movement rack-aware plans.",
     no_args_is_help=True,
 )
+
+
+# -- kops plan assign ------------------------------------------------------------------------------
+import sys  # noqa: E402
+
+from kops.cli.common import OutputOpt, emit_json, err_console, handle_errors, make_context  # noqa: E402
+
+
+@app.command("assign")
+@handle_errors
+def assign(
+    ctx: typer.Context,
+    brokers: str = typer.Option(..., "--brokers", help="Broker ids, e.g. 0,1,2 (Kafka's order for rack-unaware)."),
+    racks: str | None = typer.Option(
+        None,
+        "--racks",
+        help="Broker racks, e.g. 0:r1,1:r2,2:r1. Path racks (0:/dc1/r1,...) use kops' multi-level algorithm.",
+    ),
+    partitions: int = typer.Option(..., "--partitions", help="Number of partitions."),
+    replication_factor: int = typer.Option(..., "--replication-factor", help="Replicas per partition."),
+    start_index: int = typer.Option(
+        -1, "--start-index", help="Kafka's fixedStartIndex; -1 (default) draws it at random, as Kafka does."
+    ),
+    start_partition: int = typer.Option(-1, "--start-partition", help="First partition id (Kafka's startPartitionId)."),
+    disable_rack_aware: bool = typer.Option(
+        False, "--disable-rack-aware", help="Ignore racks (rack-unaware assignment), as Kafka's tools."
+    ),
+    topic: str = typer.Option("topic", "--topic", help="Topic name written into the reassignment JSON."),
+    output: OutputOpt = None,
+) -> None:
+    """Kafka's own replica assignment (AdminUtils.assignReplicasToBrokers), offline.
+
+    Prints Kafka reassignment JSON on stdout (what kafka-topics.sh / --generate would place);
+    a summary goes to stderr. Multi-level path racks (/dc/rack) use kops' multi-level algorithm.
+    """
+    from kops.errors import BadInput
+    from kops.model import ReassignmentPlan, parse_broker_list
+    from kops.placement.kafka_assign import assign_replicas_to_brokers
+    from kops.placement.racks import validate_racks
+
+    c = make_context(ctx, output=output)
+    ids = parse_broker_list(brokers, option="--brokers")
+    rack_of: dict[int, str | None] = dict.fromkeys(ids)
+    if racks:
+        seen: set[int] = set()
+        for item in (s.strip() for s in racks.split(",")):
+            if not item:
+                continue
+            b_text, sep, rack = item.partition(":")
+            try:
+                b = int(b_text)
+            except ValueError:
+                b = None
+            if not sep or b is None or not rack:
+                raise BadInput(f"--racks: {item!r} is not BROKER:RACK (e.g. 0:r1,1:r2 or 0:/dc1/r1)")
+            if b not in rack_of:
+                raise BadInput(f"--racks: broker {b} is not in --brokers {ids}")
+            if b in seen:
+                raise BadInput(f"--racks: broker {b} is given a rack twice")
+            seen.add(b)
+            rack_of[b] = rack
+    if not topic.strip():
+        raise BadInput("--topic: empty topic name")
+    multilevel = False
+    if not disable_rack_aware and any(r is not None for r in rack_of.values()):
+        validate_racks(rack_of)
+        multilevel = any(r is not None and r.startswith("/") for r in rack_of.values())
+    pairs = [(b, rack_of[b]) for b in ids]
+    if multilevel:
+        from kops.placement.multilevel import assign_replicas_multilevel
+
+        algorithm = "kops multi-level rack-aware (path racks; not Kafka's algorithm)"
+        result = assign_replicas_multilevel(pairs, partitions, replication_factor, start_index, start_partition)
+    else:
+        result = assign_replicas_to_brokers(
+            pairs, partitions, replication_factor, start_index, start_partition, rack_aware=not disable_rack_aware
+        )
+        rack_aware = not disable_rack_aware and all(r is not None for r in rack_of.values())
+        algorithm = "Kafka 3.9 AdminUtils, " + ("rack-aware (KIP-36)" if rack_aware else "rack-unaware")
+    plan = ReassignmentPlan.from_assignment({(topic, p): reps for p, reps in result.items()})
+    if c.json:
+        if multilevel:  # say so, on stderr: stdout carries the JSON document only
+            err_console().print(f"note: {algorithm}")
+        emit_json(plan.to_dict())
+        return
+    shown_racks = dict.fromkeys(ids) if disable_rack_aware else rack_of
+    _assign_summary(err_console(), algorithm, result, shown_racks, start_index)
+    sys.stdout.write(plan.to_json() + "\n")
+
+
+def _assign_summary(con, algorithm: str, result, rack_of, start_index: int) -> None:
+    """Human summary on stderr; ``rack_of`` has every broker (rack None when not used)."""
+    from collections import Counter
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    from kops.placement.racks import RackTree
+
+    replicas = Counter(b for reps in result.values() for b in reps)
+    leaders = Counter(reps[0] for reps in result.values())
+    con.print(f"[bold]{escape(algorithm)}[/bold]")
+    rf = len(next(iter(result.values())))
+    con.print(
+        f"{len(result)} partitions x RF {rf}; start index "
+        + (f"{start_index} (fixed)" if start_index >= 0 else "drawn at random, as Kafka does (--start-index N to fix it)")
+    )
+    table = Table(box=None, pad_edge=False)
+    for col in ("broker", "rack", "replicas", "leaders"):
+        table.add_column(col, justify="right" if col in ("broker", "replicas", "leaders") else "left")
+    ids = sorted(rack_of)
+    for b in ids:
+        table.add_row(str(b), escape(str(rack_of[b] or "-")), str(replicas.get(b, 0)), str(leaders.get(b, 0)))
+    con.print(table)
+    rc = [replicas.get(b, 0) for b in ids]
+    lc = [leaders.get(b, 0) for b in ids]
+    con.print(f"replicas per broker {min(rc)}..{max(rc)}, leaders per broker {min(lc)}..{max(lc)}")
+    if all(r is not None for r in rack_of.values()):
+        tree = RackTree.build(rack_of)
+        spans = Counter(len({rack_of[b] for b in reps}) for reps in result.values())
+        unsafe = sum(1 for reps in result.values() if tree.rack_violation(reps) is not None)
+        con.print(
+            "racks spanned per partition: "
+            + ", ".join(f"{k} racks x {v}" for k, v in sorted(spans.items()))
+            + f"; rack-unsafe partitions: {unsafe}"
+        )
+        if tree.paths:
+            from kops.placement.multilevel import level_counts
+
+            for depth, counts in enumerate(level_counts(result, rack_of)[:-1], 1):
+                r = [v[0] for v in counts.values()]
+                ld = [v[1] for v in counts.values()]
+                con.print(
+                    f"level {depth} ({len(counts)} domains): replicas {min(r)}..{max(r)}, leaders {min(ld)}..{max(ld)}"
+                )
+
+
+# -- kops plan rebalance | decommission | add-brokers | drain-rack | set-replication-factor |
+#    move-topics: the minimal-movement planner (kops.placement.balancer) ----------------------------
+from typing import Annotated  # noqa: E402
+
+from kops.cli.common import (  # noqa: E402
+    BootstrapOpt,
+    CommandConfigOpt,
+    TimeoutOpt,
+    TopologyOpt,
+    ZookeeperOpt,
+)
+
+_GOAL_PANEL = "Plan limits and report"
+MaxMovesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-moves",
+        min=0,
+        help="Bounded mode: at most N replica copies in this plan (each partial plan is rack-safe and "
+        "never worsens balance; run again after executing it to continue). 0 = leadership only.",
+        rich_help_panel=_GOAL_PANEL,
+    ),
+]
+MaxBytesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-bytes",
+        help="Bounded mode: at most B bytes copied in this plan (e.g. 500000000, 50G, 2TiB).",
+        rich_help_panel=_GOAL_PANEL,
+    ),
+]
+ThrottleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--throttle",
+        help="Replication throttle in bytes/s (as Kafka's --throttle; 50M = 50 MiB/s) to estimate the duration.",
+        rich_help_panel=_GOAL_PANEL,
+    ),
+]
+ChartOpt = Annotated[
+    str | None,
+    typer.Option("--chart", help="Write a PNG of per-broker replica and leader counts before/after.", rich_help_panel=_GOAL_PANEL),
+]
+NoBalanceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-balance",
+        help="Only the moves the goal forces (plus leadership reordering); no balancing moves.",
+        rich_help_panel=_GOAL_PANEL,
+    ),
+]
+
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
+
+
+def _parse_bytes(text: str | None, option: str) -> int | None:
+    """``500000``, ``50M``, ``2GiB``, ``1.5T`` -> bytes (binary units)."""
+    import re
+
+    from kops.errors import BadInput
+
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)(?:i?[bB])?\s*", text)
+    if not m:
+        raise BadInput(f"{option}: {text!r} is not a byte count (e.g. 1048576, 50M, 2GiB)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _run_goal(
+    ctx: typer.Context,
+    make_goal,
+    *,
+    topology: str | None,
+    bootstrap_server: str | None,
+    command_config: str | None,
+    zookeeper: str | None,
+    request_timeout: float | None,
+    max_moves: int | None,
+    max_bytes: str | None,
+    throttle: str | None,
+    chart: str | None,
+    output,
+    no_balance: bool = False,
+) -> None:
+    from kops.cli.common import load_topology
+    from kops.placement.balancer import plan
+
+    c = make_context(
+        ctx,
+        bootstrap_server=bootstrap_server,
+        command_config=command_config,
+        zookeeper=zookeeper,
+        request_timeout=request_timeout,
+        output=output,
+    )
+    limit_bytes = _parse_bytes(max_bytes, "--max-bytes")
+    rate = _parse_bytes(throttle, "--throttle")
+    topo = load_topology(c, topology)
+    goal = make_goal(topo)
+    res = plan(topo, goal, max_moves=max_moves, max_bytes=limit_bytes, throttle=rate, rebalance=not no_balance)
+    if chart:
+        _write_chart(res.report, chart)
+    if c.json:
+        emit_json({"plan": res.plan.to_dict(), "report": res.report})
+        return
+    _render_goal_report(err_console(), res.report)
+    if chart:
+        err_console().print(f"chart written to {chart}")
+    sys.stdout.write(res.plan.to_json() + "\n")
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n = n / 1024
+    return str(n)
+
+
+def _fmt_duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def _render_goal_report(con, rep: dict) -> None:
+    """The plan report, readable, on stderr."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    con.print(f"[bold]plan: {escape(rep['goal']['description'])}[/bold]  (balancing {rep['balance_by']}, "
+              f"{rep['partitions_in_scope']} partitions in scope)")
+    lb = rep["lower_bound"]
+    kg = rep["kafka_generate"] or {}
+    kav = kg.get("available")
+    bal = rep["balance"]
+    t = Table(box=None, pad_edge=False, title=None)
+    t.add_column("")
+    t.add_column("kops", justify="right")
+    t.add_column("lower bound", justify="right")
+    t.add_column("Kafka --generate", justify="right")
+    t.add_row("replicas moved", str(rep["replicas_moved"]), f"{lb['moves']} (mandatory {lb['moves_mandatory']})",
+              str(kg["replicas_moved"]) if kav else "-")
+    t.add_row("bytes moved", _fmt_bytes(rep["bytes_moved"]),
+              _fmt_bytes(lb["bytes_mandatory"]) + (f" (exact mean: {_fmt_bytes(lb['bytes_to_reach_mean'])})"
+                                                  if lb.get("bytes_to_reach_mean") is not None else ""),
+              _fmt_bytes(kg.get("bytes_moved")) if kav else "-")
+    t.add_row("partitions changed", str(rep["partitions_changed"]), "", str(kg["partitions_changed"]) if kav else "-")
+    t.add_row("rack violations after", str(rep["rack_violations_after"]), "0", str(kg["rack_violations"]) if kav else "-")
+    t.add_row("replica spread after", str(bal["replica_spread_after"]), "", str(kg["replica_spread"]) if kav else "-")
+    t.add_row("leader spread after", str(bal["leader_spread_after"]), "", str(kg["leader_spread"]) if kav else "-")
+    con.print(t)
+    if not kav:
+        con.print(f"Kafka --generate: not available ({escape(str(kg.get('reason')))})")
+    else:
+        con.print(f"(Kafka --generate with its random start index drawn from a fixed seed ({kg['seed']}), per topic)")
+    con.print(
+        f"rack violations {rep['rack_violations_before']} -> {rep['rack_violations_after']}; "
+        f"spread (max-min per broker) replicas {bal['replica_spread_before']} -> {bal['replica_spread_after']}, "
+        f"leaders {bal['leader_spread_before']} -> {bal['leader_spread_after']}, first followers "
+        f"{bal['first_follower_spread_before']} -> {bal['first_follower_spread_after']}"
+        + (f", bytes {_fmt_bytes(bal['bytes_spread_before'])} -> {_fmt_bytes(bal['bytes_spread_after'])}"
+           if "bytes_spread_before" in bal else "")
+    )
+    con.print(f"{rep['reorder_only_partitions']} partitions only reordered (no data), "
+              f"{rep['preferred_leader_changes']} preferred-leader changes")
+    for ex in rep["rack_violation_examples_before"][:3]:
+        con.print(f"  before: {escape(ex)}")
+    rows = rep["brokers"]
+    changed = [r for r in rows if (r["replicas_before"], r["leaders_before"], r["first_followers_before"])
+               != (r["replicas_after"], r["leaders_after"], r["first_followers_after"])]
+    shown = rows if len(rows) <= 40 else changed[:40]
+    if shown:
+        bt = Table(box=None, pad_edge=False)
+        for col in ("broker", "rack", "replicas", "leaders", "1st followers"):
+            bt.add_column(col, justify="left" if col == "rack" else "right")
+        has_bytes = "bytes_before" in rows[0]
+        if has_bytes:
+            bt.add_column("bytes", justify="right")
+        for r in shown:
+            cells = [
+                str(r["id"]) + ("" if r["allowed"] else " (out)"),
+                escape(str(r["rack"] or "-")),
+                f"{r['replicas_before']} -> {r['replicas_after']}",
+                f"{r['leaders_before']} -> {r['leaders_after']}",
+                f"{r['first_followers_before']} -> {r['first_followers_after']}",
+            ]
+            if has_bytes:
+                cells.append(f"{_fmt_bytes(r['bytes_before'])} -> {_fmt_bytes(r['bytes_after'])}")
+            bt.add_row(*cells)
+        con.print(bt)
+        if len(shown) < len(rows):
+            con.print(f"({len(rows)} brokers; {len(changed)} change; the first {len(shown)} shown -- --output json has all)")
+    racks = rep["racks"]
+    if 1 < len(racks) <= 40:
+        rt = Table(box=None, pad_edge=False)
+        for col in ("rack", "brokers", "replicas", "leaders"):
+            rt.add_column(col, justify="left" if col == "rack" else "right")
+        for r in racks:
+            rt.add_row(escape(r["rack"]), str(r["brokers"]), f"{r['replicas_before']} -> {r['replicas_after']}",
+                       f"{r['leaders_before']} -> {r['leaders_after']}")
+        con.print(rt)
+    d = rep["duration"]
+    if d:
+        if d["seconds"] is None:
+            con.print(f"duration: {escape(d['assumptions'])}")
+        else:
+            con.print(f"estimated duration at {_fmt_bytes(d['throttle_bytes_per_s'])}/s: "
+                      f"{_fmt_duration(d['seconds_parallel'])} with every broker copying in parallel, "
+                      f"{_fmt_duration(d['seconds'])} if one stream at a time")
+    b = rep["bounded"]
+    if not b["complete"]:
+        con.print(f"[yellow]bounded plan[/yellow] (max moves {b['max_moves']}, max bytes {b['max_bytes']}): "
+                  "the goal is not reached yet; execute this plan, then run the same command again")
+    if b["forced_over_budget"]:
+        con.print("note: one partition needs more than the budget at once; it is included so that runs make progress")
+    for n in rep["notes"]:
+        con.print(f"note: {escape(n)}")
+    if not rep["partitions_changed"]:
+        con.print("nothing to change: the cluster already meets the goal")
+
+
+def _write_chart(rep: dict, path: str) -> None:
+    """PNG: per-broker replica and leader counts before/after (matplotlib, Agg, imported lazily)."""
+    from kops.errors import BadInput
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:  # pragma: no cover
+        raise BadInput(f"--chart needs matplotlib: {e}") from None
+    rows = rep["brokers"]
+    ids = [r["id"] for r in rows]
+    x = list(range(len(ids)))
+    fig, axes = plt.subplots(2, 1, figsize=(max(8.0, min(24.0, len(ids) * 0.25)), 7), sharex=True)
+    many = len(ids) > 80
+    for ax, key, title in ((axes[0], "replicas", "replicas per broker"), (axes[1], "leaders", "preferred leaders per broker")):
+        before = [r[f"{key}_before"] for r in rows]
+        after = [r[f"{key}_after"] for r in rows]
+        if many:
+            ax.plot(x, before, drawstyle="steps-mid", label="before", alpha=0.7)
+            ax.plot(x, after, drawstyle="steps-mid", label="after")
+        else:
+            ax.bar([i - 0.2 for i in x], before, width=0.4, label="before", alpha=0.7)
+            ax.bar([i + 0.2 for i in x], after, width=0.4, label="after")
+        ax.set_title(title)
+        ax.legend(loc="upper right")
+        ax.grid(axis="y", alpha=0.3)
+    if not many:
+        axes[1].set_xticks(x)
+        axes[1].set_xticklabels([str(i) for i in ids], rotation=90 if len(ids) > 30 else 0)
+    axes[1].set_xlabel("broker" + (" (index in id order)" if many else ""))
+    fig.suptitle(f"kops plan: {rep['goal']['description']}")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as e:
+        raise BadInput(f"--chart: cannot write {path}: {e}") from None
+    finally:
+        plt.close(fig)
+
+
+def _ids_opt(text: str, option: str) -> tuple[int, ...]:
+    from kops.model import parse_broker_list
+
+    return tuple(parse_broker_list(text, option=option))
+
+
+@app.command("rebalance")
+@handle_errors
+def rebalance(
+    ctx: typer.Context,
+    topology: TopologyOpt = None,
+    max_moves: MaxMovesOpt = None,
+    max_bytes: MaxBytesOpt = None,
+    throttle: ThrottleOpt = None,
+    chart: ChartOpt = None,
+    output: OutputOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+) -> None:
+    """Balance replicas, preferred leaders and first followers over the alive brokers, rack-safe,
+    moving as few replicas as possible (replicas on dead brokers are replaced).
+
+    stdout: Kafka reassignment JSON of the partitions that change; the report goes to stderr
+    (--output json: one document {"plan", "report"}).
+    """
+    from kops.placement.balancer import Goal
+
+    _run_goal(ctx, lambda topo: Goal("rebalance"), topology=topology, bootstrap_server=bootstrap_server,
+              command_config=command_config, zookeeper=zookeeper, request_timeout=request_timeout,
+              max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, chart=chart, output=output)
+
+
+@app.command("decommission")
+@handle_errors
+def decommission(
+    ctx: typer.Context,
+    brokers: str = typer.Option(..., "--brokers", help="Brokers to empty, e.g. 4,5."),
+    no_balance: NoBalanceOpt = False,
+    topology: TopologyOpt = None,
+    max_moves: MaxMovesOpt = None,
+    max_bytes: MaxBytesOpt = None,
+    throttle: ThrottleOpt = None,
+    chart: ChartOpt = None,
+    output: OutputOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+) -> None:
+    """Move every replica off BROKERS (to the same rack where that is balanced), then balance.
+
+    Only the replicas on the removed brokers must move; the report compares with that lower bound
+    and with what Kafka's --generate would move.
+    """
+    from kops.placement.balancer import Goal
+
+    ids = _ids_opt(brokers, "--brokers")
+    _run_goal(ctx, lambda topo: Goal("decommission", brokers=ids), topology=topology,
+              bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
+              request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
+              chart=chart, output=output, no_balance=no_balance)
+
+
+@app.command("add-brokers")
+@handle_errors
+def add_brokers(
+    ctx: typer.Context,
+    brokers: str = typer.Option(..., "--brokers", help="New (empty) brokers to move load onto, e.g. 6,7."),
+    topology: TopologyOpt = None,
+    max_moves: MaxMovesOpt = None,
+    max_bytes: MaxBytesOpt = None,
+    throttle: ThrottleOpt = None,
+    chart: ChartOpt = None,
+    output: OutputOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+) -> None:
+    """Move load onto new brokers: every copy goes to one of BROKERS, from the most loaded brokers."""
+    from kops.placement.balancer import Goal
+
+    ids = _ids_opt(brokers, "--brokers")
+    _run_goal(ctx, lambda topo: Goal("add-brokers", brokers=ids), topology=topology,
+              bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
+              request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
+              chart=chart, output=output)
+
+
+@app.command("drain-rack")
+@handle_errors
+def drain_rack(
+    ctx: typer.Context,
+    rack: str = typer.Option(..., "--rack", help="Rack to empty (a path prefix such as /dc1 drains a whole domain)."),
+    no_balance: NoBalanceOpt = False,
+    topology: TopologyOpt = None,
+    max_moves: MaxMovesOpt = None,
+    max_bytes: MaxBytesOpt = None,
+    throttle: ThrottleOpt = None,
+    chart: ChartOpt = None,
+    output: OutputOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+) -> None:
+    """Move every replica off the brokers of RACK, rack-safe over the racks that remain.
+
+    Exits 2 naming the partitions when the remaining brokers cannot hold their replication factor.
+    """
+    from kops.placement.balancer import Goal
+
+    _run_goal(ctx, lambda topo: Goal("drain-rack", rack=rack), topology=topology,
+              bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
+              request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
+              chart=chart, output=output, no_balance=no_balance)
+
+
+@app.command("set-replication-factor")
+@handle_errors
+def set_replication_factor(
+    ctx: typer.Context,
+    topic: list[str] = typer.Option(..., "--topic", help="Topic (repeat, or comma-separate, for several)."),
+    replication_factor: int = typer.Option(..., "--replication-factor", min=1, help="The new replication factor."),
+    topology: TopologyOpt = None,
+    max_moves: MaxMovesOpt = None,
+    max_bytes: MaxBytesOpt = None,
+    throttle: ThrottleOpt = None,
+    chart: ChartOpt = None,
+    output: OutputOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+) -> None:
+    """Raise or lower the replication factor of topics: existing replicas stay, new ones go to the
+    least-loaded brokers that keep each partition rack-safe; lowering drops replicas without copying."""
+    from kops.placement.balancer import Goal
+
+    names = tuple(dict.fromkeys(n.strip() for t in topic for n in t.split(",") if n.strip()))
+    _run_goal(ctx, lambda topo: Goal("set-replication-factor", topics=names, replication_factor=replication_factor),
+              topology=topology, bootstrap_server=bootstrap_server, command_config=command_config,
+              zookeeper=zookeeper, request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes,
+              throttle=throttle, chart=chart, output=output)
+
+
+@app.command("move-topics")
+@handle_errors
+def move_topics(
+    ctx: typer.Context,
+    topics_to_move_json_file: str = typer.Option(
+        ..., "--topics-to-move-json-file", help='Kafka\'s {"topics":[{"topic":"foo"}],"version":1} file.'
+    ),
+    broker_list: str = typer.Option(..., "--broker-list", help="Brokers the topics may use, e.g. 0,1,2."),
+    topology: TopologyOpt = None,
+    max_moves: MaxMovesOpt = None,
+    max_bytes: MaxBytesOpt = None,
+    throttle: ThrottleOpt = None,
+    chart: ChartOpt = None,
+    output: OutputOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+) -> None:
+    """Kafka's --generate inputs, minimal-movement answer: place the topics on --broker-list,
+    keeping every replica that already sits on a listed broker where balance allows."""
+    from kops.errors import BadInput
+    from kops.model import parse_topics_to_move
+    from kops.placement.balancer import Goal
+
+    try:
+        with open(topics_to_move_json_file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise BadInput(f"--topics-to-move-json-file: cannot read {topics_to_move_json_file}: {e.strerror}") from None
+    names = tuple(parse_topics_to_move(text, source=topics_to_move_json_file))
+    ids = _ids_opt(broker_list, "--broker-list")
+    _run_goal(ctx, lambda topo: Goal("move-topics", topics=names, brokers=ids), topology=topology,
+              bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
+              request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
+              chart=chart, output=output)

@@ -1,0 +1,140 @@
+"""Benchmark: minimal-movement decommission plan on a synthetic 1M-replica cluster.
+
+1,000 brokers in 50 racks (20 each), 333,334 partitions x RF 3 (1,000,002 replicas) in 1,000
+topics, rack-safe but mildly unbalanced (a seeded ~10% skew of broker popularity), partition
+sizes 1 MiB - 10 GiB (log-uniform) unless --no-sizes; one broker (id 0) is decommissioned.
+
+    .venv/bin/python bench/bench_plan.py [--no-sizes] [--brokers 1000 --racks 50 --partitions 333334]
+
+Prints wall time of the plan (Topology in memory -> plan + report), peak RSS of the process
+(resource.getrusage, includes building the synthetic topology), replicas/bytes moved against
+the lower bound, and what Kafka's --generate would move for the same goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kops.model import Broker, Partition, Topic, Topology  # noqa: E402
+
+
+def synthetic(n_brokers: int, n_racks: int, n_partitions: int, rf: int, sizes: bool, seed: int = 42) -> Topology:
+    rng = random.Random(seed)
+    brokers = tuple(Broker(b, rack=f"rack-{b % n_racks:02d}") for b in range(n_brokers))
+    by_rack: list[list[int]] = [[] for _ in range(n_racks)]
+    for b in range(n_brokers):
+        by_rack[b % n_racks].append(b)
+    # mild imbalance: each broker's popularity in its rack is 1 +- 10%
+    weight = [1.0 + rng.uniform(-0.1, 0.1) for _ in range(n_brokers)]
+    cum = []
+    for members in by_rack:
+        acc, c = 0.0, []
+        for b in members:
+            acc += weight[b]
+            c.append(acc)
+        cum.append(c)
+    import bisect
+
+    n_topics = 1000
+    per_topic = -(-n_partitions // n_topics)
+    topics = []
+    made = 0
+    racks = list(range(n_racks))
+    for t in range(n_topics):
+        k = min(per_topic, n_partitions - made)
+        if k <= 0:
+            break
+        parts = []
+        for i in range(k):
+            chosen = rng.sample(racks, rf) if rf <= n_racks else [rng.choice(racks) for _ in range(rf)]
+            reps = []
+            for r in chosen:
+                c = cum[r]
+                reps.append(by_rack[r][bisect.bisect_left(c, rng.random() * c[-1])])
+            size = int(2 ** rng.uniform(20, 33.2)) if sizes else None
+            parts.append(Partition(f"topic-{t:04d}", i, tuple(reps), size_bytes=size))
+        made += k
+        topics.append(Topic(f"topic-{t:04d}", tuple(parts)))
+    return Topology(brokers=brokers, topics=tuple(topics))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--brokers", type=int, default=1000)
+    ap.add_argument("--racks", type=int, default=50)
+    ap.add_argument("--partitions", type=int, default=333_334)
+    ap.add_argument("--rf", type=int, default=3)
+    ap.add_argument("--decommission", type=int, default=0)
+    ap.add_argument("--no-sizes", action="store_true")
+    ap.add_argument("--throttle", type=int, default=100 * 1024 * 1024)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    topo = synthetic(args.brokers, args.racks, args.partitions, args.rf, not args.no_sizes)
+    t1 = time.perf_counter()
+    from kops.placement import metrics
+    from kops.placement.balancer import plan_decommission
+
+    kafka_time = [0.0, 0.0]
+    real_kafka = metrics.kafka_generate
+
+    def timed_kafka(*a, **kw):
+        w, c = time.perf_counter(), time.process_time()
+        try:
+            return real_kafka(*a, **kw)
+        finally:
+            kafka_time[0] += time.perf_counter() - w
+            kafka_time[1] += time.process_time() - c
+
+    metrics.kafka_generate = timed_kafka
+    c1 = time.process_time()
+    t1 = time.perf_counter()
+    res = plan_decommission(topo, [args.decommission], throttle=args.throttle)
+    t2 = time.perf_counter()
+    c2 = time.process_time()
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rep = res.report
+    lb = rep["lower_bound"]
+    kg = rep["kafka_generate"] or {}
+    gib = 1024**3
+    print(f"cluster: {args.brokers} brokers / {args.racks} racks, {args.partitions} partitions x RF {args.rf} "
+          f"= {args.partitions * args.rf} replicas; decommission broker {args.decommission}; balance by {rep['balance_by']}")
+    print(f"generate synthetic topology: {t1 - t0:.1f} s")
+    print(f"plan (incl. report and Kafka --generate comparison): {t2 - t1:.1f} s wall, {c2 - c1:.1f} s CPU "
+          f"(of which the Kafka --generate comparison: {kafka_time[0]:.1f} s wall, {kafka_time[1]:.1f} s CPU)")
+    print(f"peak RSS: {peak_kib / 1024:.0f} MiB")
+    print(f"replicas moved: {rep['replicas_moved']}  lower bound: {lb['moves']} (mandatory {lb['moves_mandatory']})")
+    if rep["bytes_moved"] is not None:
+        to_mean = lb.get("bytes_to_reach_mean")
+        print(f"bytes moved: {rep['bytes_moved'] / gib:.1f} GiB  lower bound (mandatory): {lb['bytes_mandatory'] / gib:.1f} GiB"
+              + (f", bringing every broker exactly to the mean needs >= {to_mean / gib:.1f} GiB" if to_mean is not None else ""))
+    print(f"partitions changed: {rep['partitions_changed']} (reorder only: {rep['reorder_only_partitions']}), "
+          f"preferred-leader changes: {rep['preferred_leader_changes']}")
+    if kg.get("available"):
+        extra = f", {kg['bytes_moved'] / gib:.1f} GiB" if kg.get("bytes_moved") is not None else ""
+        print(f"Kafka --generate (seeded): {kg['replicas_moved']} replicas moved{extra}, "
+              f"{kg['partitions_changed']} partitions changed, rack violations {kg['rack_violations']}")
+    else:
+        print(f"Kafka --generate: n/a ({kg.get('reason')})")
+    b = rep["balance"]
+    print(f"rack violations: {rep['rack_violations_before']} -> {rep['rack_violations_after']}")
+    print(f"spread (max-min over {b['brokers']} brokers): replicas {b['replica_spread_before']} -> {b['replica_spread_after']}, "
+          f"leaders {b['leader_spread_before']} -> {b['leader_spread_after']}, "
+          f"first followers {b['first_follower_spread_before']} -> {b['first_follower_spread_after']}")
+    if "bytes_spread_before" in b:
+        print(f"bytes spread: {b['bytes_spread_before'] / gib:.1f} GiB -> {b['bytes_spread_after'] / gib:.1f} GiB")
+    d = rep["duration"]
+    if d and d["seconds"] is not None:
+        print(f"estimated duration at {args.throttle / 2**20:.0f} MiB/s: {d['seconds'] / 3600:.1f} h serial, "
+              f"{d['seconds_parallel'] / 60:.1f} min parallel (per-broker throttle)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,854 @@
+"""Minimal-movement, rack-safe replica planner (``kops plan rebalance | decommission | ...``).
+
+Pure: takes a :class:`~kops.model.Topology` and a :class:`Goal`, returns a :class:`PlanResult`
+(target assignment, Kafka reassignment plan of the partitions that change, report). No I/O.
+See ``docs/planner.md`` for the algorithm, the guarantees and how the lower bound is computed.
+
+Phases (each over integer lists and per-broker counters; no O(partitions x brokers) scans):
+
+1. **repair** (mandatory): per partition in scope, drop replicas on brokers that are not allowed
+   (removed, dead, outside the broker list) and duplicates, drop extra replicas when the RF goes
+   down, add replicas up to the RF, and repair rack-unsafe lists. A new replica goes to the
+   least-loaded allowed broker that keeps the list rack-safe (preferring the rack of the replica
+   it replaces on ties), found by popping a lazy min-heap.
+2. **balance**: while a broker is above the target, move one replica from the most loaded broker
+   to the least-loaded broker that can take it rack-safely -- only moves that reduce the distance
+   to the target (so every move counts toward the lower bound).
+3. **leaders** (no data): :func:`kops.placement.leaders.balance_orders` reorders replica lists
+   to balance preferred leaders, then first followers.
+
+Bounded mode (``max_moves`` / ``max_bytes``): phases 1-2 stop spending once the budget is used;
+a partition's repair is all-or-nothing, every single move keeps its list rack-safe and brings the
+cluster closer to the target, so each partial plan is safe on its own and repeated runs converge.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, defaultdict
+from itertools import chain
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kops.errors import BadInput
+from kops.model import Partition, ReassignmentPlan, TopicPartition, Topology
+from kops.placement.leaders import balance_orders
+from kops.placement.rackcheck import RackSafety
+from kops.placement.racks import RackTree
+
+__all__ = [
+    "GOAL_KINDS",
+    "Goal",
+    "PlanResult",
+    "plan",
+    "plan_rebalance",
+    "plan_decommission",
+    "plan_add_brokers",
+    "plan_drain_rack",
+    "plan_set_replication_factor",
+    "plan_move_topics",
+    "KAFKA_SEED",
+]
+
+GOAL_KINDS = ("rebalance", "decommission", "add-brokers", "drain-rack", "set-replication-factor", "move-topics")
+
+#: seed of the ``random.Random`` used for "what Kafka's --generate would propose" (Kafka draws
+#: its start index and shift at random; kops fixes the draws so its reports are reproducible)
+KAFKA_SEED = 0
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the plan must achieve.
+
+    ``kind`` is one of :data:`GOAL_KINDS`; ``brokers``: brokers to remove (decommission), to fill
+    (add-brokers) or the target broker list (move-topics); ``rack``: the rack (or rack-path prefix
+    such as ``/dc1``) to drain; ``topics``: topics for set-replication-factor / move-topics.
+    """
+
+    kind: str
+    brokers: tuple[int, ...] = ()
+    rack: str | None = None
+    topics: tuple[str, ...] = ()
+    replication_factor: int | None = None
+
+    def describe(self) -> str:
+        k = self.kind
+        if k == "decommission":
+            return f"decommission brokers {list(self.brokers)}"
+        if k == "add-brokers":
+            return f"move load onto new brokers {list(self.brokers)}"
+        if k == "drain-rack":
+            return f"drain rack {self.rack}"
+        if k == "set-replication-factor":
+            return f"set replication factor {self.replication_factor} for {', '.join(self.topics)}"
+        if k == "move-topics":
+            return f"move {', '.join(self.topics)} onto brokers {list(self.brokers)}"
+        return "rebalance"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind}
+        if self.brokers:
+            d["brokers"] = list(self.brokers)
+        if self.rack is not None:
+            d["rack"] = self.rack
+        if self.topics:
+            d["topics"] = list(self.topics)
+        if self.replication_factor is not None:
+            d["replication_factor"] = self.replication_factor
+        return d
+
+
+@dataclass
+class PlanResult:
+    goal: Goal
+    #: full target assignment of the partitions in scope (tp -> replicas, preferred leader first)
+    target: dict[TopicPartition, tuple[int, ...]]
+    #: only the partitions whose replica list changes (set or order)
+    changes: dict[TopicPartition, tuple[int, ...]]
+    #: the report (JSON-ready, deterministic); see docs/planner.md
+    report: dict[str, Any]
+    #: True when this plan reaches the goal (False: a bounded step; run again after it)
+    complete: bool = True
+    before: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> ReassignmentPlan:
+        return ReassignmentPlan.from_assignment(self.changes)
+
+    def topology_after(self, topology: Topology) -> Topology:
+        return topology.with_assignment(self.changes)
+
+
+# ---------------------------------------------------------------------------------------------
+# public entry points
+# ---------------------------------------------------------------------------------------------
+def plan(
+    topology: Topology,
+    goal: Goal,
+    *,
+    max_moves: int | None = None,
+    max_bytes: int | None = None,
+    throttle: int | None = None,
+    compare_kafka: bool = True,
+    kafka_seed: int = KAFKA_SEED,
+    balance_followers: bool = True,
+    rebalance: bool = True,
+) -> PlanResult:
+    """Compute a minimal-movement, rack-safe, balanced plan for ``goal``.
+
+    ``rebalance=False``: only the moves the goal forces (replicas off removed brokers, RF
+    changes, rack repairs) plus leadership reordering; no balancing moves.
+
+    Raises :class:`BadInput` when the goal is malformed or cannot be met (naming the partitions,
+    brokers and racks in conflict). Deterministic: the same topology and goal give the same plan.
+    """
+    if max_moves is not None and max_moves < 0:
+        raise BadInput(f"--max-moves must be >= 0 (got {max_moves})")
+    if max_bytes is not None and max_bytes < 0:
+        raise BadInput(f"--max-bytes must be >= 0 (got {max_bytes})")
+    if throttle is not None and throttle <= 0:
+        raise BadInput(f"--throttle must be > 0 bytes/s (got {throttle})")
+    planner = _Planner(topology, goal, max_moves, max_bytes, balance_followers)
+    planner.rebalance = rebalance
+    return planner.run(throttle=throttle, compare_kafka=compare_kafka, kafka_seed=kafka_seed)
+
+
+def plan_rebalance(topology: Topology, **kw: Any) -> PlanResult:
+    return plan(topology, Goal("rebalance"), **kw)
+
+
+def plan_decommission(topology: Topology, brokers: Iterable[int], **kw: Any) -> PlanResult:
+    return plan(topology, Goal("decommission", brokers=tuple(brokers)), **kw)
+
+
+def plan_add_brokers(topology: Topology, brokers: Iterable[int], **kw: Any) -> PlanResult:
+    return plan(topology, Goal("add-brokers", brokers=tuple(brokers)), **kw)
+
+
+def plan_drain_rack(topology: Topology, rack: str, **kw: Any) -> PlanResult:
+    return plan(topology, Goal("drain-rack", rack=rack), **kw)
+
+
+def plan_set_replication_factor(
+    topology: Topology, topics: Iterable[str] | str, replication_factor: int, **kw: Any
+) -> PlanResult:
+    names = (topics,) if isinstance(topics, str) else tuple(topics)
+    return plan(topology, Goal("set-replication-factor", topics=names, replication_factor=replication_factor), **kw)
+
+
+def plan_move_topics(topology: Topology, topics: Iterable[str], brokers: Iterable[int], **kw: Any) -> PlanResult:
+    return plan(topology, Goal("move-topics", topics=tuple(topics), brokers=tuple(brokers)), **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# goal resolution
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class _Resolved:
+    allowed: list[int]  # sorted broker ids replicas may live on
+    scope: list[Partition]  # partitions the plan may change, sorted by (topic, partition)
+    rf: list[int]  # target replication factor per scope partition
+    dest_only: set[int] | None  # balance moves may only go to these (add-brokers)
+    notes: list[str]
+
+
+def _fmt_ids(ids: Iterable[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _rack_members(topo: Topology, rack: str) -> list[int]:
+    out = []
+    for b in topo.brokers:
+        r = b.rack
+        if r is None:
+            continue
+        if r == rack or (rack.startswith("/") and r.startswith(rack.rstrip("/") + "/")):
+            out.append(b.id)
+    return sorted(out)
+
+
+def _resolve(topo: Topology, goal: Goal) -> _Resolved:
+    if goal.kind not in GOAL_KINDS:
+        raise BadInput(f"unknown goal {goal.kind!r}; one of {', '.join(GOAL_KINDS)}")
+    known = topo.broker_map
+    alive = [b for b in topo.alive_broker_ids]
+    notes: list[str] = []
+    all_parts = sorted(topo.partitions(), key=lambda p: p.tp)
+    dest_only: set[int] | None = None
+
+    def unknown_brokers(ids: Iterable[int]) -> None:
+        bad = sorted(set(ids) - set(known))
+        if bad:
+            raise BadInput(
+                f"brokers {bad} are not in the cluster (known brokers: {_fmt_ids(sorted(known))})"
+            )
+
+    def topics_of(names: Sequence[str]) -> list[Partition]:
+        if not names:
+            raise BadInput("no topics given")
+        missing = [t for t in names if topo.topic(t) is None]
+        if missing:
+            raise BadInput(f"topics not found: {', '.join(missing)}")
+        wanted = set(names)
+        return [p for p in all_parts if p.topic in wanted]
+
+    scope = all_parts
+    rf: list[int] | None = None
+    if goal.kind == "rebalance":
+        allowed = alive
+    elif goal.kind == "decommission":
+        if not goal.brokers:
+            raise BadInput("decommission: no brokers given (--brokers 1,2)")
+        unknown_brokers(goal.brokers)
+        allowed = [b for b in alive if b not in set(goal.brokers)]
+    elif goal.kind == "add-brokers":
+        if not goal.brokers:
+            raise BadInput("add-brokers: no brokers given (--brokers 7,8)")
+        unknown_brokers(goal.brokers)
+        dead = sorted(b for b in goal.brokers if not known[b].alive)
+        if dead:
+            raise BadInput(f"add-brokers: brokers {dead} are not alive; start them first")
+        allowed = alive
+        dest_only = set(goal.brokers)
+    elif goal.kind == "drain-rack":
+        if not goal.rack:
+            raise BadInput("drain-rack: no rack given (--rack R)")
+        members = _rack_members(topo, goal.rack)
+        if not members:
+            raise BadInput(f"drain-rack: no broker is in rack {goal.rack!r} (racks: {', '.join(topo.racks)})")
+        allowed = [b for b in alive if b not in set(members)]
+        notes.append(f"rack {goal.rack} holds brokers {_fmt_ids(members)}")
+    elif goal.kind == "set-replication-factor":
+        n = goal.replication_factor
+        if n is None or n < 1:
+            raise BadInput(f"set-replication-factor: replication factor must be >= 1 (got {n})")
+        scope = topics_of(goal.topics)
+        allowed = alive
+        rf = [n] * len(scope)
+    else:  # move-topics
+        if not goal.brokers:
+            raise BadInput("move-topics: empty --broker-list")
+        unknown_brokers(goal.brokers)
+        scope = topics_of(goal.topics)
+        dead = sorted(b for b in goal.brokers if not known[b].alive)
+        if dead:
+            notes.append(f"brokers {dead} in the broker list are not alive and get no replicas")
+        allowed = sorted(b for b in set(goal.brokers) if known[b].alive)
+    if rf is None:
+        rf = [len(p.replicas) for p in scope]
+    if not allowed:
+        raise BadInput(f"{goal.describe()}: no alive broker would be left to hold replicas")
+    # feasibility: RF never exceeds the brokers allowed (rack-safety itself is always satisfiable)
+    short = [(p, n) for p, n in zip(scope, rf) if n > len(allowed)]
+    if short:
+        racks = sorted({topo.rack_of(b) or f"<broker {b}>" for b in allowed})
+        need = max(n for _, n in short)
+        details = [f"{p.topic}-{p.partition}: replication factor {n}" for p, n in short[:50]]
+        if len(short) > 50:
+            details.append(f"... and {len(short) - 50} more partitions")
+        raise BadInput(
+            f"{goal.describe()}: cannot be met: {len(short)} partitions need up to {need} distinct "
+            f"brokers but only {len(allowed)} eligible brokers remain ({_fmt_ids(allowed)}) "
+            f"in racks {', '.join(racks)}",
+            details=details,
+        )
+    # Kafka needs racks on all brokers or none (the rack-aware check of --generate)
+    return _Resolved(allowed, scope, rf, dest_only, notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# the planner
+# ---------------------------------------------------------------------------------------------
+class _Budget:
+    def __init__(self, max_moves: int | None, max_bytes: int | None):
+        self.max_moves = max_moves
+        self.max_bytes = max_bytes
+        self.moves = 0
+        self.bytes = 0
+        self.hit = False  # something was left out for lack of budget
+        self.forced = False
+
+    @property
+    def bounded(self) -> bool:
+        return self.max_moves is not None or self.max_bytes is not None
+
+    def fits(self, moves: int, nbytes: int) -> bool:
+        if self.max_moves is not None and self.moves + moves > self.max_moves:
+            return False
+        if self.max_bytes is not None and self.bytes + nbytes > self.max_bytes:
+            return False
+        return True
+
+    def may_force(self) -> bool:
+        """Nothing spent yet and a non-zero budget: take one partition even over budget, so a
+        partition that needs more moves than the budget still makes progress (0 = no data)."""
+        if self.forced or self.moves or self.bytes:
+            return False
+        return self.max_moves != 0 and self.max_bytes != 0
+
+    def spend(self, moves: int, nbytes: int) -> None:
+        self.moves += moves
+        self.bytes += nbytes
+
+
+class _Planner:
+    def __init__(
+        self,
+        topo: Topology,
+        goal: Goal,
+        max_moves: int | None,
+        max_bytes: int | None,
+        balance_followers: bool,
+    ):
+        self.topo = topo
+        self.goal = goal
+        res = _resolve(topo, goal)
+        self.res = res
+        self.followers = balance_followers
+        self.allowed = res.allowed
+        self.allowed_set = set(res.allowed)
+        self.scope = res.scope
+        self.tps = [p.tp for p in res.scope]
+        self.orig = [p.replicas for p in res.scope]
+        self.reps = [list(p.replicas) for p in res.scope]
+        self.rf = res.rf
+        sizes = [p.size_bytes for p in res.scope]
+        self.sizes_known = bool(sizes) and all(s is not None for s in sizes)
+        self.size = [int(s) if s is not None else 0 for s in sizes]
+        self.bytes_mode = self.sizes_known and any(s > 0 for s in self.size)
+        self.w = self.size if self.bytes_mode else [1] * len(sizes)
+        rack_of = {b: topo.rack_of(b) for b in self.allowed}
+        self.tree = RackTree.build(rack_of)
+        self.safety = RackSafety(self.tree)
+        self.leaf = self.safety.leaf
+        self.leaf_members: dict[int, list[int]] = defaultdict(list)
+        for b in self.allowed:
+            self.leaf_members[self.leaf[b]].append(b)
+        self.load: dict[int, int] = {b: 0 for b in self.allowed}
+        self.on: dict[int, dict[int, None]] = {b: {} for b in self.allowed}
+        self.minheap: list[tuple[int, int]] = []
+        self.maxheap: list[tuple[int, int]] = []
+        self.budget = _Budget(max_moves, max_bytes)
+        self.gen: dict[int, int] = {b: 0 for b in self.allowed}
+        self.neg: dict[tuple[int, int], int] = {}
+        self.unrepaired: set[int] = set()
+        self._scanned = False
+        self._heap_members: list[int] = self.allowed
+        self.rebalance = True
+        # leaf of every known broker in the allowed tree's terms (None: not an allowed rack)
+        self._rack_leaf_by_rack: dict[str | None, int] = {}
+        for b in self.allowed:
+            self._rack_leaf_by_rack.setdefault(rack_of[b], self.leaf[b])
+
+    def topo_leaf(self, b: int) -> int | None:
+        """Leaf index (in the allowed tree) of broker ``b``'s rack, also for removed brokers."""
+        if b in self.leaf:
+            return self.leaf[b]
+        r = self.topo.rack_of(b)
+        return self._rack_leaf_by_rack.get(r) if r is not None else None
+
+    # -- heaps ----------------------------------------------------------------------------------
+    def _push(self, b: int) -> None:
+        heapq.heappush(self.minheap, (self.load[b], b))
+        heapq.heappush(self.maxheap, (-self.load[b], b))
+
+    def _rebuild_heaps(self, members: list[int] | None = None) -> None:
+        self._heap_members = self.allowed if members is None else members
+        self.minheap = [(self.load[b], b) for b in self._heap_members]
+        heapq.heapify(self.minheap)
+        self.maxheap = [(-self.load[b], b) for b in self._heap_members]
+        heapq.heapify(self.maxheap)
+
+    def _ascending(self, accept) -> int | None:
+        """Pop brokers by (load, id) until ``accept(b)`` returns 1 (found) or -1 (stop)."""
+        heap, load = self.minheap, self.load
+        popped: list[tuple[int, int]] = []
+        seen: set[int] = set()
+        found = None
+        while heap:
+            entry = heapq.heappop(heap)
+            ld, b = entry
+            if load[b] != ld or b in seen:
+                continue
+            seen.add(b)
+            popped.append(entry)
+            verdict = accept(b)
+            if verdict > 0:
+                found = b
+                break
+            if verdict < 0:
+                break
+        for e in popped:
+            heapq.heappush(heap, e)
+        if len(heap) > 4 * len(self._heap_members) + 64:
+            self.minheap = [(load[b], b) for b in self._heap_members]
+            heapq.heapify(self.minheap)
+        return found
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _cost(self, p: int, new: Sequence[int]) -> tuple[int, int]:
+        o = self.orig[p]
+        added = [b for b in new if b not in o]
+        return len(added), len(added) * self.size[p]
+
+    def _set_replicas(self, p: int, new: list[int]) -> None:
+        old = self.reps[p]
+        w = self.w[p]
+        for b in old:
+            if b in self.load:
+                self.load[b] -= w
+                del self.on[b][p]
+        for b in new:
+            if b in self.load:
+                self.load[b] += w
+                self.on[b][p] = None
+        changed = set(old) ^ set(new)
+        for b in set(old) | set(new):
+            if b in self.gen and (b in changed and b in new or b not in changed):
+                self.gen[b] += 1
+        for b in changed:
+            if b in self.load:
+                self._push(b)
+        self.reps[p] = new
+
+    # -- phase 1: repair -------------------------------------------------------------------------
+    def _keep(self, p: int) -> list[int]:
+        seen: set[int] = set()
+        keep = []
+        for b in self.reps[p]:
+            if b in self.allowed_set and b not in seen:
+                keep.append(b)
+                seen.add(b)
+        return keep
+
+    def _pick_add(self, cur: list[int], prefer_leaf: int | None, exclude: Iterable[int] = ()) -> int:
+        """Least-loaded allowed broker whose addition keeps ``cur`` rack-safe."""
+        excl = set(cur) | set(exclude)
+        safe = self.safety.safe_distinct
+        load = self.load
+
+        def accept(b: int) -> int:
+            return 1 if b not in excl and safe(cur + [b]) else 0
+
+        best = self._ascending(accept)
+        if prefer_leaf is not None and best is not None and self.leaf[best] != prefer_leaf:
+            same = [
+                b for b in self.leaf_members.get(prefer_leaf, ())
+                if b not in excl and load[b] <= load[best]
+            ]
+            same.sort(key=lambda b: (load[b], b))
+            for b in same:
+                if safe(cur + [b]):
+                    best = b
+                    break
+        if best is None:
+            best = self._descend(cur, excl)
+        return best
+
+    def _descend(self, cur: Sequence[int], excl: set[int]) -> int:
+        """The most even placement level by level (used when ``cur`` itself is not rack-safe)."""
+        tree = self.tree
+        counts = [defaultdict(int) for _ in range(tree.depth)]
+        for b in cur:
+            for lvl in range(tree.depth):
+                counts[lvl][tree.level_of[lvl][b]] += 1
+        best_key = None
+        best = -1
+        for b in self.allowed:
+            if b in excl:
+                continue
+            key = tuple(counts[lvl][tree.level_of[lvl][b]] for lvl in range(tree.depth)) + (self.load[b], b)
+            if best_key is None or key < best_key:
+                best_key, best = key, b
+        if best < 0:
+            raise AssertionError("no broker left to add (feasibility was checked)")
+        return best
+
+    def _unevenness(self, reps: Sequence[int]) -> tuple[int, ...]:
+        tree = self.tree
+        out = []
+        for lvl in range(tree.depth):
+            c: dict[tuple[str, ...], int] = defaultdict(int)
+            for b in reps:
+                c[tree.level_of[lvl][b]] += 1
+            out.append(sum(v * v for v in c.values()))
+        return tuple(out)
+
+    def _drop_one(self, cur: list[int]) -> int:
+        """Which replica to drop when the RF goes down: keep rack-safety, spare the leader."""
+        load = self.load
+        best = None
+        best_key = None
+        for i, b in enumerate(cur):
+            rest = cur[:i] + cur[i + 1 :]
+            key = (
+                0 if self.safety.safe_distinct(rest) else 1,
+                self._unevenness(rest),
+                1 if i == 0 else 0,
+                -load[b],
+                -i,
+            )
+            if best_key is None or key < best_key:
+                best_key, best = key, b
+        assert best is not None
+        return best
+
+    def _repair_list(self, p: int, keep: list[int], old: Sequence[int]) -> list[int]:
+        """The repaired replica list of partition ``p`` (``old``: its current list)."""
+        rf = self.rf[p]
+        cur = list(keep)
+        while len(cur) > rf:
+            cur.remove(self._drop_one(cur))
+        # leaf of each replica being replaced, to prefer in-rack replacements
+        gone = [b for b in old if b not in cur]
+        gone_leaf = [self.topo_leaf(b) for b in gone]
+        adds: list[int] = []
+        i = 0
+        while len(cur) + len(adds) < rf:
+            prefer = gone_leaf[i] if i < len(gone_leaf) else None
+            i += 1
+            b = self._pick_add(cur + adds, prefer)
+            adds.append(b)
+        new = cur + adds
+        # rack repair: move replicas until the list is rack-safe
+        guard = 4 * rf * self.tree.depth + 4
+        while not self.safety.safe(new) and guard > 0:
+            guard -= 1
+            best = None
+            best_key = None
+            for j, b in enumerate(new):
+                rest = new[:j] + new[j + 1 :]
+                c = self._descend(rest, set(new))
+                cand = rest[:j] + [c] + rest[j:]
+                key = (0 if self.safety.safe(cand) else 1, self._unevenness(cand), -self.load[b], 1 if j == 0 else 0, c)
+                if best_key is None or key < best_key:
+                    best_key, best = key, cand
+            assert best is not None
+            if self._unevenness(best) >= self._unevenness(new) and not self.safety.safe(best):
+                break
+            new = best
+        # place the result in the old slots: replacements take the slot of what they replace
+        return _in_place(old, new)
+
+    def prepare(self) -> None:
+        """One pass: kept replicas per partition, loads, which partitions need repair, and the
+        counts the lower bound is computed from."""
+        allowed_set = self.allowed_set
+        safe = self.safety.safe_distinct
+        load, on, w, rfs = self.load, self.on, self.w, self.rf
+        keeps: list[list[int]] = []
+        todo: list[int] = []
+        need_total = need_bytes = repairs = repair_bytes = 0
+        drop_parts: list[int] = []
+        for p, r in enumerate(self.reps):
+            rf = rfs[p]
+            if len(r) == rf and allowed_set.issuperset(r) and (rf < 2 or len(set(r)) == rf):
+                keep = r
+                if not safe(keep):
+                    todo.append(p)
+                    repairs += 1
+                    repair_bytes += self.size[p]
+            else:
+                keep = self._keep(p)
+                todo.append(p)
+                need = rf - len(keep)
+                if need > 0:
+                    need_total += need
+                    need_bytes += need * self.size[p]
+                elif need < 0:
+                    drop_parts.append(p)
+                elif keep and not safe(keep):
+                    repairs += 1
+                    repair_bytes += self.size[p]
+            keeps.append(keep)
+            wp = w[p]
+            for b in keep:
+                load[b] += wp
+                on[b][p] = None
+        kb_all = dict(load)  # kept weight per broker (bytes in bytes mode)
+        kb_nodrop = dict(load)
+        for p in drop_parts:
+            for b in keeps[p]:
+                kb_nodrop[b] -= w[p]
+        kc_all = dict.fromkeys(self.allowed, 0)
+        kc_all.update(Counter(chain.from_iterable(keeps)))
+        kc_nodrop = dict(kc_all)
+        for p in drop_parts:
+            for b in keeps[p]:
+                kc_nodrop[b] -= 1
+        self.keeps = keeps
+        self.todo = todo
+        self.prep = {
+            "need_total": need_total,
+            "need_bytes": need_bytes,
+            "repairs": repairs,
+            "repair_bytes": repair_bytes,
+            "kc_all": kc_all,
+            "kc_nodrop": kc_nodrop,
+            "kb_all": kb_all,
+            "kb_nodrop": kb_nodrop,
+        }
+
+    def repair(self) -> None:
+        self._rebuild_heaps()
+        # loads count the kept replicas; self.reps[p] stays the original list until repaired
+        for p in self.todo:
+            keep = self.keeps[p]
+            old = self.reps[p]
+            new = self._repair_list(p, list(keep), old)
+            mv, by = self._cost(p, new)
+            if not self.budget.fits(mv, by):
+                if self.budget.may_force() and mv > 0:
+                    self.budget.forced = True  # force progress: one partition even over budget
+                else:
+                    self.budget.hit = True
+                    self.unrepaired.add(p)
+                    continue
+            self.budget.spend(mv, by)
+            # apply: loads currently hold ``keep``; switch them to ``new``
+            self.reps[p] = list(keep)
+            self._set_replicas(p, new)
+        self.keeps = []
+
+    # -- phase 2: balance -------------------------------------------------------------------------
+    def balance(self) -> None:
+        allowed = self.allowed
+        n = len(allowed)
+        if n < 2 or not self.reps:
+            return
+        # 1. over all allowed brokers; 2. inside every rack (moves inside a rack never break
+        # rack-safety; this evens brokers of a rack whose load the rack rule pins, e.g. RF = racks)
+        # (by count only: by bytes the global pass already ends within about one partition of
+        # the mean, and more moves would buy little)
+        groups = [allowed]
+        if not self.bytes_mode:
+            groups += [m for _, m in sorted(self.leaf_members.items()) if len(m) > 1]
+        for members in groups:
+            self._balance_group(members)
+            if self.budget.hit:
+                return
+
+    def _balance_group(self, members: list[int]) -> None:
+        n = len(members)
+        total = sum(self.load[b] for b in members)
+        floor_, ceil_ = total // n, -(-total // n)
+        while True:
+            frozen: set[int] = set()
+            made = self._balance_pass(members, n, total, floor_, ceil_, frozen)
+            # brokers set aside in this pass may have become movable through later moves
+            if not made or not frozen or self.budget.hit:
+                return
+
+    def _balance_pass(self, members: list[int], n: int, total: int, floor_: int, ceil_: int, frozen: set[int]) -> int:
+        bytes_mode = self.bytes_mode
+        dest = self.res.dest_only
+        load = self.load
+        self._rebuild_heaps(members)
+        maxheap = self.maxheap
+        made = 0
+
+        def useful(ls: int, ld: int) -> bool:
+            if bytes_mode:
+                return n * ls > total and n * ld < total
+            return (ls > ceil_ and ld < ceil_) or (ls > floor_ and ld < floor_)
+
+        while maxheap:
+            negl, src = heapq.heappop(maxheap)
+            if -negl != load[src] or src in frozen:
+                continue
+            ls = load[src]
+            if (n * ls <= total) if bytes_mode else (ls <= floor_):
+                break  # nobody above the target: balanced
+            scans = [0]
+            choice: list[tuple[int, int]] = []
+            # by bytes, the bound min(ls - mean, mean - ld) only shrinks as destinations get
+            # heavier: once src's smallest partition exceeds it, no later destination can help
+            min_w = min((self.w[p] for p in self.on[src]), default=0) if bytes_mode else 0
+
+            def accept(dst: int) -> int:
+                if dst == src:
+                    return 0
+                ld = load[dst]
+                if not useful(ls, ld):
+                    return -1
+                if bytes_mode and n * min_w > min(n * ls - total, total - n * ld):
+                    return -1
+                if dest is not None and dst not in dest:
+                    return 0
+                p = self._find_movable(src, dst, ls, ld, total, n)
+                if p is None:
+                    if self._scanned:
+                        scans[0] += 1
+                        if scans[0] > 256:
+                            return -1
+                    return 0
+                choice.append((p, dst))
+                return 1
+
+            found = self._ascending(accept)
+            if found is None:
+                frozen.add(src)
+                continue
+            p, dst = choice[0]
+            r = self.reps[p]
+            new = [dst if b == src else b for b in r]
+            mv, by = self._cost(p, new)
+            omv, oby = self._cost(p, r)
+            dmv, dby = mv - omv, by - oby
+            if not self.budget.fits(dmv, dby):
+                self.budget.hit = True
+                # a smaller partition might fit the byte budget; stop here to keep plans simple
+                break
+            self.budget.spend(dmv, dby)
+            self._set_replicas(p, new)
+            made += 1
+            heapq.heappush(maxheap, (-load[src], src))
+            heapq.heappush(maxheap, (-load[dst], dst))
+        return made
+
+    def _find_movable(self, src: int, dst: int, ls: int, ld: int, total: int, n: int) -> int | None:
+        """A partition on ``src`` whose replica can move to ``dst`` rack-safely (and, by bytes,
+        without overshooting the mean on either side)."""
+        leaf = self.leaf
+        ldst = leaf[dst]
+        same = leaf[src] == ldst
+        key = (src, ldst)
+        self._scanned = False
+        if not same and self.neg.get(key) == self.gen[src]:
+            return None
+        self._scanned = True
+        safe = self.safety.safe_distinct
+        reps = self.reps
+        unrepaired = self.unrepaired
+        only_rack_failures = True
+        bytes_mode = self.bytes_mode
+        if bytes_mode:
+            # largest w with n*w <= min(n*ls - total, total - n*ld)
+            bound_n = min(n * ls - total, total - n * ld)
+        best = None
+        best_w = -1
+        w = self.w
+        for p in self.on[src]:
+            r = reps[p]
+            if dst in r or p in unrepaired:
+                only_rack_failures = False
+                continue
+            if bytes_mode:
+                wp = w[p]
+                if n * wp > bound_n or wp <= best_w:
+                    only_rack_failures = False
+                    continue
+            if not same:
+                new = [dst if b == src else b for b in r]
+                if not safe(new):
+                    continue
+            if not bytes_mode:
+                return p
+            best, best_w = p, w[p]
+        if best is None and not same and only_rack_failures:
+            self.neg[key] = self.gen[src]
+        return best
+
+    # -- run ---------------------------------------------------------------------------------------
+    def run(self, *, throttle: int | None, compare_kafka: bool, kafka_seed: int) -> PlanResult:
+        from kops.placement import metrics
+
+        before = {tp: tuple(r) for tp, r in zip(self.tps, self.orig)}
+        self.prepare()
+        lower = metrics.lower_bound(self)
+        self.repair()
+        if self.rebalance:
+            self.balance()
+        complete = not self.budget.hit and not self.unrepaired
+        # phase 3: leadership by reordering (always complete; costs no data)
+        scope_idx = [p for p in range(len(self.reps)) if p not in self.unrepaired]
+        moved_parts = [p for p in scope_idx if self.reps[p] is not self.orig[p] and set(self.reps[p]) != set(self.orig[p])]
+        balance_orders(self.reps, scope_idx, self.allowed, followers=self.followers, prefer=moved_parts)
+        target = {tp: tuple(r) for tp, r in zip(self.tps, self.reps)}
+        changes = {tp: r for tp, r, o in zip(self.tps, target.values(), self.orig) if r != tuple(o)}
+        self._verify(changes)
+        kafka = metrics.kafka_generate(self, kafka_seed) if compare_kafka else None
+        report = metrics.build_report(self, before, target, changes, lower, kafka, throttle, complete)
+        return PlanResult(self.goal, target, changes, report, complete, before)
+
+    def _verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:
+        """Hard constraints of every changed partition, checked with the one definition."""
+        from kops.placement.racks import rack_violation
+
+        idx = {tp: i for i, tp in enumerate(self.tps)}
+        for tp, r in changes.items():
+            p = idx[tp]
+            if p in self.unrepaired:
+                continue
+            problems = []
+            if len(set(r)) != len(r):
+                problems.append("duplicate broker")
+            if len(r) != self.rf[p]:
+                problems.append(f"{len(r)} replicas, expected {self.rf[p]}")
+            if any(b not in self.allowed_set for b in r):
+                problems.append("broker not allowed")
+            if not self.safety.safe(r):
+                problems.append(rack_violation(r, self.tree) or "not rack-safe")
+            if problems:  # a planner bug: never emit such a plan
+                raise AssertionError(f"planner produced an invalid list for {tp[0]}-{tp[1]}: {r}: {problems}")
+
+
+def _in_place(old: Sequence[int], new: Sequence[int]) -> list[int]:
+    """Order ``new`` like ``old``: kept brokers stay in their slots, newcomers take freed slots."""
+    new_set = set(new)
+    incoming = [b for b in new if b not in old]
+    out: list[int] = []
+    seen: set[int] = set()
+    for b in old:
+        if b in new_set and b not in seen:
+            out.append(b)
+            seen.add(b)
+        elif incoming:
+            nb = incoming.pop(0)
+            out.append(nb)
+            seen.add(nb)
+    out.extend(incoming)
+    return out
+

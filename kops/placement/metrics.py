@@ -1,0 +1,327 @@
+"""Plan figures: lower bound on moves, Kafka ``--generate``'s proposal for the same goal, the report.
+
+Pure (no I/O). Everything returned is JSON-ready and in a fixed order, so the same plan gives
+byte-identical output.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from itertools import chain
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kops.model import TopicPartition
+from kops.placement.leaders import slot_counts
+from kops.placement.rackcheck import RackSafety
+from kops.placement.racks import RackTree
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kops.placement.balancer import _Planner
+
+__all__ = ["lower_bound", "kafka_generate", "build_report", "spread", "moved"]
+
+
+def spread(counts: Mapping[int, int]) -> int:
+    return (max(counts.values()) - min(counts.values())) if counts else 0
+
+
+def moved(before: Sequence[int], after: Sequence[int]) -> int:
+    """Replicas that must be copied: brokers in ``after`` that did not hold the partition."""
+    return sum(1 for b in after if b not in before)
+
+
+# ---------------------------------------------------------------------------------------------
+def lower_bound(pl: _Planner) -> dict[str, Any]:
+    """Moves any plan for this goal needs (computed on the current assignment, before planning).
+
+    * ``mandatory``: replicas to create because a partition has fewer distinct allowed replicas
+      than its (target) RF -- replicas on removed/dead/excluded brokers, duplicates, RF increases;
+      plus one move per partition that is rack-unsafe and needs nothing else;
+    * ``balanced``: also reaching replica counts within floor/ceil of the mean on every allowed
+      broker: ``max(mandatory_adds + sum_b max(0, kept_b - ceil), sum_b max(0, floor - kept_b),
+      mandatory)`` -- every kept replica above ``ceil`` must leave its broker (a move distinct from
+      the mandatory ones), every replica missing below ``floor`` must arrive.
+    """
+    allowed = pl.allowed
+    prep = pl.prep
+    need_total, need_bytes = prep["need_total"], prep["need_bytes"]
+    repairs, repair_bytes = prep["repairs"], prep["repair_bytes"]
+    kc_all, kc_nodrop = prep["kc_all"], prep["kc_nodrop"]
+    total = sum(pl.rf)
+    n = len(allowed)
+    floor_, ceil_ = total // n, -(-total // n)
+    excess = sum(max(0, c - ceil_) for c in kc_nodrop.values())
+    deficit = sum(max(0, floor_ - c) for c in kc_all.values())
+    mandatory = need_total + repairs
+    balanced = max(need_total + excess, deficit, mandatory)
+    bytes_mandatory = (need_bytes + repair_bytes) if pl.sizes_known else None
+    to_mean = None
+    if pl.bytes_mode:
+        # by bytes the plan balances bytes, not counts: the count bound does not apply; bytes
+        # above the mean on a broker must leave it, bytes missing below the mean must arrive
+        moves_lb = mandatory
+        target_bytes = sum(rf * s for rf, s in zip(pl.rf, pl.size))
+        kb_all, kb_nodrop = prep["kb_all"], prep["kb_nodrop"]
+        above = sum(max(0, n * v - target_bytes) for v in kb_nodrop.values()) // n
+        below = sum(max(0, target_bytes - n * v) for v in kb_all.values()) // n
+        to_mean = max(need_bytes + above, below, bytes_mandatory or 0)
+    else:
+        moves_lb = balanced
+    return {
+        "moves": moves_lb,
+        "moves_mandatory": mandatory,
+        "bytes_mandatory": bytes_mandatory,
+        # by bytes: what bringing every broker exactly to the mean would copy at least (the plan
+        # stops within about one partition of the mean, so it may copy a little less)
+        "bytes_to_reach_mean": to_mean,
+        "replicas_to_replace": need_total,
+        "rack_repairs": repairs,
+        "excess_above_ceil": excess,
+        "deficit_below_floor": deficit,
+        "target_per_broker": [floor_, ceil_],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+def kafka_generate(pl: _Planner, seed: int) -> dict[str, Any]:
+    """What ``kafka-reassign-partitions.sh --generate`` would propose for the same goal.
+
+    Kafka calls ``AdminUtils.assignReplicasToBrokers`` once per topic with the broker list (here:
+    the brokers the goal allows), the topic's partition count and RF (the target RF) and a random
+    start index and shift; kops draws those from ``random.Random(seed)``, topics in name order,
+    so the figure is reproducible.
+    """
+    try:
+        from kops.placement.kafka_assign import assign_replicas_to_brokers
+    except ImportError as e:  # pragma: no cover - the module ships with kops
+        return {"available": False, "reason": f"kafka_assign unavailable: {e}"}
+    topo = pl.topo
+    brokers = [(b, topo.rack_of(b)) for b in pl.allowed]
+    with_rack = [b for b, r in brokers if r is not None]
+    if with_rack and len(with_rack) != len(brokers):
+        return {
+            "available": False,
+            "reason": "Not all brokers have rack information (Kafka's --generate refuses without --disable-rack-aware)",
+        }
+    rng = random.Random(seed)
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for i, (t, _) in enumerate(pl.tps):
+        by_topic[t].append(i)
+    new_reps: list[Sequence[int]] = [()] * len(pl.tps)
+    try:
+        for t in sorted(by_topic):
+            idxs = by_topic[t]
+            res = assign_replicas_to_brokers(brokers, len(idxs), pl.rf[idxs[0]], rng=rng)
+            for k, p in enumerate(idxs):
+                new_reps[p] = res[k]
+    except Exception as e:  # Kafka would fail too: report its reason
+        return {"available": False, "reason": str(e)}
+    moves = nbytes = changed = 0
+    size = pl.size
+    for p, new in enumerate(new_reps):
+        old = pl.orig[p]
+        if tuple(new) != tuple(old):
+            changed += 1
+            m = moved(old, new)
+            moves += m
+            nbytes += m * size[p]
+    unsafe = len(pl.safety.unsafe(new_reps))
+    repl = _replica_counts(new_reps, pl.allowed)
+    lead = slot_counts(new_reps, pl.allowed, 0)
+    return {
+        "available": True,
+        "seed": seed,
+        "replicas_moved": moves,
+        "bytes_moved": nbytes if pl.sizes_known else None,
+        "partitions_changed": changed,
+        "rack_violations": unsafe,
+        "replica_spread": spread(repl),
+        "leader_spread": spread(lead),
+    }
+
+
+def _replica_counts(reps: Iterable[Sequence[int]], brokers: Iterable[int]) -> dict[int, int]:
+    seen = Counter(chain.from_iterable(reps))
+    return {b: seen.get(b, 0) for b in sorted(set(brokers))}
+
+
+def _weighted_counts(reps: Sequence[Sequence[int]], w: Sequence[int], brokers: Iterable[int]) -> dict[int, int]:
+    c: dict[int, int] = defaultdict(int)
+    for r, x in zip(reps, w):
+        if x:
+            for b in r:
+                c[b] += x
+    return {b: c.get(b, 0) for b in sorted(set(brokers))}
+
+
+# ---------------------------------------------------------------------------------------------
+def build_report(
+    pl: _Planner,
+    before: Mapping[TopicPartition, tuple[int, ...]],
+    target: Mapping[TopicPartition, tuple[int, ...]],
+    changes: Mapping[TopicPartition, tuple[int, ...]],
+    lower: dict[str, Any],
+    kafka: dict[str, Any] | None,
+    throttle: int | None,
+    complete: bool,
+) -> dict[str, Any]:
+    topo = pl.topo
+    idx = {tp: i for i, tp in enumerate(pl.tps)}
+    moves = nbytes = leader_changes = reorder_only = 0
+    in_bytes: dict[int, int] = defaultdict(int)
+    out_bytes: dict[int, int] = defaultdict(int)
+    for tp, new in changes.items():
+        old = before[tp]
+        p = idx[tp]
+        m = [b for b in new if b not in old]
+        moves += len(m)
+        nbytes += len(m) * pl.size[p]
+        if set(new) == set(old):
+            reorder_only += 1
+        if not old or new[0] != old[0]:
+            leader_changes += 1
+        if m and pl.sizes_known:
+            cur = pl.scope[p]
+            src = cur.leader if cur.leader is not None and cur.leader >= 0 else (old[0] if old else None)
+            for b in m:
+                in_bytes[b] += pl.size[p]
+                if src is not None:
+                    out_bytes[src] += pl.size[p]
+
+    # rack-safety before (over every broker of the cluster) and after (over the allowed brokers)
+    all_racks = {b.id: b.rack for b in topo.brokers}
+    for r in before.values():
+        for b in r:
+            all_racks.setdefault(b, None)
+    before_safety = RackSafety(RackTree.build(all_racks))
+    viol_before = [pl.tps[i] for i in before_safety.unsafe(pl.orig)]
+    # every partition in scope is safe after the plan except those a bounded plan left alone
+    left = sorted(pl.unrepaired)
+    viol_after = [pl.tps[left[i]] for i in pl.safety.unsafe([pl.reps[p] for p in left])]
+
+    # per-broker counts over the whole cluster (every partition; changes applied)
+    brokers = sorted(set(all_racks))
+    n_all = sum(len(t.partitions) for t in topo.topics)
+    if n_all == len(pl.tps):
+        old_all: Sequence[Sequence[int]] = pl.orig
+        new_all: Sequence[Sequence[int]] = [target[tp] for tp in pl.tps]
+        size_all: Sequence[int] = pl.size
+    else:
+        parts = sorted(topo.partitions(), key=lambda p: p.tp)
+        old_all = [p.replicas for p in parts]
+        new_all = [changes.get(p.tp, p.replicas) for p in parts]
+        size_all = [p.size_bytes or 0 for p in parts]
+    rb = _replica_counts(old_all, brokers)
+    ra = _replica_counts(new_all, brokers)
+    lb = slot_counts(old_all, brokers, 0)
+    la = slot_counts(new_all, brokers, 0)
+    fb = slot_counts(old_all, brokers, 1)
+    fa = slot_counts(new_all, brokers, 1)
+    bb = _weighted_counts(old_all, size_all, brokers)
+    ba = _weighted_counts(new_all, size_all, brokers)
+    sizes = pl.sizes_known
+    broker_rows = []
+    for b in brokers:
+        row: dict[str, Any] = {
+            "id": b,
+            "rack": all_racks[b],
+            "allowed": b in pl.allowed_set,
+            "replicas_before": rb[b],
+            "replicas_after": ra[b],
+            "leaders_before": lb[b],
+            "leaders_after": la[b],
+            "first_followers_before": fb[b],
+            "first_followers_after": fa[b],
+        }
+        if sizes:
+            row["bytes_before"] = bb[b]
+            row["bytes_after"] = ba[b]
+        broker_rows.append(row)
+    rack_rows: dict[str, dict[str, Any]] = {}
+    for row in broker_rows:
+        key = row["rack"] if row["rack"] is not None else "(none)"
+        rr = rack_rows.setdefault(
+            key, {"rack": key, "brokers": 0, "replicas_before": 0, "replicas_after": 0, "leaders_before": 0, "leaders_after": 0}
+        )
+        rr["brokers"] += 1
+        for k in ("replicas_before", "replicas_after", "leaders_before", "leaders_after"):
+            rr[k] += row[k]
+
+    # balance over what the planner balances: partitions in scope, allowed brokers
+    orig_reps = [before[tp] for tp in pl.tps]
+    new_reps = [target[tp] for tp in pl.tps]
+    allowed = pl.allowed
+    balance = {
+        "brokers": len(allowed),
+        "replica_spread_before": spread(_replica_counts(orig_reps, allowed)),
+        "replica_spread_after": spread(_replica_counts(new_reps, allowed)),
+        "leader_spread_before": spread(slot_counts(orig_reps, allowed, 0)),
+        "leader_spread_after": spread(slot_counts(new_reps, allowed, 0)),
+        "first_follower_spread_before": spread(slot_counts(orig_reps, allowed, 1)),
+        "first_follower_spread_after": spread(slot_counts(new_reps, allowed, 1)),
+    }
+    if sizes:
+        balance["bytes_spread_before"] = spread(_weighted_counts(orig_reps, pl.size, allowed))
+        balance["bytes_spread_after"] = spread(_weighted_counts(new_reps, pl.size, allowed))
+
+    duration: dict[str, Any] | None = None
+    if throttle:
+        if sizes:
+            bottleneck = max([*in_bytes.values(), *out_bytes.values(), 0])
+            duration = {
+                "throttle_bytes_per_s": throttle,
+                "seconds": round(nbytes / throttle, 1),
+                "seconds_parallel": round(bottleneck / throttle, 1),
+                "assumptions": (
+                    "seconds = bytes moved / throttle (one stream at the throttle rate; an upper "
+                    "estimate). seconds_parallel = busiest broker's bytes in or out / throttle: "
+                    "Kafka's --throttle caps each broker's replication in and out, all moves run "
+                    "at once, new replicas copy from the current leader; both ignore new writes "
+                    "during the move and assume the throttle is the bottleneck (not disk/network)."
+                ),
+            }
+        else:
+            duration = {
+                "throttle_bytes_per_s": throttle,
+                "seconds": None,
+                "seconds_parallel": None,
+                "assumptions": "partition sizes unknown (snapshot without size_bytes): no estimate",
+            }
+
+    def examples(tps: list[TopicPartition], safety: RackSafety, source: Mapping) -> list[str]:
+        out = []
+        for tp in tps[:5]:
+            out.append(f"{tp[0]}-{tp[1]}: {safety.violation(source[tp])}")
+        return out
+
+    return {
+        "goal": {**pl.goal.to_dict(), "description": pl.goal.describe()},
+        "balance_by": "bytes" if pl.bytes_mode else "replicas",
+        "partitions_in_scope": len(pl.tps),
+        "replicas_moved": moves,
+        "bytes_moved": nbytes if sizes else None,
+        "partitions_changed": len(changes),
+        "reorder_only_partitions": reorder_only,
+        "preferred_leader_changes": leader_changes,
+        "lower_bound": lower,
+        "kafka_generate": kafka,
+        "rack_violations_before": len(viol_before),
+        "rack_violations_after": len(viol_after),
+        "rack_violation_examples_before": examples(viol_before, before_safety, before),
+        "rack_violation_examples_after": examples(viol_after, pl.safety, target),
+        "balance": balance,
+        "bounded": {
+            "max_moves": pl.budget.max_moves,
+            "max_bytes": pl.budget.max_bytes,
+            "complete": complete,
+            "forced_over_budget": pl.budget.forced,
+            "partitions_left_for_next_run": len(pl.unrepaired),
+        },
+        "duration": duration,
+        "notes": list(pl.res.notes)
+        + ([] if sizes else ["partition sizes unknown: balancing replica counts; bytes not reported"]),
+        "brokers": broker_rows,
+        "racks": [rack_rows[k] for k in sorted(rack_rows)],
+    }
