@@ -201,8 +201,7 @@ def decode(data: bytes) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def kops_home() -> Path:
-    return Path(os.environ.get("KOPS_HOME") or Path.home() / ".kops")
+from kops.paths import kops_home  # noqa: E402  (re-exported: journal users call J.kops_home)
 
 
 class LocalStore:

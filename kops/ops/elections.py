@@ -1,0 +1,280 @@
+"""Leader elections and reorder-only leadership moves against a live cluster.
+
+- :func:`run_elections`: preferred or unclean elections through the Admin API
+  (``ElectLeaders``, confluent-kafka), in batches, with a per-partition outcome:
+  ``elected``, ``not_needed`` (Kafka's ``ELECTION_NOT_NEEDED``) or ``failed`` with the reason.
+- :func:`submit_reorder` / :func:`wait_reordered`: reorder-only reassignments (replica sets
+  unchanged, no data moves) used by demote/restore and balance-plan execution. This is the one
+  small place to switch over to the reassignment engine (``kops.ops.reassign``) once it offers
+  a reorder entry point.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kops.cluster.connection import Connection, _kafka_error_text
+from kops.errors import ClusterError
+from kops.model import TopicPartition
+
+ELECTED, NOT_NEEDED, FAILED = "elected", "not_needed", "failed"
+
+DEFAULT_BATCH_SIZE = 1000
+
+_ERROR_HINTS = {
+    "PREFERRED_LEADER_NOT_AVAILABLE": "the preferred replica is down or not in the ISR",
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE": "no live replica can be elected",
+    "UNKNOWN_TOPIC_OR_PART": "the partition does not exist",
+    "INVALID_TOPIC_EXCEPTION": "the topic is being deleted",
+    "CLUSTER_AUTHORIZATION_FAILED": "not authorized to perform leader election",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    topic: str
+    partition: int
+    status: str  # elected | not_needed | failed
+    reason: str | None = None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"topic": self.topic, "partition": self.partition, "status": self.status}
+        if self.reason:
+            d["reason"] = self.reason
+        return d
+
+
+@dataclass
+class ElectionResult:
+    election_type: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    batches: int = 0
+    duration_s: float = 0.0
+
+    def _with(self, status: str) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == status]
+
+    @property
+    def elected(self) -> list[Outcome]:
+        return self._with(ELECTED)
+
+    @property
+    def not_needed(self) -> list[Outcome]:
+        return self._with(NOT_NEEDED)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return self._with(FAILED)
+
+    def counts(self) -> dict[str, int]:
+        return {ELECTED: len(self.elected), NOT_NEEDED: len(self.not_needed), FAILED: len(self.failed)}
+
+    def to_dict(self, *, details: bool = True) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "election_type": self.election_type,
+            "batches": self.batches,
+            "duration_s": round(self.duration_s, 3),
+            "counts": self.counts(),
+            "failed": [o.to_dict() for o in self.failed],
+        }
+        if details:
+            d["elected"] = [{"topic": o.topic, "partition": o.partition} for o in self.elected]
+            d["not_needed"] = [{"topic": o.topic, "partition": o.partition} for o in self.not_needed]
+        return d
+
+
+def _error_parts(err: Any) -> tuple[str, str]:
+    """(name, readable reason) of a per-partition error from confluent-kafka."""
+    kerr = err.args[0] if getattr(err, "args", None) else err
+    name = kerr.name() if hasattr(kerr, "name") else type(err).__name__
+    text = kerr.str() if hasattr(kerr, "str") else str(err)
+    hint = _ERROR_HINTS.get(name)
+    reason = f"{name}: {text}" if not hint or hint in text else f"{name}: {hint}"
+    return name, reason
+
+
+def _is_not_needed(err: Any) -> bool:
+    from confluent_kafka import KafkaError
+
+    kerr = err.args[0] if getattr(err, "args", None) else err
+    return getattr(kerr, "code", lambda: None)() == KafkaError.ELECTION_NOT_NEEDED
+
+
+def run_elections(
+    conn: Connection,
+    election_type: str,
+    partitions: Sequence[TopicPartition],
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_wait_s: float = 0.0,
+    on_batch: Callable[[int, int, ElectionResult], None] | None = None,
+) -> ElectionResult:
+    """Elect leaders for ``partitions`` in batches of ``batch_size``, sleeping ``batch_wait_s``
+    between batches. A request that fails as a whole (cluster unreachable, not authorized)
+    raises :class:`ClusterError` after recording the batches done so far in the exception's
+    details; per-partition failures are outcomes, not exceptions.
+    """
+    from confluent_kafka import ElectionType, TopicPartition as CTP
+
+    if election_type not in ("preferred", "unclean"):
+        raise ValueError(f"election_type must be preferred or unclean, not {election_type!r}")
+    etype = ElectionType.PREFERRED if election_type == "preferred" else ElectionType.UNCLEAN
+    result = ElectionResult(election_type)
+    t0 = time.monotonic()
+    admin = conn.admin()
+    todo = list(partitions)
+    size = max(1, int(batch_size))
+    nbatches = (len(todo) + size - 1) // size
+    for i in range(nbatches):
+        if i and batch_wait_s > 0:
+            time.sleep(batch_wait_s)
+        batch = todo[i * size:(i + 1) * size]
+        # no request_timeout/operation_timeout kwargs: confluent-kafka 2.16 rejects them for
+        # elect_leaders (TypeError); conn.wait bounds the wait instead
+        fut = admin.elect_leaders(etype, [CTP(t, p) for t, p in batch])
+        try:
+            # the controller elects a batch of 1000 in seconds, but a busy one can take much longer:
+            # the connection timeout bounds reaching the cluster, not the controller's work
+            answers = conn.wait(fut, f"{election_type} leader election (batch {i + 1}/{nbatches})",
+                                timeout=max(conn.timeout_s, 120.0))
+        except ClusterError as e:
+            result.duration_s = time.monotonic() - t0
+            done = result.counts()
+            e.details.append(
+                f"batches done before the failure: {i}/{nbatches} "
+                f"({done[ELECTED]} elected, {done[NOT_NEEDED]} not needed, {done[FAILED]} failed)"
+            )
+            raise
+        by_tp = {(k.topic, k.partition): v for k, v in answers.items()}
+        for tp in batch:
+            if tp not in by_tp:
+                # a partition the controller did not answer for: report, never guess
+                result.outcomes.append(Outcome(tp[0], tp[1], FAILED, "no answer from the controller"))
+                continue
+            err = by_tp[tp]
+            if err is None:
+                result.outcomes.append(Outcome(tp[0], tp[1], ELECTED))
+            elif _is_not_needed(err):
+                result.outcomes.append(Outcome(tp[0], tp[1], NOT_NEEDED, "valid replica already elected"))
+            else:
+                result.outcomes.append(Outcome(tp[0], tp[1], FAILED, _error_parts(err)[1]))
+        result.batches += 1
+        if on_batch is not None:
+            on_batch(i + 1, nbatches, result)
+    result.duration_s = time.monotonic() - t0
+    return result
+
+
+# ------------------------------------------------------------------------------------------
+# Reorder-only reassignments (no replica-set change, so no data moves)
+# ------------------------------------------------------------------------------------------
+
+
+def submit_reorder(
+    conn: Connection, assignment: Mapping[TopicPartition, Sequence[int]], *, chunk_size: int = 500
+) -> dict[TopicPartition, str | None]:
+    """Submit reorder-only reassignments (KIP-455 AlterPartitionReassignments).
+
+    Returns ``{tp: None}`` for accepted partitions and ``{tp: reason}`` for refused ones. The
+    caller must have checked that every replica *set* is unchanged.
+
+    TODO(reassign engine): route through ``kops.ops.reassign`` (journal + lock) once it has a
+    reorder-only entry point; this function is the single switch-over point.
+    """
+    if not assignment:
+        return {}
+    from kafka import TopicPartition as KTP
+
+    # The ZooKeeper controller handles a reassignment partition by partition with synchronous
+    # ZooKeeper writes: big requests take minutes on a busy controller. Small chunks, each with
+    # a generous timeout, keep every request well inside its deadline.
+    items = sorted(assignment.items())
+    timeout_ms = int(max(conn.timeout_s, 60.0) * 1000)
+    answered: dict[TopicPartition, Any] = {}
+    for n, chunk in enumerate(chunks(items, chunk_size)):
+        req = {KTP(t, p): list(r) for (t, p), r in chunk}
+        try:
+            raw = conn.kp_admin().alter_partition_reassignments(req, timeout_ms=timeout_ms)
+        except ClusterError:
+            raise
+        except Exception as e:
+            raise ClusterError(
+                f"submit reorder-only reassignment: {_kafka_error_text(e)}",
+                details=[f"{n * chunk_size} of {len(items)} partitions were submitted before this request"],
+            ) from None
+        answered.update({(k.topic, k.partition): v for k, v in (raw or {}).items()})
+    out: dict[TopicPartition, str | None] = {}
+    for tp in assignment:
+        if tp not in answered:
+            out[tp] = "no answer from the controller"
+            continue
+        err = answered[tp]
+        if err is None or getattr(err, "errno", 0) == 0:
+            out[tp] = None
+        else:
+            name = getattr(err, "__name__", None) or type(err).__name__
+            out[tp] = f"reassignment refused: {name}"
+    return out
+
+
+def wait_reordered(
+    conn: Connection,
+    assignment: Mapping[TopicPartition, Sequence[int]],
+    *,
+    timeout_s: float = 60.0,
+    poll_s: float = 0.5,
+) -> tuple[dict[TopicPartition, str], list[TopicPartition]]:
+    """Wait until every partition in ``assignment`` reports exactly that replica order.
+
+    Returns ``(not_done, still_open)``: ``not_done`` maps partitions whose order did not change
+    within the timeout to the reason; ``still_open`` lists partitions whose new order is in effect
+    but whose reassignment Kafka keeps open because a replica is not in the ISR (it completes by
+    itself when that replica catches up; the preferred replica is already the new first one).
+    """
+    from kops.cluster.topology import ReadOptions, read_topology
+
+    if not assignment:
+        return {}, []
+    topics = tuple(sorted({t for t, _ in assignment}))
+    deadline = time.monotonic() + timeout_s
+    ordered_at: float | None = None
+    while True:
+        topo = read_topology(conn, ReadOptions(with_configs=False, with_sizes=False,
+                                               with_reassignments=True, topics=topics))
+        parts = {p.tp: p for p in topo.partitions()}
+        not_done: dict[TopicPartition, str] = {}
+        still_open: list[TopicPartition] = []
+        for tp, want in assignment.items():
+            p = parts.get(tp)
+            if p is None:
+                not_done[tp] = "partition disappeared"
+            elif tuple(p.replicas) != tuple(want):
+                not_done[tp] = f"replica order is still {list(p.replicas)}, want {list(want)}"
+            elif p.reassigning:
+                still_open.append(tp)
+        if (not not_done and not still_open) or time.monotonic() >= deadline:
+            return not_done, sorted(still_open)
+        if not not_done:
+            # the order is in effect everywhere; give open reassignments a short grace only
+            ordered_at = ordered_at or time.monotonic()
+            if time.monotonic() - ordered_at >= 3.0:
+                return not_done, sorted(still_open)
+        time.sleep(poll_s)
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
+    buf: list[Any] = []
+    for x in items:
+        buf.append(x)
+        if len(buf) >= size:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
