@@ -62,11 +62,14 @@ def _root(
 
 
 def _mount() -> None:
-    from kops.cli import cluster, plan, sandbox
+    from kops.cli import cluster, leader, plan, playbook, reassign, sandbox
 
     app.add_typer(sandbox.app, name="sandbox")
     app.add_typer(cluster.app, name="cluster")
     app.add_typer(plan.app, name="plan")
+    app.add_typer(reassign.app, name="reassign")
+    app.add_typer(leader.app, name="leader")
+    app.add_typer(playbook.app, name="playbook")
 
 
 _mount()

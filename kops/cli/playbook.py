@@ -1,0 +1,146 @@
+"""``kops playbook list | show | run``: rack-maintenance runbooks."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from kops.cli.common import (
+    BootstrapOpt,
+    CommandConfigOpt,
+    OutputOpt,
+    TimeoutOpt,
+    TopologyOpt,
+    ZookeeperOpt,
+    emit_json,
+    err_console,
+    handle_errors,
+    make_context,
+    out_console,
+)
+
+app = typer.Typer(
+    help="Declarative runbooks (YAML) for rack maintenance: health gates, plans, throttled "
+    "execution, leadership moves, operator pauses; resumable after a crash or Ctrl-C.",
+    no_args_is_help=True,
+)
+
+
+@app.command("list")
+@handle_errors
+def list_(ctx: typer.Context, output: OutputOpt = None) -> None:
+    """List the playbooks kops ships (and those on $KOPS_PLAYBOOK_PATH)."""
+    from kops.playbook.library import available
+    from kops.playbook.spec import load_playbook
+
+    c = make_context(ctx, output=output)
+    rows = []
+    for name, path in available().items():
+        pb = load_playbook(path)
+        rows.append({"name": name, "path": str(path), "description": " ".join(pb.description.split()),
+                     "params": [p for p in pb.params]})
+    if c.json:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    t = Table()
+    for col in ("name", "params", "description"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["name"], ", ".join(r["params"]), r["description"])
+    out_console().print(t)
+
+
+@app.command()
+@handle_errors
+def show(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Playbook name or file.")],
+         output: OutputOpt = None) -> None:
+    """Show a playbook: its parameters and steps."""
+    from kops.playbook.library import find
+
+    c = make_context(ctx, output=output)
+    pb = find(name)
+    if c.json:
+        emit_json({
+            "name": pb.name, "source": pb.source, "description": pb.description,
+            "params": {k: {"type": p.type, "required": p.required, "default": p.default, "help": p.help}
+                       for k, p in pb.params.items()},
+            "steps": [{"id": s.id, "type": s.type, "line": s.line, **s.fields} for s in pb.steps],
+        })
+        return
+    con = out_console()
+    con.print(f"[bold]{pb.name}[/bold]  ({pb.source})")
+    con.print(" ".join(pb.description.split()))
+    con.print("\nparameters:")
+    for p in pb.params.values():
+        req = "required" if p.required else f"default {p.default}"
+        con.print(f"  {p.name} ({p.type}, {req}) {p.help}")
+    con.print("\nsteps:")
+    for i, s in enumerate(pb.steps, 1):
+        fields = " ".join(f"{k}={v}" for k, v in s.fields.items())
+        con.print(f"  {i}. {s.id}: {s.type} {fields}")
+
+
+@app.command()
+@handle_errors
+def run(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Playbook name (see `kops playbook list`) or a YAML file.")],
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="KEY=VALUE (repeatable).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what each step would do, from the live topology; change nothing.")] = False,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue run RUN_ID from its last completed step.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not stop at operator pauses or confirmations.")] = False,
+    topology: TopologyOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Run a playbook. The file and the parameters are validated before anything runs (exit 2
+    with the line and the reason); a state file records every step, so a run stopped by a crash,
+    Ctrl-C or a failed step continues with --resume RUN_ID. A pause without a terminal stops the
+    run with exit 3; resuming it is the operator's go-ahead.
+    """
+    from kops.errors import BadInput, KopsError
+    from kops.playbook import engine
+    from kops.playbook.library import find
+
+    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
+                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+    given: dict[str, str] = {}
+    for item in param or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--param {item!r}: expected KEY=VALUE")
+        given[key.strip()] = value.strip()
+    pb = find(name)
+    con = err_console()
+    try:
+        state = engine.run(pb, given, c, dry_run=dry_run, yes=yes, resume=resume,
+                           say=lambda m: con.print(m, markup=False, highlight=False),
+                           interactive=sys.stdin.isatty(), topology_file=topology)
+    except (KopsError, KeyboardInterrupt) as e:
+        st = getattr(e, "run_state", None)
+        if st is not None:
+            emit_json(engine.report(st)) if c.json else _render_report(engine.report(st))
+        raise
+    rep = engine.report(state)
+    emit_json(rep) if c.json else _render_report(rep)
+
+
+def _render_report(rep: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{rep['playbook']} {rep['run_id']}: {rep['status']}", title_justify="left")
+    for col in ("step", "type", "status", "seconds", "summary"):
+        t.add_column(col)
+    for s in rep["steps"]:
+        t.add_row(s["id"], s["type"], s["status"], f"{s['duration_s']:.1f}" if s["duration_s"] is not None else "-",
+                  s.get("summary") or s.get("error") or "")
+    out_console().print(t)
+    out_console().print(f"partitions moved: {rep['partitions_moved']}, leaders moved: {rep['leaders_moved']}, "
+                        f"total {rep['duration_s']:.1f} s")

@@ -1,0 +1,384 @@
+"""Step implementations. Each takes resolved fields and a RunContext and returns a result dict
+(``summary`` for people, figures such as ``partitions_moved`` / ``leaders_moved`` for the report).
+
+Every step is idempotent, and in a dry run computes from the live topology what it would do
+and changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kops.errors import BadInput
+from kops.model import Topology
+from kops.playbook.engine import PausedForOperator, RunContext, StepFailed
+from kops.playbook.spec import Playbook, StepSpec
+
+StepFn = Callable[[dict[str, Any], RunContext], dict[str, Any]]
+_REGISTRY: dict[str, StepFn] = {}
+
+
+def step(name: str) -> Callable[[StepFn], StepFn]:
+    def deco(fn: StepFn) -> StepFn:
+        _REGISTRY[name] = fn
+        return fn
+
+    return deco
+
+
+def run_step(spec: StepSpec, fields: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    fn = _REGISTRY.get(spec.type)
+    if fn is None:  # the spec knows the type but this build has no implementation
+        raise BadInput(f"step {spec.id!r}: step type {spec.type!r} is not available in this build")
+    return fn(fields, ctx)
+
+
+# -- selectors ----------------------------------------------------------------------------------
+def target_brokers(fields: dict[str, Any], topo: Topology) -> list[int]:
+    """The brokers a step is about: ``broker``, ``brokers`` or all brokers of ``rack``."""
+    if fields.get("broker") is not None:
+        return [int(fields["broker"])]
+    if fields.get("brokers"):
+        return list(fields["brokers"])
+    if fields.get("rack") is not None:
+        ids = topo.brokers_in_rack(fields["rack"])
+        if not ids:
+            raise BadInput(f"rack {fields['rack']!r} has no brokers (racks: {', '.join(topo.racks) or 'none'})")
+        return ids
+    return []
+
+
+def preflight(pb: Playbook, resolved: dict[str, dict[str, Any]], ctx: RunContext) -> None:
+    """Check every step's inputs against the live cluster before the first change."""
+    missing = [s.type for s in pb.steps if s.type not in _REGISTRY]
+    if missing:
+        raise BadInput(f"playbook {pb.name}: step types not available in this build: {sorted(set(missing))}")
+    topo = ctx.topology()
+    known = {b.id for b in topo.brokers}
+    problems = []
+    for s in pb.steps:
+        f = resolved[s.id]
+        if f.get("rack") is not None and not topo.brokers_in_rack(f["rack"]):
+            problems.append(f"step {s.id!r} (line {s.line}): unknown rack {f['rack']!r} "
+                            f"(racks: {', '.join(topo.racks) or 'none'})")
+        for b in ([f["broker"]] if f.get("broker") is not None else []) + list(f.get("brokers") or []):
+            if b not in known and s.type not in ("plan",):
+                problems.append(f"step {s.id!r} (line {s.line}): unknown broker {b}")
+    if problems:
+        raise BadInput(f"playbook {pb.name}: bad parameters for this cluster", details=problems)
+
+
+# -- conditions ---------------------------------------------------------------------------------
+def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunContext) -> tuple[bool, str]:
+    """(satisfied, explanation) for a wait_for condition on a fresh topology."""
+    from kops.health import check_health
+
+    brokers = target_brokers(fields, topo)
+    alive = {b.id for b in topo.brokers if b.alive}
+    if condition == "healthy":
+        rep = check_health(topo)
+        allow = set(fields.get("allow") or [])
+        bad = [f for f in rep.findings if f.severity != "warning" and f.check not in allow]
+        return (not bad, "healthy" if not bad else f"{len(bad)} findings, e.g. {bad[0].subject}: {bad[0].message}")
+    if condition == "no_leaders":
+        led = [p for p in topo.partitions() if p.leader in brokers]
+        return (not led, f"{len(led)} partitions still led by brokers {brokers}")
+    if condition == "brokers_up":
+        down = [b for b in brokers if b not in alive]
+        return (not down, f"brokers {down} not registered" if down else f"brokers {brokers} up")
+    if condition == "brokers_down":
+        up = [b for b in brokers if b in alive]
+        return (not up, f"brokers {up} still registered" if up else f"brokers {brokers} down")
+    if condition == "in_sync":
+        down = [b for b in brokers if b not in alive]
+        lagging = [p for p in topo.partitions() for b in brokers if b in p.replicas and b not in p.isr]
+        ok = not down and not lagging
+        return (ok, f"brokers {down} down" if down else f"{len(lagging)} replicas on {brokers} out of ISR")
+    if condition == "no_reassignment":
+        moving = [p for p in topo.partitions() if p.reassigning]
+        return (not moving, f"{len(moving)} partitions being reassigned")
+    raise BadInput(f"unknown condition {condition!r}")  # pragma: no cover - spec validated
+
+
+def wait_until(condition: str, fields: dict[str, Any], ctx: RunContext, timeout: float, interval: float) -> str:
+    from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+    last = {"why": ""}
+
+    def probe() -> bool:
+        ok, why = evaluate(condition, fields, ctx.topology(), ctx)
+        last["why"] = why
+        return ok
+
+    try:
+        Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
+                 retry=retry_if_result(lambda ok: not ok))(probe)
+    except RetryError:
+        raise StepFailed(f"{condition} not reached within {timeout:.0f} s: {last['why']}") from None
+    return last["why"]
+
+
+# -- generic steps ------------------------------------------------------------------------------
+@step("health_gate")
+def _health_gate(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    timeout = float(f.get("timeout", 0))
+    topo = ctx.topology()
+    ok, why = evaluate("healthy", f, topo, ctx)
+    if ok:
+        return {"summary": "cluster healthy" + (f" (allowed: {', '.join(f['allow'])})" if f.get("allow") else "")}
+    if ctx.dry_run:
+        return {"summary": f"would STOP here unless it becomes healthy: {why}", "would_fail": True}
+    if timeout > 0:
+        return {"summary": wait_until("healthy", f, ctx, timeout, 2.0)}
+    raise StepFailed(f"health gate: {why}")
+
+
+@step("wait_for")
+def _wait_for(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    cond = f["condition"]
+    if ctx.dry_run:
+        ok, why = evaluate(cond, f, ctx.topology(), ctx)
+        return {"summary": f"would wait up to {f['timeout']:.0f} s for {cond} (now: {'met' if ok else why})"}
+    why = wait_until(cond, f, ctx, float(f["timeout"]), float(f.get("interval", 2.0)))
+    return {"summary": f"{cond}: {why}"}
+
+
+@step("pause")
+def _pause(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    msg = f["message"]
+    if ctx.dry_run:
+        return {"summary": f"would pause for the operator: {msg}"}
+    if ctx.yes:
+        ctx.say(f"  {msg} (continuing: --yes)")
+        return {"summary": "skipped (--yes)"}
+    if not (ctx.interactive and sys.stdin.isatty()):
+        raise PausedForOperator(f"{msg} (no terminal to confirm on: resuming the run continues after this pause)")
+    ctx.say(f"  {msg}")
+    while True:
+        answer = input("  type 'continue' when ready (or 'abort'): ").strip().lower()
+        if answer == "continue":
+            return {"summary": "operator confirmed"}
+        if answer == "abort":
+            raise StepFailed("operator aborted at the pause")
+
+
+@step("shell")
+def _shell(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    cmd = f["command"]
+    if ctx.dry_run:
+        return {"summary": f"would run: {cmd}"}
+    env = {**os.environ, "KOPS_RUN_ID": ctx.state.run_id}
+    env.update({f"KOPS_PARAM_{k.upper()}": ",".join(map(str, v)) if isinstance(v, list) else str(v)
+                for k, v in ctx.params.items()})
+    try:
+        r = subprocess.run(cmd, shell=True, env=env, capture_output=True, text=True,
+                           timeout=float(f.get("timeout", 600)))
+    except subprocess.TimeoutExpired:
+        raise StepFailed(f"shell hook timed out: {cmd}") from None
+    tail = (r.stdout + r.stderr).strip().splitlines()[-5:]
+    if r.returncode != 0 and not f.get("allow_failure", False):
+        raise StepFailed(f"shell hook exited {r.returncode}: {cmd}", details=tail)
+    return {"summary": f"exit {r.returncode}", "exit_code": r.returncode, "output_tail": tail}
+
+
+@step("notify")
+def _notify(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    msg = f"[kops {ctx.state.playbook} {ctx.state.run_id}] {f['message']}"
+    if ctx.dry_run:
+        return {"summary": f"would notify: {f['message']}"}
+    ctx.say(f"  notify: {f['message']}")
+    if f.get("file"):
+        with open(os.path.expanduser(f["file"]), "a", encoding="utf-8") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {msg}\n")
+    if f.get("command"):
+        subprocess.run(f["command"], shell=True, env={**os.environ, "KOPS_MESSAGE": msg}, timeout=60, check=False)
+    return {"summary": "sent"}
+
+
+# -- reassignment steps (through kops.ops.reassign: one engine, one journal) ----------------------
+def _plan_of(f: dict[str, Any], ctx: RunContext):
+    """The plan a previous ``plan`` step computed (from its file, or inline in a dry run)."""
+    from kops.model import ReassignmentPlan
+
+    res = ctx.state.result_of(f["plan"])
+    if "plan" in res:
+        return ReassignmentPlan.from_dict(res["plan"], source=f"plan of step {f['plan']!r}")
+    path = res.get("plan_file")
+    if not path:
+        raise StepFailed(f"step {f['plan']!r} has not produced a plan (run it first)")
+    from pathlib import Path
+
+    return ReassignmentPlan.from_json(Path(path).read_text(), source=path)
+
+
+def _execute_options(f: dict[str, Any]):
+    from kops.ops.reassign import ExecuteOptions
+
+    return ExecuteOptions(
+        throttle=f.get("throttle"),
+        max_moves_per_broker=f.get("max_moves_per_broker"),
+        max_moves_in_flight=f.get("max_moves_in_flight"),
+        wait=True,
+        timeout_s=f.get("timeout"),
+    )
+
+
+@step("execute")
+def _execute(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    from kops.ops import journal as J
+    from kops.ops import reassign as R
+
+    plan = _plan_of(f, ctx)
+    if not plan.entries:
+        return {"summary": "the plan moves nothing", "partitions_moved": 0}
+    opts = _execute_options(f)
+    if ctx.dry_run:
+        from kops.ops.validate import validate_plan
+
+        moves = [m for m in validate_plan(plan, ctx.topology()) if not m.noop]
+        nbytes = sum(m.bytes_to_move or 0 for m in moves)
+        eta = nbytes / opts.throttle if nbytes and opts.throttle else None
+        return {"summary": f"would move {len(moves)} partitions"
+                           + (f", {nbytes / 1e6:.1f} MB" if nbytes else "")
+                           + (f", about {eta:.0f} s at the throttle" if eta else ""),
+                "partitions_moved": len(moves)}
+    with ctx.connection() as conn:
+        prepared = R.prepare(conn, plan, opts)  # validates the whole plan before any write
+        # idempotent: an unfinished execution of this very plan (kops was killed) is resumed
+        store = J.JournalStore(conn, R._cluster_id(prepared.topology))
+        earlier = R.find_journal(store, plan=plan, unfinished_only=True)
+        if earlier is not None and {m.tp: m.target for m in earlier.moves} == plan.assignment():
+            ctx.say(f"  resuming execution {earlier.id} of this plan")
+            outcome = R.resume(conn, opts, execution_id=earlier.id)
+        else:
+            outcome = R.start(conn, prepared, opts)
+    result = {"execution_id": outcome.journal.id, "partitions_moved": len(outcome.journal.moves),
+              "bytes_moved": outcome.bytes_total, "summary": outcome.message}
+    if outcome.exit_code != 0 or not outcome.finished:
+        raise StepFailed(f"execution {outcome.journal.id}: {outcome.message}", details=outcome.notes)
+    return result
+
+
+@step("verify")
+def _verify(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    from kops.ops import reassign as R
+
+    plan = _plan_of(f, ctx)
+    if ctx.dry_run:
+        return {"summary": f"would verify {len(plan.entries)} partitions"}
+    deadline = time.monotonic() + float(f.get("timeout", 600))
+    while True:
+        with ctx.connection() as conn:
+            res = R.verify(conn, plan)
+        states = res.to_dict()["summary"]
+        if res.exit_code == 0:
+            return {"summary": f"complete: {states}", "throttles_removed": len(res.throttles_removed)}
+        if res.exit_code == 1 or time.monotonic() > deadline:
+            bad = [s.message for s in res.statuses if s.state != "complete"][:20]
+            raise StepFailed(f"verify: {states}", details=bad)
+        time.sleep(3)
+
+
+@step("elect")
+def _elect(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    from kops.ops.elections import run_elections
+
+    etype = f.get("election_type", "preferred")
+    topo = ctx.topology()
+    scope = set(target_brokers(f, topo))
+    alive = {b.id for b in topo.brokers if b.alive}
+    # preferred: only where the preferred replica is alive, in the ISR and not leading yet
+    todo = [p.tp for p in topo.partitions()
+            if p.leader != p.preferred_leader and p.preferred_leader in alive and p.preferred_leader in p.isr
+            and (not scope or p.preferred_leader in scope)]
+    if etype == "unclean":
+        todo = [p.tp for p in topo.partitions() if p.offline]
+    if ctx.dry_run or not todo:
+        verb = "would elect" if ctx.dry_run else "nothing to elect:"
+        return {"summary": f"{verb} {len(todo)} {etype} leaders"}
+    with ctx.connection() as conn:
+        res = run_elections(conn, etype, todo)
+    counts = res.counts()
+    failed = [f"{o.topic}-{o.partition}: {o.reason}" for o in res.failed][:20]
+    if failed:
+        raise StepFailed(f"{len(res.failed)} elections failed", details=failed)
+    return {"summary": ", ".join(f"{k} {v}" for k, v in counts.items()),
+            "leaders_moved": len(res.elected)}
+
+
+@step("plan")
+def _plan(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """Compute the plan on the live topology and keep it (a file in the run's directory)."""
+    from kops.model import ReassignmentPlan
+    from kops.placement import balancer
+
+    topo = ctx.topology()
+    goal = f["goal"]
+    if goal == "replace-broker":
+        from kops.placement.replace import replace_broker
+
+        olds = f.get("brokers") or []
+        if len(olds) != 1 or f.get("new_broker") is None:
+            raise BadInput("a replace-broker plan needs one broker in 'brokers' and 'new_broker'")
+        changes = replace_broker(topo, olds[0], int(f["new_broker"]))
+        plan = ReassignmentPlan.from_assignment(changes)
+        summary = f"{len(changes)} partitions move from broker {olds[0]} to {f['new_broker']} (same positions)"
+    else:
+        g = balancer.Goal(goal, brokers=tuple(f.get("brokers") or ()), rack=f.get("rack"))
+        res = balancer.plan(topo, g, max_moves=f.get("max_moves"), max_bytes=f.get("max_bytes"))
+        plan = res.plan
+        rep = res.report
+        summary = (f"{len(plan.entries)} partitions change, {rep['replicas_moved']} replicas move "
+                   f"(lower bound {rep['lower_bound']['moves']}; Kafka's --generate would move "
+                   f"{rep['kafka_generate'].get('replicas_moved', '?')})")
+        if not res.complete:
+            summary += "; bounded: run again for the rest"
+    out: dict[str, Any] = {"summary": summary, "partitions": len(plan.entries)}
+    if ctx.dry_run:
+        out["plan"] = plan.to_dict()
+    else:
+        path = ctx.run_dir() / f"plan-{ctx.current_step}.json"
+        path.write_text(plan.to_json() + "\n")
+        out["plan_file"] = str(path)
+    return out
+
+
+# -- leadership steps (through kops.ops.leader_rebalance: one demotion record per cluster) ---------
+def _leadership(action: str, f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    from kops.ops import leader_rebalance as L
+
+    broker = [int(f["broker"])] if f.get("broker") is not None else None
+    rack = [f["rack"]] if f.get("rack") is not None else None
+    if ctx.dry_run and ctx.topology_file:  # offline: the pure plan only
+        from kops.placement.leadership import plan_demote
+
+        topo = ctx.topology()
+        ids = L.resolve_brokers(topo, broker, rack)
+        if action == "restore":
+            return {"summary": f"would give leadership back to brokers {ids} (from the demotion record)"}
+        move = plan_demote(topo, ids)
+        return {"summary": f"would reorder {len(move.reorder)} and elect {len(move.elect)} partitions; "
+                           f"{len(move.unmovable)} cannot be moved", "leaders_moved": len(move.elect)}
+    with ctx.connection() as conn:
+        fn = L.demote if action == "demote" else L.restore
+        res = fn(conn, broker=broker, rack=rack, dry_run=ctx.dry_run)
+    out = {"summary": res.summary(), "leaders_moved": 0 if ctx.dry_run else len(res.elections.elected if res.elections else []),
+           "unmovable": [u.to_dict() for u in res.move.unmovable][:50]}
+    if not ctx.dry_run and res.exit_code != 0:
+        raise StepFailed(res.summary(), details=[f"{u.tp[0]}-{u.tp[1]}: {u.reason}" for u in res.remaining][:50])
+    return out
+
+
+@step("demote")
+def _demote(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    return _leadership("demote", f, ctx)
+
+
+@step("restore")
+def _restore(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    return _leadership("restore", f, ctx)

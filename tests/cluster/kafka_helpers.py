@@ -1,0 +1,79 @@
+"""Helpers for cluster tests, independent of kops' own reading code (plain confluent-kafka)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+_ADMINS: dict[str, AdminClient] = {}
+
+
+def admin(bootstrap: str) -> AdminClient:
+    # keep the client alive: a collected AdminClient fails its pending futures (_DESTROY)
+    if bootstrap not in _ADMINS:
+        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+    return _ADMINS[bootstrap]
+
+
+def wait_for(cond, timeout: float, interval: float = 0.5, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 6, rf: int = 3, *, min_isr: int = 2,
+                 mb_per_partition: float = 0, assignment: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
+    """Create a topic, wait until every partition has a leader and a full ISR, optionally fill it."""
+    a = admin(bootstrap)
+    cfg = {"min.insync.replicas": str(min_isr)}
+    topic = (NewTopic(name, replica_assignment=[assignment[p] for p in sorted(assignment)], config=cfg)
+             if assignment else NewTopic(name, partitions, rf, config=cfg))
+    a.create_topics([topic])[name].result(30)
+    n = len(assignment) if assignment else partitions
+    want = len(next(iter(assignment.values()))) if assignment else rf
+    wait_for(lambda: (md := a.list_topics(name, timeout=10).topics[name]).error is None
+             and len(md.partitions) == n
+             and all(p.leader >= 0 and len(p.isrs) == want for p in md.partitions.values()),
+             30, 0.3, f"topic {name} ready")
+    if mb_per_partition:
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
+                      "batch.size": 1_000_000, "compression.type": "none"})
+        value = os.urandom(100_000)
+        for i in range(int(n * mb_per_partition * 10)):
+            p.produce(name, value=value, partition=i % n)
+            if i % 20 == 0:
+                p.poll(0)
+        assert p.flush(60) == 0
+    return replicas(bootstrap, name)
+
+
+def replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    md = admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
+    return {pid: list(pm.replicas) for pid, pm in sorted(md.partitions.items())}
+
+
+def leaders(bootstrap: str, topic: str | None = None) -> dict[tuple[str, int], int]:
+    md = admin(bootstrap).list_topics(topic, timeout=10) if topic else admin(bootstrap).list_topics(timeout=10)
+    return {(t, p): pm.leader for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    try:
+        admin(bootstrap).delete_topics([topic])[topic].result(30)
+    except Exception:
+        pass
+
+
+def kops(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the real CLI in a fresh process (exit codes, stdout/stderr as a user sees them)."""
+    return subprocess.run([sys.executable, "-m", "kops", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)

@@ -1,0 +1,90 @@
+"""CLI contract without a cluster: version, help, bad input exit codes, JSON purity."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kops.cli.main import app
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+def test_version_and_help():
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.stdout.startswith("kops ")
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    for group in ("sandbox", "cluster", "plan"):
+        assert group in r.stdout
+
+
+def test_help_does_not_import_heavy_modules():
+    code = (
+        "import sys; from kops.cli.main import app\n"
+        "heavy = [m for m in ('confluent_kafka', 'kafka', 'kazoo', 'pyspark', 'matplotlib', 'jsonschema')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_describe_from_snapshot_json_is_pure():
+    r = runner.invoke(app, ["cluster", "describe", "--topology", str(DATA / "topo6.json"), "--output", "json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [b["id"] for b in doc["brokers"]] == [0, 1, 2, 3, 4, 5]
+
+
+def test_global_options_before_the_command():
+    r = runner.invoke(app, ["--output", "json", "cluster", "health", "--topology", str(DATA / "topo6.json")])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["healthy"] is True
+
+
+def test_health_human_output():
+    r = runner.invoke(app, ["cluster", "health", "--topology", str(DATA / "topo6.json"), "--fail-on", "warning"])
+    assert r.exit_code == 3  # the durability warning of topic logs counts with --fail-on warning
+    assert "durability" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["cluster", "describe", "--topology", "/nonexistent.json"], "does not exist"),
+        (["cluster", "describe", "--bootstrap-server", "x:1", "--command-config", "/nonexistent.properties"],
+         "--command-config"),
+        (["cluster", "describe", "--bootstrap-server", "no-port"], "HOST:PORT"),
+        (["cluster", "describe"], "--bootstrap-server"),
+        (["cluster", "describe", "--no-such-option"], "No such option"),
+        (["cluster", "health", "--topology", str(DATA / "topo6.json"), "--topic", "nope"], "unknown topics"),
+    ],
+)
+def test_bad_input_exits_2(args, needle, monkeypatch):
+    monkeypatch.delenv("KOPS_BOOTSTRAP_SERVER", raising=False)
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+
+
+def test_malformed_snapshot_exits_2(tmp_path):
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps({"version": 1, "brokers": [{"id": -1}], "topics": []}))
+    r = runner.invoke(app, ["cluster", "describe", "--topology", str(bad)])
+    assert r.exit_code == 2
+    assert "brokers/0/id" in r.stderr
+
+
+def test_malformed_command_config_exits_2(tmp_path):
+    cfg = tmp_path / "client.properties"
+    cfg.write_text('security.protocol=SASL_SSL\nsasl.jaas.config=com.example.Weird required;\n')
+    r = runner.invoke(app, ["cluster", "describe", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(cfg)])
+    assert r.exit_code == 2
+    assert "sasl.jaas.config" in r.stderr

@@ -1,0 +1,152 @@
+"""Playbook files: validation with line numbers, parameters, and the engine's state/resume
+logic with the generic steps (offline: dry runs on a snapshot, plus shell/notify/pause)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kops.cli.main import app
+from kops.errors import BadInput
+from kops.playbook import engine
+from kops.playbook.library import available
+from kops.playbook.spec import bind_params, parse_bytes, parse_duration, parse_playbook
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+def test_shipped_playbooks_are_valid():
+    names = set(available())
+    assert {"rack-maintenance", "drain-rack", "decommission-broker", "add-brokers", "replace-broker"} <= names
+    from kops.playbook.library import find
+
+    for n in names:
+        pb = find(n)
+        assert pb.steps and pb.name == n
+
+
+BAD = """\
+name: broken
+params:
+  rack: {type: rack, required: true}
+steps:
+  - {id: a, type: health_gate}
+  - {id: a, type: wait_for, condition: no_leaders, rack: "{rack}", timeout: 10s}
+  - {id: c, type: teleport}
+  - {id: d, type: pause}
+  - {id: e, type: wait_for, condition: sunshine, timeout: 5s}
+  - {id: f, type: execute, plan: nowhere}
+  - {id: g, type: demote, rack: "{zone}"}
+  - {id: h, type: shell, command: "true", colour: red}
+  - {id: i, type: wait_for, condition: healthy, timeout: soon}
+"""
+
+
+def test_bad_playbook_names_every_problem_with_its_line():
+    with pytest.raises(BadInput) as e:
+        parse_playbook(BAD, source="bad.yaml")
+    d = "\n".join(e.value.details)
+    assert "bad.yaml:6: step 'a': duplicate id (first used on line 5)" in d
+    assert "bad.yaml:7: step 'c': unknown step type 'teleport'" in d
+    assert "bad.yaml:8: step 'd': a pause step needs 'message'" in d
+    assert "bad.yaml:9: step 'e': field 'condition': 'sunshine' is not one of" in d
+    assert "bad.yaml:10: step 'f': field 'plan' refers to step 'nowhere'" in d
+    assert "bad.yaml:11: step 'g': field 'rack' uses undeclared parameter {zone}" in d
+    assert "bad.yaml:12: step 'h': unknown field 'colour'" in d
+    assert "bad.yaml:13: step 'i': field 'timeout': 'soon' is not a duration" in d
+
+
+def test_invalid_yaml_reports_line():
+    with pytest.raises(BadInput, match=r"x.yaml line 3: not valid YAML"):
+        parse_playbook("name: x\nsteps: [\n", source="x.yaml")
+
+
+def test_params_and_values():
+    pb = parse_playbook(
+        "name: p\nparams:\n  rack: {type: rack, required: true}\n  t: {type: bytes, default: 10MB}\n"
+        "  n: {type: int}\nsteps:\n  - {id: s, type: notify, message: 'rack {rack}'}\n"
+    )
+    assert bind_params(pb, {"rack": "b"}) == {"rack": "b", "t": 10 * 1024 * 1024}
+    with pytest.raises(BadInput) as e:
+        bind_params(pb, {"n": "x", "zone": "1"})
+    d = " ".join(e.value.details)
+    assert "missing parameter 'rack'" in d and "unknown parameter 'zone'" in d and "'x' is not an integer" in d
+    assert parse_duration("5m") == 300 and parse_duration(7) == 7 and parse_bytes("2KiB") == 2048
+
+
+def test_dry_run_on_snapshot_changes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    r = runner.invoke(app, ["playbook", "run", "rack-maintenance", "--param", "rack=b", "--dry-run",
+                            "--topology", str(DATA / "topo6.json"), "--output", "json"])
+    assert r.exit_code == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["status"] == "dry-run"
+    assert [s["status"] for s in rep["steps"]] == ["done"] * len(rep["steps"])
+    assert "would pause" in rep["steps"][3]["summary"]
+    assert not (tmp_path / "playbook-runs").exists()  # a dry run writes no state
+
+
+def test_unknown_rack_is_rejected_before_any_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    r = runner.invoke(app, ["playbook", "run", "rack-maintenance", "--param", "rack=zz", "--dry-run",
+                            "--topology", str(DATA / "topo6.json")])
+    assert r.exit_code == 2
+    assert "unknown rack 'zz'" in r.stderr
+
+
+def test_missing_param_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    r = runner.invoke(app, ["playbook", "run", "rack-maintenance", "--dry-run", "--topology", str(DATA / "topo6.json")])
+    assert r.exit_code == 2 and "missing parameter 'rack'" in r.stderr
+
+
+GENERIC = """\
+name: generic
+params:
+  word: {type: str, default: hello}
+steps:
+  - {id: one, type: shell, command: "echo $KOPS_PARAM_WORD >> {word}.out"}
+  - {id: wait, type: pause, message: "check the file"}
+  - {id: two, type: notify, message: "said {word}", file: notes.txt}
+  - {id: fail, type: shell, command: "test -f go"}
+  - {id: three, type: shell, command: "echo done >> {word}.out"}
+"""
+
+
+def test_state_pause_failure_and_resume(tmp_path, monkeypatch):
+    """Runs the generic steps for real: a non-interactive pause stops the run (exit 3),
+    resuming continues after it; a failing step stops it again; resuming re-runs only from
+    that step, never repeating finished ones."""
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    pb_file = tmp_path / "generic.yaml"
+    pb_file.write_text(GENERIC)
+    from kops.cli.common import Context, Output
+    from kops.cluster.snapshot import load_topology
+    from kops.playbook.spec import load_playbook
+
+    # these steps need no cluster; the pre-flight check reads a snapshot instead
+    monkeypatch.setattr(engine.RunContext, "topology", lambda self: load_topology(DATA / "topo6.json"))
+    ctx = Context(None, None, None, 5.0, Output.table)
+    pb = load_playbook(pb_file)
+    msgs: list[str] = []
+    with pytest.raises(engine.PausedForOperator) as e:
+        engine.run(pb, {}, ctx, say=msgs.append, interactive=False)
+    run_id = e.value.run_state.run_id
+    assert (tmp_path / "hello.out").read_text() == "hello\n"
+    with pytest.raises(engine.StepFailed):
+        engine.run(pb, {}, ctx, resume=run_id, say=msgs.append, interactive=False)
+    state = json.loads((tmp_path / "home" / "playbook-runs" / f"{run_id}.json").read_text())
+    assert [s["status"] for s in state["steps"]] == ["done", "done", "done", "failed", "pending"]
+    (tmp_path / "go").write_text("")
+    final = engine.run(pb, {}, ctx, resume=run_id, say=msgs.append, interactive=False)
+    assert final.status == "done"
+    # 'one' ran exactly once across the three invocations; 'three' ran once
+    assert (tmp_path / "hello.out").read_text() == "hello\ndone\n"
+    assert "said hello" in (tmp_path / "notes.txt").read_text()
+    rep = engine.report(final)
+    assert [s["status"] for s in rep["steps"]] == ["done"] * 5
