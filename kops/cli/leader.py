@@ -273,7 +273,6 @@ def rebalance(
     if c.json:
         emit_json(res.to_dict())
     else:
-        con = err_console()
         if verbose or res.dry_run or res.exit_code:
             _render_imbalance(res)
         typer.echo(res.summary(), err=True)  # one unwrapped line (cron logs, grep)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kops.cluster.connection import Connection, _kafka_error_text
+from kops.cluster.connection import Connection
 from kops.errors import ClusterError
 from kops.model import TopicPartition
 
@@ -185,43 +185,16 @@ def submit_reorder(
     Returns ``{tp: None}`` for accepted partitions and ``{tp: reason}`` for refused ones. The
     caller must have checked that every replica *set* is unchanged.
 
-    TODO(reassign engine): route through ``kops.ops.reassign`` (journal + lock) once it has a
-    reorder-only entry point; this function is the single switch-over point.
+    Submitted through the reassignment engine's one Admin API path
+    (:func:`kops.ops.reassign.submit`); reorders finish at once (no data moves), so they need
+    neither throttles nor a journal.
     """
     if not assignment:
         return {}
-    from kafka import TopicPartition as KTP
+    from kops.ops.reassign import submit
 
-    # The ZooKeeper controller handles a reassignment partition by partition with synchronous
-    # ZooKeeper writes: big requests take minutes on a busy controller. Small chunks, each with
-    # a generous timeout, keep every request well inside its deadline.
-    items = sorted(assignment.items())
-    timeout_ms = int(max(conn.timeout_s, 60.0) * 1000)
-    answered: dict[TopicPartition, Any] = {}
-    for n, chunk in enumerate(chunks(items, chunk_size)):
-        req = {KTP(t, p): list(r) for (t, p), r in chunk}
-        try:
-            raw = conn.kp_admin().alter_partition_reassignments(req, timeout_ms=timeout_ms)
-        except ClusterError:
-            raise
-        except Exception as e:
-            raise ClusterError(
-                f"submit reorder-only reassignment: {_kafka_error_text(e)}",
-                details=[f"{n * chunk_size} of {len(items)} partitions were submitted before this request"],
-            ) from None
-        answered.update({(k.topic, k.partition): v for k, v in (raw or {}).items()})
-    out: dict[TopicPartition, str | None] = {}
-    for tp in assignment:
-        if tp not in answered:
-            out[tp] = "no answer from the controller"
-            continue
-        err = answered[tp]
-        if err is None or getattr(err, "errno", 0) == 0:
-            out[tp] = None
-        else:
-            name = getattr(err, "__name__", None) or type(err).__name__
-            out[tp] = f"reassignment refused: {name}"
-    return out
+    res = submit(conn, {tp: tuple(r) for tp, r in assignment.items()}, chunk_size=chunk_size)
+    return {tp: None if err is None else f"reassignment refused: {err}" for tp, err in res.items()}
 
 
 def wait_reordered(

@@ -267,19 +267,34 @@ def ongoing(conn) -> dict[TopicPartition, dict[str, list[int]]]:
     return list_reassignments(conn)
 
 
-def submit(conn, targets: Mapping[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, str | None]:
-    """AlterPartitionReassignments (None = cancel). Returns per-partition error text or None."""
+def submit(conn, targets: Mapping[TopicPartition, tuple[int, ...] | None], *,
+           chunk_size: int = 500) -> dict[TopicPartition, str | None]:
+    """AlterPartitionReassignments (None = cancel), the one place kops submits reassignments
+    through the Admin API. Returns per-partition error text or None.
+
+    The ZooKeeper controller handles a request partition by partition with synchronous
+    ZooKeeper writes, so big requests take minutes on a busy controller: requests go in chunks,
+    each with a generous timeout.
+    """
     if not targets:
         return {}
     from kafka.structs import TopicPartition as KTP
 
-    req = {KTP(t, p): (list(r) if r is not None else None) for (t, p), r in targets.items()}
-    try:
-        res = conn.kp_admin().alter_partition_reassignments(req, timeout_ms=int(conn.timeout_s * 1000))
-    except ClusterError:
-        raise
-    except Exception as e:
-        raise ClusterError(f"alter partition reassignments: {type(e).__name__}: {e}") from None
+    items = sorted(targets.items())
+    timeout_ms = int(max(conn.timeout_s, 60.0) * 1000)
+    res: dict = {}
+    for n in range(0, len(items), max(1, chunk_size)):
+        chunk = items[n:n + chunk_size]
+        req = {KTP(t, p): (list(r) if r is not None else None) for (t, p), r in chunk}
+        try:
+            res.update(conn.kp_admin().alter_partition_reassignments(req, timeout_ms=timeout_ms) or {})
+        except ClusterError:
+            raise
+        except Exception as e:
+            raise ClusterError(
+                f"alter partition reassignments: {type(e).__name__}: {e}",
+                details=[f"{n} of {len(items)} partitions were submitted before this request"],
+            ) from None
     out: dict[TopicPartition, str | None] = {}
     for tp in targets:
         err = res.get(KTP(*tp), "no answer for this partition")

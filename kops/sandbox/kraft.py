@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kops.errors import ClusterError
-from kops.sandbox import dist, procs
+from kops.sandbox import dist
 
 if TYPE_CHECKING:
     from kops.sandbox.cluster import Sandbox
