@@ -35,7 +35,7 @@ BootstrapOpt = Annotated[
     typer.Option(
         "--bootstrap-server",
         envvar="KOPS_BOOTSTRAP_SERVER",
-        help="Kafka bootstrap server(s) HOST:PORT\\[,HOST:PORT] (env KOPS_BOOTSTRAP_SERVER).",
+        help="Kafka bootstrap server(s) HOST:PORT[,HOST:PORT] (env KOPS_BOOTSTRAP_SERVER).",
         rich_help_panel="Connection",
     ),
 ]
@@ -53,7 +53,20 @@ ZookeeperOpt = Annotated[
     typer.Option(
         "--zookeeper",
         envvar="KOPS_ZOOKEEPER",
-        help="ZooKeeper connect string HOST:PORT\\[/chroot] (env KOPS_ZOOKEEPER); also read ZooKeeper.",
+        help="ZooKeeper connect string HOST:PORT[/chroot] (env KOPS_ZOOKEEPER); also read ZooKeeper.",
+        rich_help_panel="Connection",
+    ),
+]
+ZOOKEEPER_AUTH_ENV = "KOPS_ZOOKEEPER_AUTH_FILE"
+ZookeeperAuthOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--zookeeper-auth-file",
+        envvar=ZOOKEEPER_AUTH_ENV,
+        help=(
+            "ZooKeeper SASL/DIGEST-MD5 credentials: a file with username=... and password=... "
+            "(env KOPS_ZOOKEEPER_AUTH_FILE). Never give the password itself on the command line."
+        ),
         rich_help_panel="Connection",
     ),
 ]
@@ -94,6 +107,7 @@ class GlobalOptions:
     zookeeper: str | None = None
     request_timeout: float | None = None
     output: Output | None = None
+    zookeeper_auth_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +119,7 @@ class Context:
     zookeeper: str | None
     timeout_s: float
     output: Output
+    zookeeper_auth_file: str | None = None
 
     @property
     def json(self) -> bool:
@@ -124,6 +139,7 @@ class Context:
             command_config=self.command_config,
             zookeeper=self.zookeeper,
             timeout_s=self.timeout_s,
+            zookeeper_auth_file=self.zookeeper_auth_file,
         )
 
 
@@ -135,8 +151,13 @@ def make_context(
     zookeeper: str | None = None,
     request_timeout: float | None = None,
     output: Output | None = None,
+    zookeeper_auth_file: str | None = None,
 ) -> Context:
-    """Merge command-level options over the global ones given before the command name."""
+    """Merge command-level options over the global ones given before the command name.
+
+    The ZooKeeper credentials file comes from the command, else the global
+    ``--zookeeper-auth-file``, else ``$KOPS_ZOOKEEPER_AUTH_FILE`` (so it reaches every command,
+    also those that do not declare the option)."""
     g: GlobalOptions = (ctx.find_root().obj if ctx.find_root().obj else GlobalOptions())
     return Context(
         bootstrap_server=bootstrap_server or g.bootstrap_server,
@@ -144,6 +165,9 @@ def make_context(
         zookeeper=zookeeper or g.zookeeper,
         timeout_s=request_timeout or g.request_timeout or DEFAULT_TIMEOUT_S,
         output=output or g.output or Output.table,
+        zookeeper_auth_file=(
+            zookeeper_auth_file or getattr(g, "zookeeper_auth_file", None) or os.environ.get(ZOOKEEPER_AUTH_ENV) or None
+        ),
     )
 
 
@@ -205,6 +229,13 @@ def handle_errors(fn: F) -> F:
             if os.environ.get("KOPS_DEBUG"):
                 raise
             from kops.cluster.redact import redact
+
+            from kops.cluster.connection import is_authentication_error, is_authorization_error
+
+            if is_authorization_error(e) or is_authentication_error(e):
+                kind = "not authorized" if is_authorization_error(e) else "authentication failed"
+                err_console().print(f"[red]error:[/red] {kind}: {type(e).__name__}: {redact(str(e))}", markup=True)
+                raise typer.Exit(EXIT_FAILURE) from None
 
             err_console().print(f"[red]error:[/red] {type(e).__name__}: {redact(str(e))}", markup=True)
             err_console().print("(set KOPS_DEBUG=1 for a traceback)")

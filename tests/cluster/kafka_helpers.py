@@ -35,7 +35,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 6, rf: int = 3, *,
     """Create a topic, wait until every partition has a leader and a full ISR, optionally fill it."""
     a = admin(bootstrap)
     cfg = {"min.insync.replicas": str(min_isr)}
-    topic = (NewTopic(name, replica_assignment=[assignment[p] for p in sorted(assignment)], config=cfg)
+    topic = (NewTopic(name, num_partitions=len(assignment), replica_assignment=[assignment[p] for p in sorted(assignment)], config=cfg)
              if assignment else NewTopic(name, partitions, rf, config=cfg))
     a.create_topics([topic])[name].result(30)
     n = len(assignment) if assignment else partitions
