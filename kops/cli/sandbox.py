@@ -29,6 +29,12 @@ class Mode(str, Enum):
     kraft = "kraft"
 
 
+class Security(str, Enum):
+    none = "none"
+    sasl_plaintext = "sasl_plaintext"
+    sasl_ssl = "sasl_ssl"
+
+
 WorkdirOpt = Annotated[
     str | None,
     typer.Option(
@@ -136,6 +142,18 @@ def up(
         typer.Option("--state-change-log-level",
                      help="Level of state.change.logger (state-change.log): INFO as Kafka ships it, or TRACE."),
     ] = None,
+    security: Annotated[
+        Security | None,
+        typer.Option(
+            "--security",
+            help=(
+                "none (default): PLAINTEXT. sasl_ssl / sasl_plaintext: SCRAM-SHA-512 users admin (super "
+                "user) and kops-user (unprivileged), TLS with a throwaway CA (sasl_ssl), inter-broker "
+                "traffic secured, AclAuthorizer, ZooKeeper requiring SASL (DIGEST-MD5) with "
+                "zookeeper.set.acl=true. Writes client properties files (paths printed, secrets never)."
+            ),
+        ),
+    ] = None,
     timeout: TimeoutSOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -160,6 +178,7 @@ def up(
         "auto_leader_rebalance": auto_leader_rebalance,
         "controller_base_port": controller_port,
         "state_change_log_level": state_change_log_level.upper() if state_change_log_level else None,
+        "security": security.value if security else None,
     }
     sb = open_sandbox(workdir, log=_log, **overrides)
     t0 = time.monotonic()
@@ -182,6 +201,15 @@ def up(
     if sb.zookeeper_connect:
         env += f" KOPS_ZOOKEEPER={sb.zookeeper_connect}"
     con.print(env, soft_wrap=True)
+    if sb.admin_config is not None:  # paths only: the files hold the passwords
+        con.print(f"security:           {sb.security} (SCRAM-SHA-512; ZooKeeper SASL/DIGEST-MD5)", soft_wrap=True)
+        con.print(f"admin (super user): --command-config {sb.admin_config}", soft_wrap=True)
+        con.print(f"unprivileged user:  --command-config {sb.user_config}", soft_wrap=True)
+        con.print(f"ZooKeeper auth:     --zookeeper-auth-file {sb.zookeeper_auth_file}", soft_wrap=True)
+        con.print(
+            f"export KOPS_COMMAND_CONFIG={sb.admin_config} KOPS_ZOOKEEPER_AUTH_FILE={sb.zookeeper_auth_file}",
+            soft_wrap=True,
+        )
 
 
 @app.command()

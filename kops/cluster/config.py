@@ -138,6 +138,20 @@ class ClientConfig:
         return values["username"], values["password"]
 
     @property
+    def sasl_user(self) -> str | None:
+        """The SASL username the client authenticates as (None without SASL)."""
+        if "SASL" not in self.security_protocol:
+            return None
+        return self._jaas()[0]
+
+    def describe_identity(self) -> str:
+        """``SCRAM-SHA-512 user 'x' over SASL_SSL`` (no secret), for error messages."""
+        user = self.sasl_user
+        if user is None:
+            return f"{self.security_protocol} without SASL"
+        return f"{self.props.get('sasl.mechanism', 'GSSAPI').upper()} user {user!r} over {self.security_protocol}"
+
+    @property
     def security_protocol(self) -> str:
         return self.props.get("security.protocol", "PLAINTEXT").upper()
 
@@ -197,3 +211,51 @@ class ClientConfig:
     def ignored_keys(self) -> list[str]:
         known = _RDKAFKA_SAME | _JAVA_ONLY | {"sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.password"}
         return sorted(k for k in self.props if k not in known)
+
+
+# -- ZooKeeper credentials ----------------------------------------------------------------------
+_ZK_MECHANISMS = ("DIGEST-MD5",)
+
+
+@dataclass(frozen=True)
+class ZookeeperAuth:
+    """SASL credentials for ZooKeeper (``--zookeeper-auth-file FILE``, env
+    ``KOPS_ZOOKEEPER_AUTH_FILE``): a properties file with ``username=...`` and ``password=...``
+    (optional ``mechanism=DIGEST-MD5``, the only one kazoo/ZooKeeper digest auth needs).
+
+    Never from the command line: the password would show in the process list. ``repr`` hides
+    the password."""
+
+    username: str
+    password: str = field(repr=False)
+    mechanism: str = "DIGEST-MD5"
+    source: str | None = None
+
+    @classmethod
+    def load(cls, path: str | None) -> ZookeeperAuth | None:
+        if not path:
+            return None
+        p = Path(path)
+        if not p.is_file():
+            raise BadInput(f"--zookeeper-auth-file: file {path!r} does not exist or is not a file")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise BadInput(f"--zookeeper-auth-file: cannot read {path!r}: {e}") from None
+        props = parse_properties(text)
+        password = props.get("password")
+        register_secret(password)
+        username = props.get("username") or props.get("user")
+        if not username or not password:
+            raise BadInput(
+                f"--zookeeper-auth-file {path!r} must hold username=... and password=... "
+                "(ZooKeeper SASL/DIGEST-MD5 credentials)"
+            )
+        mech = props.get("mechanism", "DIGEST-MD5").upper()
+        if mech not in _ZK_MECHANISMS:
+            raise BadInput(f"--zookeeper-auth-file {path!r}: mechanism {mech!r}; kops supports {', '.join(_ZK_MECHANISMS)}")
+        return cls(username, password, mech, str(p))
+
+    def sasl_options(self) -> dict[str, str]:
+        """kazoo ``KazooClient(sasl_options=...)`` (needs the ``pure-sasl`` package)."""
+        return {"mechanism": self.mechanism, "username": self.username, "password": self.password}

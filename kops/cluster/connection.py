@@ -4,7 +4,12 @@
   configs, elections);
 - kafka-python ``KafkaAdminClient`` only for AlterPartitionReassignments,
   ListPartitionReassignments and DescribeLogDirs, which librdkafka lacks;
-- kazoo for ZooKeeper, with retries, when ``--zookeeper`` is given.
+- kazoo for ZooKeeper, with retries, when ``--zookeeper`` is given; SASL (DIGEST-MD5) with the
+  credentials of ``--zookeeper-auth-file`` (env ``KOPS_ZOOKEEPER_AUTH_FILE``).
+
+Errors: authorization refusals become :class:`AuthorizationError` naming the operation, the
+resource and the principal; a failed SASL login becomes :class:`AuthenticationError`; both exit 1.
+Every message goes through :func:`kops.cluster.redact.redact`.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from kops.cluster.config import ClientConfig
+from kops.cluster.config import ClientConfig, ZookeeperAuth
 from kops.cluster.redact import redact
 from kops.errors import AuthorizationError, BadInput, ClusterError
 
@@ -30,9 +35,41 @@ def _kafka_error_text(exc: BaseException) -> str:
     return redact(str(exc))
 
 
+class AuthenticationError(ClusterError):
+    """The cluster (or ZooKeeper) refused the login: wrong user/password, mechanism or protocol."""
+
+
+_AUTHZ_MARKERS = ("AUTHORIZATION_FAILED", "NOT AUTHORIZED", "AUTHORIZATIONEXCEPTION", "AUTHORIZATIONFAILED",
+                  "NOAUTH")
+_AUTHN_MARKERS = ("_AUTHENTICATION", "SASLAUTHENTICATION", "AUTHENTICATION FAILED", "AUTHENTICATIONFAILED",
+                  "AUTH_FAILED", "AUTHFAILED", "SSL HANDSHAKE FAILED", "CERTIFICATE VERIFY FAILED")
+
+
+def _exc_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__} {_kafka_error_text(exc)}".upper()
+
+
 def is_authorization_error(exc: BaseException) -> bool:
-    text = _kafka_error_text(exc).upper()
-    return "AUTHORIZATION_FAILED" in text or "NOT AUTHORIZED" in text or "AUTHORIZATIONEXCEPTION" in text
+    """librdkafka ``*_AUTHORIZATION_FAILED``, kafka-python ``*AuthorizationFailedError``,
+    kazoo ``NoAuthError``."""
+    return any(m in _exc_text(exc) for m in _AUTHZ_MARKERS)
+
+
+def is_authentication_error(exc: BaseException) -> bool:
+    """librdkafka ``_AUTHENTICATION``, kafka-python ``SaslAuthenticationFailedError``, kazoo
+    ``AuthFailedError``, TLS verification failures."""
+    return any(m in _exc_text(exc) for m in _AUTHN_MARKERS)
+
+
+def _resource_hint(text: str) -> str:
+    t = text.upper()
+    if "TOPIC_AUTHORIZATION" in t or "TOPICAUTHORIZATION" in t:
+        return "topic"
+    if "CLUSTER_AUTHORIZATION" in t or "CLUSTERAUTHORIZATION" in t:
+        return "cluster"
+    if "GROUP_AUTHORIZATION" in t or "GROUPAUTHORIZATION" in t:
+        return "group"
+    return ""
 
 
 @dataclass
@@ -41,7 +78,9 @@ class Connection:
     client_config: ClientConfig
     zookeeper: str | None = None
     timeout_s: float = 10.0
+    zookeeper_auth: ZookeeperAuth | None = None
     _admin: Any = field(default=None, repr=False)
+    _auth_error: str | None = field(default=None, repr=False)
     _kp_admin: Any = field(default=None, repr=False)
     _zk: Any = field(default=None, repr=False)
 
@@ -53,8 +92,10 @@ class Connection:
         command_config: str | None,
         zookeeper: str | None,
         timeout_s: float,
+        zookeeper_auth_file: str | None = None,
     ) -> Connection:
         cfg = ClientConfig.load(command_config)
+        zk_auth = ZookeeperAuth.load(zookeeper_auth_file)
         if bootstrap_server:
             for hp in bootstrap_server.split(","):
                 host, _, port = hp.strip().rpartition(":")
@@ -62,7 +103,71 @@ class Connection:
                     raise BadInput(
                         f"--bootstrap-server: {hp.strip()!r} is not HOST:PORT (e.g. 127.0.0.1:9092)"
                     )
-        return cls(bootstrap_server, cfg, zookeeper, timeout_s)
+        return cls(bootstrap_server, cfg, zookeeper, timeout_s, zk_auth)
+
+    # -- error mapping -----------------------------------------------------------------------
+    def identity(self) -> str:
+        """Who we are to the cluster, for messages: ``SCRAM-SHA-512 user 'x' over SASL_SSL``."""
+        try:
+            return self.client_config.describe_identity()
+        except BadInput:
+            return self.client_config.security_protocol
+
+    def _config_hint(self) -> str:
+        src = self.client_config.source
+        return f"check the credentials in --command-config {src}" if src else "pass --command-config FILE"
+
+    def authorization_error(self, what: str, text: str) -> AuthorizationError:
+        """``<what>: not authorized (<ERROR>) for <identity>`` — ``what`` names the operation and
+        the resource (e.g. ``alter partition reassignments of topic t``)."""
+        kind = _resource_hint(text)
+        on = f" on the {kind}" if kind and kind not in what else ""
+        return AuthorizationError(
+            f"{what}: not authorized{on} as {self.identity()} ({redact(text)})",
+            details=["the cluster's ACLs do not allow this operation for this principal; nothing was changed by it"],
+        )
+
+    def authentication_error(self, text: str) -> AuthenticationError:
+        return AuthenticationError(
+            f"authentication to the cluster at {self.bootstrap_server} failed as {self.identity()}: "
+            f"{redact(text)}; {self._config_hint()}"
+        )
+
+    def map_error(self, exc: BaseException, what: str) -> ClusterError:
+        """Any client exception (confluent-kafka, kafka-python, kazoo) -> the kops error to raise:
+        :class:`AuthorizationError`, :class:`AuthenticationError` or :class:`ClusterError`, with
+        ``what`` (operation and resource) in the message and no secret in it. For the ops layer:
+        ``except Exception as e: raise conn.map_error(e, "alter partition reassignments") from None``."""
+        if isinstance(exc, ClusterError):
+            return exc
+        text = _kafka_error_text(exc)
+        if getattr(exc, "errno", None) is not None and type(exc).__module__.startswith("kafka"):
+            # kafka-python: the class name says it; its message repeats the whole request
+            text = f"{type(exc).__name__} (error {exc.errno}): {getattr(exc, 'description', '')}".rstrip(": ")
+        if not text or text == str(None):
+            text = type(exc).__name__
+        elif type(exc).__name__ not in text:
+            text = f"{type(exc).__name__}: {text}"
+        name = type(exc).__name__
+        if name == "NoAuthError":  # kazoo: the znode's ACL refuses us
+            who = f"ZooKeeper user {self.zookeeper_auth.username!r}" if self.zookeeper_auth else "an unauthenticated ZooKeeper session"
+            return AuthorizationError(f"{what}: not authorized in ZooKeeper as {who} (NoAuthError)")
+        if is_authorization_error(exc):
+            return self.authorization_error(what, text)
+        if is_authentication_error(exc):
+            return self.authentication_error(text)
+        return ClusterError(f"{what}: {text}")
+
+    def _on_client_error(self, err) -> None:
+        """librdkafka ``error_cb``: remember a failed login so that waits end at once."""
+        try:
+            from confluent_kafka import KafkaError
+
+            code = err.code()
+            if code in (KafkaError._AUTHENTICATION, KafkaError._SSL) or "authentication" in err.str().lower():
+                self._auth_error = f"{err.name()}: {err.str()}"
+        except Exception:  # pragma: no cover - defensive
+            pass
 
     # -- confluent-kafka -------------------------------------------------------------------
     def admin(self):
@@ -73,6 +178,7 @@ class Connection:
                 "bootstrap.servers": self.bootstrap_server,
                 "socket.connection.setup.timeout.ms": int(min(self.timeout_s, 30) * 1000),
                 "logger": _QuietLogger(),
+                "error_cb": self._on_client_error,
                 **self.client_config.librdkafka(),
             }
             self._admin = AdminClient(conf)
@@ -82,17 +188,37 @@ class Connection:
         """``future.result()`` with the connection's bound and kops' error mapping."""
         from concurrent.futures import TimeoutError as FutTimeout
 
+        import time
+
         t = timeout if timeout is not None else self.timeout_s
+        deadline = time.monotonic() + t + 2
         try:
-            return future.result(timeout=t + 2)
+            while True:  # in slices: a failed SASL login (error_cb) ends the wait at once
+                if self._admin is not None:
+                    self._admin.poll(0)  # serves error_cb
+                if self._auth_error:
+                    raise self.authentication_error(self._auth_error)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise FutTimeout()
+                try:
+                    return future.result(timeout=min(0.25, left))
+                except FutTimeout:
+                    continue
         except FutTimeout:
+            if self._auth_error:
+                raise self.authentication_error(self._auth_error) from None
             raise ClusterError(
                 f"{what}: no answer from the cluster at {self.bootstrap_server} within {t:.0f} s"
             ) from None
+        except ClusterError:
+            raise
         except Exception as e:  # confluent_kafka.KafkaException and friends
             text = _kafka_error_text(e)
             if is_authorization_error(e):
-                raise AuthorizationError(f"{what}: not authorized ({text})") from None
+                raise self.authorization_error(what, text) from None
+            if is_authentication_error(e) or self._auth_error:
+                raise self.authentication_error(self._auth_error or text) from None
             if "TIMED_OUT" in text.upper() or "TRANSPORT" in text.upper():
                 raise ClusterError(
                     f"{what}: cannot reach the cluster at {self.bootstrap_server} within {t:.0f} s "
@@ -115,6 +241,8 @@ class Connection:
                     **self.client_config.kafka_python(),
                 )
             except Exception as e:
+                if is_authentication_error(e):
+                    raise self.authentication_error(f"{type(e).__name__}: {_kafka_error_text(e)}") from None
                 raise ClusterError(
                     f"cannot reach the cluster at {self.bootstrap_server} within "
                     f"{self.timeout_s:.0f} s (kafka-python: {redact(str(e)) or type(e).__name__})"
@@ -127,9 +255,20 @@ class Connection:
             if not self.zookeeper:
                 raise BadInput("this needs --zookeeper HOST:PORT[/chroot] (or KOPS_ZOOKEEPER)")
             from kazoo.client import KazooClient
+            from kazoo.exceptions import AuthFailedError
             from kazoo.handlers.threading import KazooTimeoutError
 
             logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+            _quiet_kazoo_threads()
+            auth: dict[str, Any] = {}
+            if self.zookeeper_auth is not None:
+                try:
+                    import puresasl  # noqa: F401 - kazoo's SASL needs it
+                except ImportError:
+                    raise ClusterError(
+                        "--zookeeper-auth-file needs the Python package 'pure-sasl' (pip install pure-sasl)"
+                    ) from None
+                auth["sasl_options"] = self.zookeeper_auth.sasl_options()
             zk = KazooClient(
                 hosts=self.zookeeper,
                 timeout=self.timeout_s,
@@ -137,17 +276,65 @@ class Connection:
                 command_retry={"max_tries": 5, "delay": 0.2, "backoff": 2, "max_delay": 2,
                                "deadline": self.timeout_s},
                 read_only=False,
+                **auth,
             )
             try:
                 zk.start(timeout=self.timeout_s)
+            except AuthFailedError:
+                zk.stop()
+                zk.close()
+                who = self.zookeeper_auth.username if self.zookeeper_auth else "?"
+                src = self.zookeeper_auth.source if self.zookeeper_auth else None
+                raise AuthenticationError(
+                    f"ZooKeeper at {self.zookeeper} refused the SASL login of user {who!r}"
+                    + (f"; check the credentials in --zookeeper-auth-file {src}" if src else "")
+                ) from None
             except KazooTimeoutError:
                 zk.stop()
                 zk.close()
+                hint = "" if self.zookeeper_auth else (
+                    " (a ZooKeeper that requires SASL authentication closes unauthenticated sessions: "
+                    "pass --zookeeper-auth-file FILE or set KOPS_ZOOKEEPER_AUTH_FILE)"
+                )
+                if self.zookeeper_auth:
+                    hint = f" (or it refused the SASL login of user {self.zookeeper_auth.username!r})"
                 raise ClusterError(
-                    f"cannot reach ZooKeeper at {self.zookeeper} within {self.timeout_s:.0f} s"
+                    f"cannot reach ZooKeeper at {self.zookeeper} within {self.timeout_s:.0f} s{hint}"
                 ) from None
+            self._check_zk_session(zk)
             self._zk = zk
         return self._zk
+
+    def _check_zk_session(self, zk) -> None:
+        """One read right after the start: a ZooKeeper that enforces SASL closes the session of
+        an unauthenticated client (or one whose login failed) on its first request, which would
+        otherwise surface later as a bare ``SessionClosedRequireSaslError`` or
+        ``ConnectionClosedError`` in whatever read comes first."""
+        try:
+            zk.exists("/")
+            return
+        except Exception as e:
+            name = type(e).__name__
+            try:
+                zk.stop()
+                zk.close()
+            except Exception:  # pragma: no cover
+                pass
+            if name == "SessionClosedRequireSaslError" or (self.zookeeper_auth is None and name in (
+                    "ConnectionClosedError", "ConnectionLoss", "AuthFailedError")):
+                raise AuthenticationError(
+                    f"ZooKeeper at {self.zookeeper} requires SASL authentication and closed the "
+                    "unauthenticated session: pass --zookeeper-auth-file FILE (username=..., password=...) "
+                    "or set KOPS_ZOOKEEPER_AUTH_FILE"
+                ) from None
+            if self.zookeeper_auth is not None and name in (
+                    "ConnectionClosedError", "ConnectionLoss", "AuthFailedError", "SessionExpiredError"):
+                raise AuthenticationError(
+                    f"ZooKeeper at {self.zookeeper} refused the SASL/{self.zookeeper_auth.mechanism} login "
+                    f"of user {self.zookeeper_auth.username!r}; check the credentials in "
+                    f"--zookeeper-auth-file {self.zookeeper_auth.source}"
+                ) from None
+            raise self.map_error(e, f"read ZooKeeper at {self.zookeeper}") from None
 
     def close(self) -> None:
         if self._kp_admin is not None:
@@ -170,6 +357,31 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_kazoo_hook_installed = False
+
+
+def _quiet_kazoo_threads() -> None:
+    """kazoo's connection thread dies with a traceback on stderr when ZooKeeper refuses a SASL
+    login (``SessionClosedRequireSaslError`` / ``AuthFailedError``); kops reports that itself
+    (see ``Connection._check_zk_session``), so such thread deaths go to debug logging."""
+    global _kazoo_hook_installed
+    if _kazoo_hook_installed:
+        return
+    import threading
+
+    previous = threading.excepthook
+
+    def hook(args) -> None:  # threading.ExceptHookArgs
+        mod = getattr(args.exc_type, "__module__", "") or ""
+        if mod.startswith("kazoo") or (args.thread is not None and "zk_loop" in (args.thread.name or "")):
+            log.debug("kazoo thread ended: %s", redact(f"{args.exc_type.__name__}: {args.exc_value}"))
+            return
+        previous(args)
+
+    threading.excepthook = hook
+    _kazoo_hook_installed = True
 
 
 class _QuietLogger:

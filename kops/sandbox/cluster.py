@@ -220,6 +220,8 @@ class Sandbox:
             "bootstrap_servers": self.bootstrap_servers,
             "zookeeper_connect": self.zookeeper_connect,
             "cluster_id": self._cluster_id,
+            "security": self.config.security,
+            **({"security_files": self.security_files.client_files()} if self.config.secured else {}),
             "brokers": [
                 {
                     "id": b,
@@ -302,10 +304,63 @@ class Sandbox:
                 cfg.properties_file(c).write_text(
                     render_properties(cfg.controller_properties(c), f"kops sandbox: KRaft controller {c} (generated)")
                 )
+        secrets = None
+        if cfg.secured:
+            from kops.sandbox import security
+
+            secrets = security.write_security_files(cfg.security, cfg.security_files, cfg.host)
         for b in self.broker_ids:
-            cfg.properties_file(b).write_text(
-                render_properties(cfg.broker_properties(b), f"kops sandbox: broker {b} (generated)")
-            )
+            text = render_properties(cfg.broker_properties(b, secrets), f"kops sandbox: broker {b} (generated)")
+            if secrets is not None:  # holds the inter-broker SCRAM password: 0600
+                from kops.sandbox.security import write_private
+
+                write_private(cfg.properties_file(b), text)
+            else:
+                cfg.properties_file(b).write_text(text)
+
+    # -- security (kops.sandbox.security) ------------------------------------------------------
+    @property
+    def security(self) -> str:
+        """none | sasl_plaintext | sasl_ssl."""
+        return self.config.security
+
+    @property
+    def security_files(self):
+        """Paths of the secured sandbox's files (client properties, CA, ZooKeeper credentials)."""
+        return self.config.security_files
+
+    @property
+    def admin_config(self) -> Path | None:
+        """Client properties of the super user (``--command-config``); None when not secured."""
+        return self.security_files.admin_properties if self.config.secured else None
+
+    @property
+    def user_config(self) -> Path | None:
+        """Client properties of the unprivileged user; None when not secured."""
+        return self.security_files.user_properties if self.config.secured else None
+
+    @property
+    def zookeeper_auth_file(self) -> Path | None:
+        """ZooKeeper credentials (``--zookeeper-auth-file``); None when not secured."""
+        return self.security_files.zookeeper_auth if self.config.secured else None
+
+    def _zk_sasl(self) -> dict[str, str] | None:
+        if not self.config.secured:
+            return None
+        from kops.sandbox import security
+
+        s = security.load_secrets(self.security_files)
+        if s is None:
+            raise ClusterError(f"the secured sandbox in {self.workdir} has no {self.security_files.secrets}")
+        return security.zk_sasl_options(security.ZK_USER, s.zk_password)
+
+    def client_conf(self) -> dict[str, str]:
+        """librdkafka settings of the admin user (empty when not secured)."""
+        if not self.config.secured:
+            return {}
+        from kops.cluster.config import ClientConfig
+
+        return ClientConfig.load(str(self.security_files.admin_properties)).librdkafka()
 
     def _failure_details(self, node: str | int, lines: int = 25) -> list[str]:
         """The first error of the last run (the cause, above any stack trace) and the tails of
@@ -401,7 +456,8 @@ class Sandbox:
         if not rec:
             return
         old = SandboxConfig.from_dict({**rec["config"], "workdir": str(self.workdir)})
-        keys = ("mode", "kafka_version", "brokers", "first_broker_id", "zookeeper_port", "zk_chroot", "controllers")
+        keys = ("mode", "kafka_version", "brokers", "first_broker_id", "zookeeper_port", "zk_chroot", "controllers",
+                "security")
         diff = [k for k in keys if getattr(old, k) != getattr(self.config, k)]
         if old.rack_map != self.config.rack_map:
             diff.append("racks")
@@ -417,7 +473,7 @@ class Sandbox:
             )
         data_kept = any(self.config.data_dir(n).exists() for n in (["zookeeper"] + old.broker_ids + old.controller_ids)
                         if n == "zookeeper" or isinstance(n, int))
-        if data_kept and ({"mode", "kafka_version", "zk_chroot", "controllers"} & set(diff)):
+        if data_kept and ({"mode", "kafka_version", "zk_chroot", "controllers", "security"} & set(diff)):
             raise BadInput(
                 f"the stopped sandbox in {self.workdir} has data from {old.mode} mode / Kafka {old.kafka_version}; "
                 "run `kops sandbox down --purge` to delete it first, or use another --workdir"
@@ -439,6 +495,8 @@ class Sandbox:
             if time.monotonic() > deadline:
                 raise ClusterError("ZooKeeper did not come up in time", details=self._failure_details("zookeeper"))
             time.sleep(0.1)
+        if cfg.secured:
+            self._create_scram_users(deadline)
         brokers = [b for b in missing if b != "zookeeper"]
         if brokers:
             self.log(f"starting brokers {brokers} (racks {', '.join(f'{b}={self.racks[b]}' for b in brokers)})")
@@ -446,6 +504,28 @@ class Sandbox:
             self._spawn(b, cp)
         self._wait_registered(self.broker_ids, deadline, since={b: self._procs[f"broker-{b}"]["launched_ms"] for b in brokers})
         self.log(f"sandbox ready in {time.monotonic() - t0:.1f}s: {self.bootstrap_servers}")
+
+    def _create_scram_users(self, deadline: float) -> None:
+        """SCRAM-SHA-512 credentials of admin and the unprivileged user, in ZooKeeper, before the
+        brokers start (the brokers authenticate to each other as admin)."""
+        from kops.sandbox import probe, security
+
+        s = security.load_or_create_secrets(self.security_files)
+        last: Exception | None = None
+        while True:  # ZooKeeper answers ruok a little before it accepts SASL sessions
+            try:
+                with probe.zk_client(self.zookeeper_connect or "", timeout_s=10.0, sasl=self._zk_sasl()) as zk:
+                    security.create_scram_users(zk, s)
+                self.log(f"SCRAM-SHA-512 users {security.ADMIN_USER} (super user) and "
+                         f"{security.UNPRIVILEGED_USER} are in ZooKeeper")
+                return
+            except ClusterError as e:
+                last = e
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"could not create the SCRAM users in ZooKeeper ({last})", details=self._failure_details("zookeeper")
+                )
+            time.sleep(0.5)
 
     def _wait_registered(
         self, broker_ids: Iterable[int], deadline: float, *, since: dict[int, int] | None = None, controller: bool = True
@@ -462,7 +542,8 @@ class Sandbox:
 
         want = set(broker_ids)
         since = since or {}
-        with probe.zk_client(self.zookeeper_connect or "", timeout_s=max(1.0, min(15.0, deadline - time.monotonic()))) as zk:
+        with probe.zk_client(self.zookeeper_connect or "", timeout_s=max(1.0, min(15.0, deadline - time.monotonic())),
+                             sasl=self._zk_sasl()) as zk:
             while True:
                 regs = probe.zk_registrations(zk)
                 ok = {
@@ -532,7 +613,8 @@ class Sandbox:
         last: Any = None
         while True:
             try:
-                ids, ctrl = probe.kafka_cluster(bootstrap, timeout_s=max(1.0, min(5.0, deadline - time.monotonic())))
+                ids, ctrl = probe.kafka_cluster(bootstrap, timeout_s=max(1.0, min(5.0, deadline - time.monotonic())),
+                                                conf=self.client_conf())
                 last = (sorted(ids), ctrl)
                 if present <= ids and not (absent & ids) and ctrl is not None and ctrl not in absent:
                     return
@@ -575,7 +657,7 @@ class Sandbox:
 
     def _purge_files(self) -> None:
         wd = self.workdir
-        names = ["config", "zookeeper", "sandbox.json"]
+        names = ["config", "zookeeper", "sandbox.json", "security"]
         names += [p.name for p in wd.glob("broker-*")] + [p.name for p in wd.glob("controller-*")]
         for name in names:
             p = wd / name
@@ -600,7 +682,7 @@ class Sandbox:
         if not self._running("zookeeper"):
             return set()
         try:
-            with probe.zk_client(self.zookeeper_connect or "", timeout_s=5.0) as zk:
+            with probe.zk_client(self.zookeeper_connect or "", timeout_s=5.0, sasl=self._zk_sasl()) as zk:
                 return set(probe.zk_registrations(zk))
         except ClusterError:
             return set()
@@ -617,7 +699,7 @@ class Sandbox:
         if not self._running("zookeeper"):
             return None
         try:
-            with probe.zk_client(self.zookeeper_connect or "", timeout_s=5.0) as zk:
+            with probe.zk_client(self.zookeeper_connect or "", timeout_s=5.0, sasl=self._zk_sasl()) as zk:
                 return probe.zk_controller(zk)
         except ClusterError:
             return None
@@ -632,7 +714,7 @@ class Sandbox:
 
             if self._running("zookeeper"):
                 try:
-                    with probe.zk_client(self.zookeeper_connect or "", timeout_s=5.0) as zk:
+                    with probe.zk_client(self.zookeeper_connect or "", timeout_s=5.0, sasl=self._zk_sasl()) as zk:
                         regs = set(probe.zk_registrations(zk))
                         ctrl = probe.zk_controller(zk)
                 except ClusterError:
@@ -744,7 +826,7 @@ class Sandbox:
         from kops.sandbox import probe
 
         remaining = [b for b in self.broker_ids if b not in gone and self._running(b)]
-        with probe.zk_client(self.zookeeper_connect or "", timeout_s=10.0) as zk:
+        with probe.zk_client(self.zookeeper_connect or "", timeout_s=10.0, sasl=self._zk_sasl()) as zk:
             while True:
                 regs = probe.zk_registrations(zk)
                 ctrl = probe.zk_controller(zk)

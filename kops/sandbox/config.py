@@ -164,6 +164,7 @@ class SandboxConfig:
     extra_properties: Mapping[str, Any] = field(default_factory=dict)
     start_timeout_s: float = 120.0
     stop_timeout_s: float = 60.0
+    security: str = "none"  # none | sasl_plaintext | sasl_ssl (kops.sandbox.security)
 
     # -- derived -----------------------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -186,6 +187,15 @@ class SandboxConfig:
         """Raise :class:`BadInput` naming every problem; return self."""
         if self.mode not in MODES:
             raise BadInput(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        from kops.sandbox.security import SECURITY_MODES
+
+        if self.security not in SECURITY_MODES:
+            raise BadInput(f"security {self.security!r}: expected one of {', '.join(SECURITY_MODES)}")
+        if self.security != "none" and self.mode != "zookeeper":
+            raise BadInput(
+                f"--security {self.security} is available in ZooKeeper mode (Kafka 3.9) only; "
+                "drop --mode kraft or --security"
+            )
         if not isinstance(self.brokers, int) or not (1 <= self.brokers <= 50):
             raise BadInput(f"brokers {self.brokers!r}: expected 1..50")
         if self.first_broker_id < 0:
@@ -261,6 +271,13 @@ class SandboxConfig:
         return ",".join(f"{self.host}:{self.broker_port(b)}" for b in self.broker_ids)
 
     @property
+    def listener_protocol(self) -> str:
+        """Security protocol of the brokers' one listener: PLAINTEXT, SASL_PLAINTEXT or SASL_SSL."""
+        from kops.sandbox.security import listener_protocol
+
+        return listener_protocol(self.security)
+
+    @property
     def zookeeper_connect(self) -> str | None:
         if self.mode != "zookeeper":
             return None
@@ -274,6 +291,17 @@ class SandboxConfig:
     @property
     def config_dir(self) -> Path:
         return self.workdir / "config"
+
+    @property
+    def secured(self) -> bool:
+        return self.security != "none"
+
+    @property
+    def security_files(self):
+        """:class:`kops.sandbox.security.SecurityFiles` of ``<workdir>/security``."""
+        from kops.sandbox.security import SecurityFiles
+
+        return SecurityFiles(self.workdir / "security")
 
     @property
     def state_file(self) -> Path:
@@ -325,7 +353,12 @@ class SandboxConfig:
             # an empty-cluster sandbox: no snapshot throttling games
             "autopurge.snapRetainCount": "3",
             "autopurge.purgeInterval": "1",
-        }
+        } | (self._zk_security() if self.secured else {})
+
+    def _zk_security(self) -> dict[str, str]:
+        from kops.sandbox.security import zookeeper_security_properties
+
+        return zookeeper_security_properties()
 
     def _common_broker_properties(self) -> dict[str, str]:
         n = self.brokers
@@ -350,8 +383,11 @@ class SandboxConfig:
             "controlled.shutdown.enable": "true",
         }
 
-    def broker_properties(self, broker_id: int) -> dict[str, str]:
-        """``server.properties`` of one broker (extra_properties last, so they win)."""
+    def broker_properties(self, broker_id: int, secrets: Any = None) -> dict[str, str]:
+        """``server.properties`` of one broker (extra_properties last, so they win).
+
+        Secured sandboxes (``security``): ``secrets`` (:class:`kops.sandbox.security.Secrets`)
+        fills in the inter-broker SCRAM password; None writes a placeholder."""
         if broker_id not in self.broker_ids:
             raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
         port = self.broker_port(broker_id)
@@ -362,8 +398,8 @@ class SandboxConfig:
                 "zookeeper.connect": self.zookeeper_connect or "",
                 "zookeeper.session.timeout.ms": "6000",
                 "zookeeper.connection.timeout.ms": "10000",
-                "listeners": f"PLAINTEXT://{self.host}:{port}",
-                "advertised.listeners": f"PLAINTEXT://{self.host}:{port}",
+                "listeners": f"{self.listener_protocol}://{self.host}:{port}",
+                "advertised.listeners": f"{self.listener_protocol}://{self.host}:{port}",
             }
         else:
             props |= {
@@ -381,6 +417,10 @@ class SandboxConfig:
         props["broker.rack"] = self.rack_map[broker_id]
         props["log.dirs"] = str(self.data_dir(broker_id))
         props |= self._common_broker_properties()
+        if self.secured:
+            from kops.sandbox.security import broker_security_properties
+
+            props |= broker_security_properties(self.security, self.security_files, secrets)
         props |= {k: _prop_value(v) for k, v in self.extra_properties.items()}
         return props
 
@@ -425,6 +465,11 @@ class SandboxConfig:
                 f"-Dkops.state.change.level={self.state_change_log_level.upper()}",
             ]
         main = ZOOKEEPER_MAIN if node == "zookeeper" else BROKER_MAIN
+        security: list[str] = []
+        if self.secured:
+            sf = self.security_files
+            jaas = sf.zookeeper_jaas if node == "zookeeper" else sf.broker_jaas
+            security = [f"-Djava.security.auth.login.config={jaas}"]  # a path: no secret on the command line
         return [
             java,
             f"-Xmx{heap}",
@@ -434,6 +479,7 @@ class SandboxConfig:
             *self.extra_jvm_flags,
             f"-Dkafka.logs.dir={log_dir}",
             *logging,
+            *security,
             f"-Dkops.sandbox.node={node}",
             "-cp",
             classpath,

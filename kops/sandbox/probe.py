@@ -22,13 +22,15 @@ def zk_ruok(host: str, port: int, timeout_s: float = 1.0) -> bool:
 
 
 @contextmanager
-def zk_client(connect: str, timeout_s: float = 10.0):
-    """A started kazoo client (read-only use), stopped and closed afterwards."""
+def zk_client(connect: str, timeout_s: float = 10.0, sasl: dict[str, str] | None = None):
+    """A started kazoo client, stopped and closed afterwards. ``sasl``: kazoo ``sasl_options``
+    (secured sandbox: DIGEST-MD5 username/password)."""
     from kazoo.client import KazooClient
 
     for name in ("kazoo", "kazoo.client", "kazoo.protocol.connection"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    zk = KazooClient(hosts=connect, timeout=min(timeout_s, 10.0))
+    kw = {"sasl_options": sasl} if sasl else {}
+    zk = KazooClient(hosts=connect, timeout=min(timeout_s, 10.0), **kw)
     try:
         zk.start(timeout=timeout_s)
     except Exception as e:  # kazoo.handlers.threading.KazooTimeoutError
@@ -98,7 +100,7 @@ def zk_controller(zk) -> int | None:
         return None
 
 
-def kafka_cluster(bootstrap: str, timeout_s: float = 5.0) -> tuple[set[int], int | None]:
+def kafka_cluster(bootstrap: str, timeout_s: float = 5.0, conf: dict | None = None) -> tuple[set[int], int | None]:
     """(broker ids in the cluster metadata, controller id) through the Admin API.
 
     Raises an exception from the client when the cluster does not answer in time.
@@ -113,6 +115,7 @@ def kafka_cluster(bootstrap: str, timeout_s: float = 5.0) -> tuple[set[int], int
             "reconnect.backoff.max.ms": 500,
             "log_level": 0,
             "logger": logging.getLogger("kops.sandbox.librdkafka"),
+            **(conf or {}),
         }
     )
     fut = admin.describe_cluster(request_timeout=timeout_s)
