@@ -192,7 +192,8 @@ def out_console():
     if _stdout_console is None:
         from rich.console import Console
 
-        _stdout_console = Console(highlight=False)
+        # piped into a file or grep: no 80-column wrapping of names
+        _stdout_console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     return _stdout_console
 
 

@@ -18,6 +18,7 @@ from kops.cli.common import (
     GlobalOptions,
     OutputOpt,
     TimeoutOpt,
+    ZookeeperAuthOpt,
     ZookeeperOpt,
 )
 
@@ -107,6 +108,7 @@ def _root(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
+    zookeeper_auth_file: ZookeeperAuthOpt = None,
     request_timeout: TimeoutOpt = None,
     output: OutputOpt = None,
     version: Annotated[
@@ -120,6 +122,7 @@ def _root(
         zookeeper=zookeeper,
         request_timeout=request_timeout,
         output=output,
+        zookeeper_auth_file=zookeeper_auth_file,
     )
 
 

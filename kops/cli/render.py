@@ -41,9 +41,10 @@ def render_topology(con: Console, topo: Topology) -> None:
     con.print(bt)
 
     tt = Table(title="Partitions", title_justify="left")
+    longest = min(60, max((len(t.name) for t in topo.topics), default=5))
     for col in ("topic", "partition", "replicas", "isr", "leader", "size", "min.isr", "notes"):
         tt.add_column(col, justify="right" if col in ("partition", "leader", "size", "min.isr") else "left",
-                      overflow="fold")
+                      overflow="fold", min_width=longest if col == "topic" else None)
     for t in topo.topics:
         min_isr = t.configs.get("min.insync.replicas", "-")
         throttled = [k for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
