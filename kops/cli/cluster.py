@@ -53,8 +53,7 @@ def describe(
     """
     c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
                      zookeeper=zookeeper, request_timeout=request_timeout, output=output)
-    topo = load_topology(c, topology)
-    topo = _filter(topo, topic, exclude_internal)
+    topo = _filter(c, topology, load_topology(c, topology), topic, exclude_internal)
     if c.json:
         emit_json(topo.to_dict())
         return
@@ -94,7 +93,7 @@ def health(
         raise BadInput(f"--fail-on must be critical, problem or warning, not {fail_on!r}")
     c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
                      zookeeper=zookeeper, request_timeout=request_timeout, output=output)
-    topo = _filter(load_topology(c, topology), topic, False)
+    topo = _filter(c, topology, load_topology(c, topology), topic, False)
     report = check_health(topo)
     if c.json:
         doc = report.to_dict(fail_on)
@@ -107,15 +106,18 @@ def health(
     raise typer.Exit(0 if report.healthy(fail_on) else 3)
 
 
-def _filter(topo, topics, exclude_internal):
+def _filter(c, topology_file, topo, topics, exclude_internal):
     from dataclasses import replace
 
-    from kops.errors import BadInput
+    from kops.cluster.topology import missing_topics_error
 
     if topics:
         missing = sorted(set(topics) - set(topo.topic_map))
         if missing:
-            raise BadInput(f"--topic: unknown topics {missing}")
+            if topology_file:
+                raise missing_topics_error(None, missing)
+            with c.connection() as conn:
+                raise missing_topics_error(conn, missing)
     keep = tuple(
         t for t in topo.topics
         if (not topics or t.name in topics) and not (exclude_internal and t.internal)

@@ -182,7 +182,9 @@ def err_console():
     if _stderr_console is None:
         from rich.console import Console
 
-        _stderr_console = Console(stderr=True, highlight=False, soft_wrap=False)
+        # messages are never cut into 80-column pieces: logs and cron mails stay greppable
+        _stderr_console = Console(stderr=True, highlight=False, soft_wrap=True,
+                                  width=None if sys.stderr.isatty() else 200)
     return _stderr_console
 
 

@@ -162,7 +162,9 @@ def elect(
             if topic is not None:
                 t = topo.topic(topic)
                 if t is None:
-                    raise BadInput(f"--topic: unknown topic {topic!r}")
+                    from kops.cluster.topology import missing_topics_error
+
+                    raise missing_topics_error(conn, [topic])
                 requested = [(topic, partition)] if partition is not None else [p.tp for p in t.partitions]
             unknown = [tp for tp in requested if tp not in parts]
             if unknown:
@@ -337,7 +339,6 @@ def balance_plan(
     --output json: one document with the plan and the before/after counts.
     """
     from kops.cli.common import load_topology
-    from kops.errors import BadInput
     from kops.model import ReassignmentPlan
     from kops.placement.leaders import balance_leaders, slot_counts
 
@@ -347,7 +348,12 @@ def balance_plan(
     if topic:
         missing = sorted(set(topic) - set(topo.topic_map))
         if missing:
-            raise BadInput(f"--topic: unknown topics {missing}")
+            from kops.cluster.topology import missing_topics_error
+
+            if topology:
+                raise missing_topics_error(None, missing)
+            with c.connection() as conn:
+                raise missing_topics_error(conn, missing)
     current = {p.tp: p.replicas for p in topo.partitions() if not topic or p.topic in topic}
     brokers = topo.alive_broker_ids
     balanced = balance_leaders(current, brokers=brokers, followers=not no_followers)

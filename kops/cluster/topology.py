@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from kops.cluster.connection import Connection
-from kops.errors import ClusterError
+from kops.cluster.connection import AuthenticationError, Connection
+from kops.errors import AuthorizationError, ClusterError
 from kops.model import Broker, Partition, Topic, Topology
 
 #: topic configs that matter to operations; always read (effective value), even when default
@@ -231,21 +231,11 @@ def list_reassignments(conn: Connection) -> dict[tuple[str, int], dict[str, list
 def partition_sizes(
     conn: Connection, broker_ids: Iterable[int], topics: list[str]
 ) -> dict[tuple[str, int], int]:
-    """Largest replica size on disk per partition (DescribeLogDirs, through kafka-python)."""
-    ids = list(broker_ids)
-    if not ids or not topics:
-        return {}
-    try:
-        result = conn.kp_admin().describe_log_dirs(topic_partitions=list(topics), brokers=ids)
-    except Exception:
-        return {}  # sizes are a bonus for planning; a failure here must not fail describe
+    """Largest replica size on disk per partition (DescribeLogDirs, through kafka-python).
+    Empty when the brokers cannot be asked: sizes are a bonus for planning, never a failure."""
     sizes: dict[tuple[str, int], int] = {}
-    for per_broker in result:
-        for d in per_broker.get("log_dirs", []):
-            for t in d.get("topics", []):
-                for p in t.get("partitions", []):
-                    key = (t["name"], p["partition_index"])
-                    sizes[key] = max(sizes.get(key, 0), int(p.get("partition_size", 0)))
+    for (topic, partition, _broker), size in replica_sizes(conn, broker_ids, topics).items():
+        sizes[(topic, partition)] = max(sizes.get((topic, partition), 0), size)
     return sizes
 
 
@@ -388,3 +378,25 @@ def replica_sizes(
                     key = (t["name"], p["partition_index"], b)
                     sizes[key] = max(sizes.get(key, 0), int(p.get("partition_size", 0)))
     return sizes
+
+
+def missing_topics_error(conn: Connection | None, missing: list[str], *, option: str = "--topic"):
+    """The error for topics the metadata did not show: Kafka hides the topics a principal may
+    not describe, so before calling them unknown, ask (DescribeConfigs, which never auto-creates
+    a topic) and report an authorization failure as such."""
+    from kops.errors import BadInput
+
+    if conn is not None and missing:
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        futures = conn.admin().describe_configs(
+            [ConfigResource(ResourceType.TOPIC, t) for t in missing], request_timeout=conn.timeout_s
+        )
+        for res, fut in futures.items():
+            try:
+                fut.result(timeout=conn.timeout_s + 2)
+            except Exception as e:
+                err = conn.map_error(e, f"describe topic {res.name!r}")
+                if isinstance(err, (AuthorizationError, AuthenticationError)):
+                    return err
+    return BadInput(f"{option}: unknown topic{'s' if len(missing) > 1 else ''} {sorted(missing)}")

@@ -291,10 +291,9 @@ def submit(conn, targets: Mapping[TopicPartition, tuple[int, ...] | None], *,
         except ClusterError:
             raise
         except Exception as e:
-            raise ClusterError(
-                f"alter partition reassignments: {type(e).__name__}: {e}",
-                details=[f"{n} of {len(items)} partitions were submitted before this request"],
-            ) from None
+            err = conn.map_error(e, "alter partition reassignments")
+            err.details.append(f"{n} of {len(items)} partitions were submitted before this request")
+            raise err from None
     out: dict[TopicPartition, str | None] = {}
     for tp in targets:
         err = res.get(KTP(*tp), "no answer for this partition")

@@ -114,10 +114,18 @@ class RunContext:
         if self.topology_file:
             from kops.cluster.snapshot import load_topology
 
-            return load_topology(self.topology_file)
-
-        with self.connection() as conn:
-            return read_topology(conn, ReadOptions(with_sizes=False))
+            topo = load_topology(self.topology_file)
+        else:
+            with self.connection() as conn:
+                topo = read_topology(conn, ReadOptions(with_sizes=False))
+        if self.dry_run:
+            # what the earlier steps of this dry run would have done: executed plans applied
+            for rec in self.state.steps:
+                plan = (rec.get("result") or {}).get("applied_plan")
+                if rec.get("status") == "done" and plan:
+                    topo = topo.with_assignment(
+                        {(e["topic"], e["partition"]): e["replicas"] for e in plan["partitions"]})
+        return topo
 
     def run_dir(self) -> Path:
         d = runs_dir() / self.state.run_id

@@ -246,16 +246,16 @@ def _execute(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         return {"summary": f"would move {len(moves)} partitions"
                            + (f", {nbytes / 1e6:.1f} MB" if nbytes else "")
                            + (f", about {eta:.0f} s at the throttle" if eta else ""),
-                "partitions_moved": len(moves)}
+                "partitions_moved": len(moves), "applied_plan": plan.to_dict()}
     with ctx.connection() as conn:
-        prepared = R.prepare(conn, plan, opts)  # validates the whole plan before any write
         # idempotent: an unfinished execution of this very plan (kops was killed) is resumed
-        store = J.JournalStore(conn, R._cluster_id(prepared.topology))
+        store = J.JournalStore(conn, R._cluster_id(R.cluster_identity(conn)))
         earlier = R.find_journal(store, plan=plan, unfinished_only=True)
-        if earlier is not None and {m.tp: m.target for m in earlier.moves} == plan.assignment():
+        if earlier is not None:
             ctx.say(f"  resuming execution {earlier.id} of this plan")
             outcome = R.resume(conn, opts, execution_id=earlier.id)
         else:
+            prepared = R.prepare(conn, plan, opts)  # validates the whole plan before any write
             outcome = R.start(conn, prepared, opts)
     result = {"execution_id": outcome.journal.id, "partitions_moved": len(outcome.journal.moves),
               "bytes_moved": outcome.bytes_total, "summary": outcome.message}

@@ -20,7 +20,7 @@ def admin(bootstrap: str) -> AdminClient:
     return _ADMINS[bootstrap]
 
 
-def wait_for(cond, timeout: float, interval: float = 0.5, what: str = "condition"):
+def wait_for(cond, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
     deadline = time.time() + timeout
     while time.time() < deadline:
         v = cond()

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from typer.testing import CliRunner
 
 from kops.cli.leader import app as leader_app
+from tests.cluster.kafka_helpers import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -57,17 +58,6 @@ def _describe_once(bootstrap: str) -> dict[tuple[str, int], dict]:
         for pid, p in t.partitions.items():
             out[(name, pid)] = {"replicas": list(p.replicas), "isr": list(p.isrs), "leader": p.leader}
     return out
-
-
-def wait_for(cond, timeout: float = 60, poll: float = 0.5, what: str = "condition"):
-    deadline = time.time() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(poll)
 
 
 def all_in_sync(bootstrap: str) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from tests.cluster.kafka_helpers import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -143,16 +144,6 @@ def write_plan(path: Path, topic: str, assignment: dict[int, list[int]]) -> Path
         {"topic": topic, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
         for p, r in sorted(assignment.items())]}))
     return path
-
-
-def wait_for(cond, timeout: float, interval: float = 0.5, what: str = "condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def lock_topic_exists(bootstrap: str) -> bool:

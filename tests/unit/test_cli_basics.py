@@ -64,7 +64,7 @@ def test_health_human_output():
         (["cluster", "describe", "--bootstrap-server", "no-port"], "HOST:PORT"),
         (["cluster", "describe"], "--bootstrap-server"),
         (["cluster", "describe", "--no-such-option"], "No such option"),
-        (["cluster", "health", "--topology", str(DATA / "topo6.json"), "--topic", "nope"], "unknown topics"),
+        (["cluster", "health", "--topology", str(DATA / "topo6.json"), "--topic", "nope"], "unknown topic"),
     ],
 )
 def test_bad_input_exits_2(args, needle, monkeypatch):
