@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "reassign": "kops.cli.reassign",
     "leader": "kops.cli.leader",
     "playbook": "kops.cli.playbook",
+    "logs": "kops.cli.logs",
 }
 
 

@@ -251,8 +251,13 @@ def test_demote_rack_and_restore(sandbox, bootstrap, unique_topic):
     assert code == 0, out
     after = describe(bootstrap)
     assert {tp: p["replicas"] for tp, p in after.items()} == {tp: p["replicas"] for tp, p in before.items()}
-    assert all(p["leader"] == p["replicas"][0] for tp, p in after.items()
-               if before[tp]["replicas"][0] in rack_brokers)
+
+    def restored():  # leadership changes reach every broker's metadata within moments
+        now = describe(bootstrap)
+        return all(p["leader"] == p["replicas"][0] for tp, p in now.items()
+                   if before[tp]["replicas"][0] in rack_brokers) and now
+
+    after = wait_for(restored, 30, what="preferred leaders back on the rack")
     assert sum(1 for p in after.values() if p["leader"] in rack_brokers) > 0
 
 

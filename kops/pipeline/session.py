@@ -1,0 +1,100 @@
+"""The SparkSession for kops' pipeline commands (pyspark is imported here, lazily, and nowhere at start-up).
+
+* ``--master URL`` wins; under ``spark-submit`` the master and resources come from the submit command
+  (detected by the gateway the launcher started); ``KOPS_SPARK_MASTER`` is honoured; otherwise an
+  embedded ``local[*]`` session with the UI and the console progress bar off.
+* An active session (a notebook, a test fixture) is reused as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+_QUIET_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+"""
+
+
+def _quiet_log4j2_file() -> str:
+    path = os.path.join(tempfile.gettempdir(), f"kops-spark-log4j2-{os.getuid()}.properties")
+    try:
+        with open(path) as f:
+            if f.read() == _QUIET_LOG4J2:
+                return path
+    except OSError:
+        pass
+    with open(path, "w") as f:
+        f.write(_QUIET_LOG4J2)
+    return path
+
+
+def under_spark_submit() -> bool:
+    """True when this Python driver was launched by spark-submit (the JVM is already up)."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+
+
+def get_spark(
+    master: str | None = None,
+    *,
+    app_name: str = "kops-logs",
+    shuffle_partitions: int | None = None,
+    driver_memory: str | None = None,
+) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    embedded = False
+    if master:
+        builder = builder.master(master)
+        embedded = master.startswith("local")
+    elif under_spark_submit():
+        pass  # spark-submit decided
+    elif os.environ.get("KOPS_SPARK_MASTER"):
+        m = os.environ["KOPS_SPARK_MASTER"]
+        builder = builder.master(m)
+        embedded = m.startswith("local")
+    else:
+        builder = builder.master("local[*]")
+        embedded = True
+    builder = (
+        builder.config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    if embedded:
+        import sys
+
+        # the pipeline runs no Python UDFs, but should a Python worker start, it must be this Python
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        cores = os.cpu_count() or 2
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores)))
+            .config("spark.driver.memory", driver_memory or os.environ.get("KOPS_SPARK_DRIVER_MEMORY", "2g"))
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_quiet_log4j2_file()}")
+        )
+    elif shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR" if embedded else "WARN")
+    return spark

@@ -1,0 +1,195 @@
+"""Pure-Python reading of Kafka 3.9 state-change.log lines (the same patterns the Spark job runs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kops.pipeline import logformat as lf
+from kops.pipeline import samples as s
+from kops.pipeline import statechange as sc
+
+# Lines captured from the kops sandbox (Kafka 3.9.1, ZooKeeper mode), see docs/logs-pipeline.md.
+REAL_UM = (
+    "[2026-11-22 01:54:36,870] INFO [Controller id=4 epoch=1] Sending UpdateMetadata request to brokers "
+    "HashSet(0, 4) for 0 partitions (state.change.logger)"
+)
+
+
+def test_layout_and_prefix_real_line():
+    p = lf.parse_line(REAL_UM)
+    assert p is not None
+    assert (p.ts, p.level, p.logger) == ("2026-11-22 01:54:36,870", "INFO", "state.change.logger")
+    assert p.broker == 4 and p.controller_epoch == 1
+    assert p.event == "update_metadata"
+    assert p.topic is None
+
+
+def test_controller_online_partition_39_format():
+    ln = s.c_online("2026-11-22 01:00:01,100", 1, 3, "my-topic-1-0", "NewPartition", 2, 4, [2, 1, 3], 5)
+    p = lf.parse_line(ln)
+    assert p.event == "leader_change"
+    assert (p.topic, p.partition) == ("my-topic-1", 0)
+    assert p.leader == 2 and p.leader_epoch == 4 and p.partition_epoch == 5
+    assert p.isr == [2, 1, 3]
+    assert p.controller_epoch == 3 and p.broker == 1
+    assert (p.from_state, p.to_state) == ("NewPartition", "OnlinePartition")
+
+
+def test_older_leader_and_isr_format():
+    ln = (
+        "[2020-01-01 00:00:00,000] INFO [Controller id=1 epoch=2] Changed partition t-3 from OfflinePartition to "
+        "OnlinePartition with state LeaderAndIsr(leader=1, leaderEpoch=7, isr=List(1, 2), zkVersion=9) (state.change.logger)"
+    )
+    p = lf.parse_line(ln)
+    assert (p.topic, p.partition, p.leader, p.leader_epoch, p.isr, p.partition_epoch) == ("t", 3, 1, 7, [1, 2], 9)
+
+
+def test_new_partition_and_isr_shrink():
+    p = lf.parse_line(s.c_new_partition("2026-11-22 01:00:01,000", 1, 3, "orders-0", [1, 2]))
+    assert p.event == "partition_state" and p.to_state == "NewPartition" and p.leader is None
+    p = lf.parse_line(s.c_isr_removed("2026-11-22 01:00:05,020", 1, 3, "orders-0", 1, [1], 4, 6, 2))
+    assert p.event == "isr_change"
+    assert (p.topic, p.partition, p.leader, p.isr, p.leader_epoch, p.partition_epoch, p.replica) == ("orders", 0, 1, [1], 4, 6, 2)
+
+
+def test_broker_become_leader_and_follower():
+    p = lf.parse_line(s.b_leader("2026-11-22 01:00:05,040", 3, "orders-1", "X", 5, 7, 6, 7, [3, 1], 2, 4))
+    assert p.event == "become_leader" and p.broker == 3 and p.leader == 3
+    assert (p.topic, p.partition, p.leader_epoch, p.partition_epoch, p.isr) == ("orders", 1, 5, 6, [3, 1])
+    p = lf.parse_line(s.b_follower("2026-11-22 01:00:12,010", 2, "orders-1", 5, 7, 6, 7, 3))
+    assert p.event == "become_follower" and p.broker == 2 and p.leader == 3 and p.leader_epoch == 5
+
+
+def test_leader_and_isr_traffic_and_others():
+    assert lf.parse_line(s.b_handling("2026-11-22 01:00:01,150", 2, 1, 1, 2)).event == "leader_and_isr_request"
+    p = lf.parse_line(s.b_finished("2026-11-22 01:00:01,150", 2, 5, 1, 1, 2))
+    assert p.event == "leader_and_isr_response" and p.controller_id == 1
+    assert lf.parse_line(s.c_send_lai("2026-11-22 01:00:01,150", 1, 3, 2, 1, 1)).event == "leader_and_isr_request"
+    assert lf.parse_line(s.c_mark_offline("2026-11-22 01:00:01,150", 1, ["a-0", "a-1"], 2)).event == "replicas_offline"
+    assert lf.parse_line(s.b_stopped_follower("2026-11-22 01:00:01,150", 2, 1, 3, 9, 4)).event == "fetchers"
+    p = lf.parse_line(s.c_replica_trace("2026-11-22 01:00:01,150", 1, 3, 4, "a-0", "OnlineReplica", "OfflineReplica"))
+    assert (p.event, p.replica, p.topic, p.partition, p.to_state) == ("replica_state", 4, "a", 0, "OfflineReplica")
+    p = lf.parse_line(s.b_skip_follower("2026-11-22 01:00:01,150", 2, "a-0", "a", 0, 3, 1, 2, [1, 2], 2, [1, 2]))
+    assert (p.event, p.topic, p.partition, p.leader, p.isr) == ("skip_become_follower", "a", 0, 1, [1, 2])
+
+
+def test_kraft_lines():
+    ln = (
+        "[2026-11-22 01:00:00,000] INFO [QuorumController id=1] Replayed PartitionRecord for new partition foo-2 with "
+        "topic ID abc and PartitionRegistration(replicas=[1, 2, 3], directories=[x, y, z], isr=[1, 2, 3], "
+        "removingReplicas=[], addingReplicas=[], elr=[], lastKnownElr=[], leader=1, leaderRecoveryState=RECOVERED, "
+        "leaderEpoch=0, partitionEpoch=0). (org.apache.kafka.controller.ReplicationControlManager)"
+    )
+    p = lf.parse_line(ln)
+    assert (p.event, p.broker, p.topic, p.partition, p.leader, p.isr, p.leader_epoch) == (
+        "partition_create", 1, "foo", 2, 1, [1, 2, 3], 0)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "[2026-11-22 01:00:0 broken timestamp (state.change.logger)",
+        "[2026-11-22 01:00:00,000] INFO no logger at the end",
+        "[2026-11-22 01:00:00,000] NOTICE odd level (x)",
+        "  at java.lang.Thread.run",
+        "",
+    ],
+)
+def test_unparsable(bad):
+    assert lf.parse_line(bad) is None
+
+
+def test_broker_of_path():
+    assert lf.broker_of_path("/tmp/sb/broker-3/logs/state-change.log") == 3
+    assert lf.broker_of_path("file:/x/kafka-12/state-change.log.2026-11-22-01") == 12
+    assert lf.broker_of_path("/opt/kafka-3.9.1/logs/state-change.log") is None
+    assert lf.broker_of_path("hdfs://nn/fleet/c1/broker_7/x/state-change.log") == 7
+    assert lf.broker_of_path("/data/b2/node-5/state-change.log") == 5  # the last such directory
+
+
+def test_times_and_partitions():
+    assert lf.normalize_time("2026-11-22 01:02:03,456") == "2026-11-22 01:02:03,456"
+    assert lf.normalize_time('"2026-11-22T01:02:03.4"') == "2026-11-22 01:02:03,400"
+    assert lf.normalize_time("2026-11-22 01:02", end=True) == "2026-11-22 01:02:59,999"
+    assert lf.normalize_time("2026-11-22", end=True) == "2026-11-22 23:59:59,999"
+    assert lf.normalize_time("2026-11-22 01:02:03", end=True) == "2026-11-22 01:02:03,999"
+    with pytest.raises(ValueError):
+        lf.normalize_time("yesterday")
+    assert lf.parse_partitions("2,0,4-5") == [0, 2, 4, 5]
+    with pytest.raises(ValueError, match="repeated"):
+        lf.parse_partitions("1,1")
+
+
+def test_filter_validation():
+    with pytest.raises(sc.LogInputError):
+        sc.validate_filters(topic="a", topic_regex="b", partitions=None, start_time=None, end_time=None)
+    with pytest.raises(sc.LogInputError, match="needs --topic"):
+        sc.validate_filters(topic=None, topic_regex=None, partitions="1", start_time=None, end_time=None)
+    with pytest.raises(sc.LogInputError, match="after"):
+        sc.validate_filters(topic=None, topic_regex=None, partitions=None, start_time="2026-01-02", end_time="2026-01-01")
+    f = sc.validate_filters(topic="t", topic_regex=None, partitions="0,1", start_time="2026-01-01", end_time="2026-01-01")
+    assert f.partitions == [0, 1] and f.start == "2026-01-01 00:00:00,000" and f.end == "2026-01-01 23:59:59,999"
+
+
+def test_expand_sources(tmp_path):
+    for b in (1, 2):
+        d = tmp_path / f"broker-{b}" / "logs"
+        d.mkdir(parents=True)
+        (d / "state-change.log").write_text("x\n")
+        (d / "state-change.log.2026-11-22-01").write_text("x\n")
+        (d / "controller.log").write_text("x\n")
+        (d / "server.log").write_text("x\n")
+    srcs = sc.expand_sources([str(tmp_path)])
+    names = sorted(p.split(str(tmp_path))[1] for p in srcs[0].paths)
+    assert names == [
+        "/broker-1/logs/state-change.log", "/broker-1/logs/state-change.log.2026-11-22-01",
+        "/broker-2/logs/state-change.log", "/broker-2/logs/state-change.log.2026-11-22-01",
+    ]
+    srcs = sc.expand_sources([f"7={tmp_path}/broker-1/logs"], include_controller=True)
+    assert srcs[0].broker == 7 and len(srcs[0].paths) == 3
+    with pytest.raises(sc.LogInputError):
+        sc.expand_sources([str(tmp_path / "nope")])
+    assert sc.expand_sources(["hdfs://nn/logs/"])[0].paths == ["hdfs://nn/logs/state-change.log*"]
+
+
+def test_cli_imports_no_spark():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kops.cli.logs, kops.pipeline.statechange, kops.pipeline.timeline;"
+        "bad=[m for m in sys.modules if m.startswith(('pyspark','py4j','matplotlib'))];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_kraft_broker_and_real_controller_log_lines():
+    p = lf.parse_line("[2026-11-22 01:00:00,000] INFO [Broker id=2] Transitioning 3 partition(s) to local leaders. (state.change.logger)")
+    assert (p.event, p.broker, p.topic) == ("local_transition", 2, None)
+    p = lf.parse_line("[2026-11-22 01:00:00,000] INFO [Broker id=2] Creating new partition foo-1 with topic id abc. (state.change.logger)")
+    assert (p.event, p.topic, p.partition) == ("partition_create", "foo", 1)
+    # captured from the sandbox (3.9.1): controller.log and the reassignment line of state-change.log
+    p = lf.parse_line(
+        "[2026-11-22 02:06:59,208] INFO [Controller id=5 epoch=1] Sent LeaderAndIsr request (Leader:1,ISR:1,2,4,"
+        "LeaderRecoveryState:RECOVERED,LeaderEpoch:3,ZkVersion:5,ControllerEpoch:1) with new replica assignment "
+        "ReplicaAssignment(replicas=5,3,1,2,4, addingReplicas=5,3, removingReplicas=2,4) to leader 1 for partition "
+        "being reassigned orders-0 (state.change.logger)"
+    )
+    assert (p.event, p.topic, p.partition, p.leader, p.isr, p.leader_epoch) == ("reassignment", "orders", 0, 1, [1, 2, 4], 3)
+    p = lf.parse_line(
+        "[2026-11-22 02:02:02,756] INFO [Broker id=4] Ignoring LeaderAndIsr request from controller 5 with correlation id 7 "
+        "epoch 1 for partition orders-0 since its associated leader epoch 1 matches the current leader epoch (state.change.logger)"
+    )
+    assert (p.event, p.broker, p.topic, p.partition, p.controller_id) == ("leader_and_isr_request", 4, "orders", 0, 5)
+    p = lf.parse_line(
+        "[2026-11-22 02:05:30,100] WARN [RequestSendThread controllerId=5] Controller 5's connection to broker "
+        "127.0.0.1:39096 (id: 4 rack: c) was unsuccessful (kafka.controller.RequestSendThread)"
+    )
+    assert (p.broker, p.logger, p.level) == (5, "kafka.controller.RequestSendThread", "WARN")
+    p = lf.parse_line(
+        "[2026-11-22 02:05:28,000] INFO [Controller id=5] Starting replica leader election (PREFERRED) for partitions "
+        "orders-4 triggered by AdminClientTriggered (kafka.controller.KafkaController)"
+    )
+    assert (p.event, p.broker) == ("leader_election", 5)

@@ -1,0 +1,184 @@
+"""The Spark merge / timeline on small Kafka 3.9-format samples (one shared local session)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from kops.pipeline import baseline
+from kops.pipeline import samples as s
+from kops.pipeline import statechange as sc
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from kops.pipeline.session import get_spark
+
+    return get_spark("local[2]", shuffle_partitions=1)
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sclogs")
+    for b, text in ((1, s.SAMPLE_BROKER1), (2, s.SAMPLE_BROKER2)):
+        d = root / f"broker-{b}" / "logs"
+        d.mkdir(parents=True)
+        (d / "state-change.log").write_text(text + "\n")
+    # an hourly-rotated file of broker 2 that starts with an orphan continuation line
+    (root / "broker-2" / "logs" / "state-change.log.2026-11-22-00").write_text(
+        "  orphan continuation\n" + s.b_metadata("2026-11-22 00:59:59,000", 2, 0, 1, 3, 0) + "\n"
+    )
+    return root
+
+
+def _merge(spark, root, filters=None, include_unparsed=None, fmt="text"):
+    stats = sc.MergeStats()
+    df = sc.merged_records(spark, sc.expand_sources([str(root)]), filters or sc.Filters(), stats,
+                           include_unparsed=include_unparsed)
+    return list(sc.iter_lines(df, fmt)), stats
+
+
+def _reference(root, keep=lambda p: True):
+    """The pure-Python heap merge with the same filter: the expected text lines."""
+    out = []
+    for r in baseline.heap_merge(baseline.files_of(str(root)), parse=True):
+        if keep(r.parsed):
+            out.extend(f"broker={r.broker} {ln}" for ln in r.lines)
+    return out
+
+
+def test_merge_everything(spark, logs):
+    lines, stats = _merge(spark, logs)
+    # every input line is in the output exactly once, unparsed ones marked at the end
+    assert stats.lines == len(lines) == 30
+    assert stats.unparsed_lines == 2
+    assert lines[-2:] == [
+        f"broker=1 UNPARSED {logs}/broker-1/logs/state-change.log:19 [2026-11-22 01:00:0 broken timestamp (state.change.logger)",
+        f"broker=2 UNPARSED {logs}/broker-2/logs/state-change.log.2026-11-22-00:1   orphan continuation",
+    ]
+    assert lines[:-2] == _reference(logs)
+    # the rotated file comes first (earlier time); ties (same ms) broken by broker id
+    assert lines[0].startswith("broker=2 [2026-11-22 00:59:59,000]")
+    i = lines.index(next(ln for ln in lines if "Handling LeaderAndIsr request correlationId 1 " in ln))
+    assert lines[i].startswith("broker=1 ") and lines[i + 1].startswith("broker=2 ")
+    # the stack trace stays under its record, attributed to its broker
+    j = next(k for k, ln in enumerate(lines) if "Error while processing" in ln)
+    assert lines[j + 1] == "broker=1 java.lang.IllegalStateException: boom"
+    assert lines[j + 2].startswith("broker=1 \tat kafka.server.ReplicaManager")
+    assert stats.file_brokers[f"{logs}/broker-2/logs/state-change.log.2026-11-22-00"] == 2
+    assert (stats.first_ts, stats.last_ts) == ("2026-11-22 00:59:59,000", "2026-11-22 01:00:20,010")
+
+
+def test_filters_select_exactly(spark, logs):
+    f = sc.validate_filters(topic="orders", topic_regex=None, partitions="1", start_time="2026-11-22 01:00:05",
+                            end_time="2026-11-22 01:00:12,010")
+    lines, stats = _merge(spark, logs, f)
+    expected = _reference(
+        logs,
+        lambda p: p.topic == "orders" and p.partition == 1 and "2026-11-22 01:00:05,000" <= p.ts <= "2026-11-22 01:00:12,010",
+    )
+    assert lines == expected
+    assert [ln.split("]")[0] for ln in lines if ln.startswith("broker=1 [") or ln.startswith("broker=2 [")] == [
+        "broker=1 [2026-11-22 01:00:05,010",
+        "broker=1 [2026-11-22 01:00:05,030",
+        "broker=1 [2026-11-22 01:00:05,040",
+        "broker=2 [2026-11-22 01:00:12,010",
+    ]
+    assert not any("UNPARSED" in ln for ln in lines)
+    assert stats.unparsed_lines == 2  # still counted and reported
+    # topic regex + event filter
+    f = sc.validate_filters(topic=None, topic_regex="ord.*", partitions=None, start_time=None, end_time=None,
+                            events="become_leader")
+    lines, _ = _merge(spark, logs, f)
+    assert lines == _reference(logs, lambda p: p.event == "become_leader")
+    assert len(lines) == 5  # includes the trailing continuation line of one record
+
+
+def test_json_records(spark, logs):
+    f = sc.validate_filters(topic="orders", topic_regex=None, partitions=None, start_time=None, end_time=None,
+                            events="leader_change,isr_change,become_leader")
+    recs = [json.loads(x) for x in _merge(spark, logs, f, fmt="json")[0]]
+    heads = [r for r in recs if r["kind"] == "record"]
+    assert [(r["ts"][-12:], r["broker"], r["event"], r["partition"], r.get("leader"), r.get("leader_epoch"), r.get("isr"))
+            for r in heads] == [
+        ("01:00:01,100", 1, "leader_change", 0, 1, 0, [1, 2]),
+        ("01:00:01,100", 1, "leader_change", 1, 2, 0, [2, 1]),
+        ("01:00:01,190", 2, "become_leader", 1, 2, 0, [2, 1]),
+        ("01:00:01,200", 1, "become_leader", 0, 1, 0, [1, 2]),
+        ("01:00:05,010", 1, "leader_change", 1, 1, 1, [1]),
+        ("01:00:05,020", 1, "isr_change", 0, 1, 0, [1]),
+        ("01:00:05,040", 1, "become_leader", 1, 1, 1, [1]),
+        ("01:00:20,000", 1, "leader_change", 1, 2, 2, [1, 2]),
+        ("01:00:20,010", 2, "become_leader", 1, 2, 2, [1, 2]),
+    ]
+    assert heads[0]["controller_epoch"] == 3 and heads[0]["file"].endswith("broker-1/logs/state-change.log")
+    assert heads[0]["line"] == 4
+
+
+def test_line_numbers_survive_many_splits(spark, logs):
+    """Files cut into many splits (here ~150 bytes) give the same lines, numbers and order."""
+    whole, _ = _merge(spark, logs, include_unparsed=True)
+    old = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "150")
+    try:
+        split, stats = _merge(spark, logs, include_unparsed=True)
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", old)
+    assert stats.splits > 10
+    assert split == whole
+
+
+def test_cli_merge_outputs(spark, logs, tmp_path):
+    from typer.testing import CliRunner
+
+    from kops.cli.logs import app
+
+    r = CliRunner()
+    out = tmp_path / "m.jsonl"
+    res = r.invoke(app, ["merge", "--logs", str(logs), "--topic", "orders", "--partitions", "0",
+                         "--format", "json", "--output", str(out), "--summary-json", str(tmp_path / "s.json")])
+    assert res.exit_code == 0, res.output
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert recs and all(x["topic"] == "orders" and x["partition"] == 0 for x in recs)
+    summary = json.loads((tmp_path / "s.json").read_text())["summary"]
+    assert summary["unparsed_lines"] == 2 and summary["written"] == len(recs)
+    assert summary["unparsed_samples"][0]["line"] == 19
+
+    pq = tmp_path / "pq"
+    res = r.invoke(app, ["merge", str(logs), "--format", "parquet", "--output", str(pq), "-q"])
+    assert res.exit_code == 0, res.output
+    assert sorted(os.listdir(pq / "date=2026-11-22")) == ["topic=__HIVE_DEFAULT_PARTITION__", "topic=orders"]
+    df = spark.read.parquet(str(pq))
+    assert df.count() == 30 and df.filter("topic = 'orders'").count() == 18
+
+    # bad input: exit 2, nothing run
+    assert r.invoke(app, ["merge", "--logs", str(logs), "--partitions", "1"]).exit_code == 2
+    assert r.invoke(app, ["merge", "--logs", str(tmp_path / "missing")]).exit_code == 2
+    assert r.invoke(app, ["merge", "--logs", str(logs), "--start-time", "noon"]).exit_code == 2
+
+
+def test_timeline(spark, logs, tmp_path):
+    from kops.pipeline import timeline as tl
+
+    stats = sc.MergeStats()
+    t = tl.build_timeline(spark, sc.expand_sources([str(logs)]), sc.Filters(), stats, bucket_s=10)
+    lead = [(r.partition, r.ts[-12:], r.leader, r.prev_leader, r.leader_epoch, r.reported_by) for r in t.leadership.collect()]
+    assert lead == [
+        (0, "01:00:01,100", 1, None, 0, [1, 2]),
+        (1, "01:00:01,100", 2, None, 0, [1, 2]),
+        (1, "01:00:05,010", 1, 2, 1, [1, 2]),
+        (1, "01:00:20,000", 2, 1, 2, [1, 2]),
+    ]
+    isr = [(r.partition, r.isr, r.prev_isr) for r in t.isr.collect()]
+    assert isr == [(0, [1, 2], None), (0, [1], [1, 2]), (1, [1, 2], None), (1, [1], [1, 2]), (1, [1, 2], [1])]
+    counts = {(r.bucket_start[-8:], r.broker): (r.gained, r.lost) for r in t.broker_counts.collect()}
+    assert counts == {("01:00:00", 1): (2, 0), ("01:00:00", 2): (1, 1), ("01:00:20", 1): (0, 1), ("01:00:20", 2): (1, 0)}
+    assert tl.leaders_over_time([r.asDict() for r in t.leadership.orderBy("ts", "topic", "partition").collect()])[1] == {
+        1: [1, 1, 2, 1], 2: [0, 1, 0, 1]}
+    png = tmp_path / "lead.png"
+    tl.write_chart(t, str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    tl.write_tables(t, str(tmp_path / "tl"), "csv")
+    assert (tmp_path / "tl" / "broker_counts").is_dir()
