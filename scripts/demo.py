@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -83,6 +84,10 @@ def summary() -> None:
 def main() -> None:
     keep = "--keep" in sys.argv
     os.environ["KOPS_HOME"] = str(WORKDIR / "home")
+    # every demo starts from an empty cluster: stop and wipe what an earlier run (--keep) left
+    subprocess.run([KOPS, "sandbox", "down", "--workdir", str(WORKDIR / "cluster"), "--purge"],
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shutil.rmtree(WORKDIR / "home", ignore_errors=True)
     out = kops("Start a real cluster: ZooKeeper + 6 brokers in racks a,a,b,b,c,c", "sandbox", "up",
                "--workdir", str(WORKDIR / "cluster"), "--base-port", str(BASE_PORT),
                "--zookeeper-port", str(ZK_PORT), "--output", "json", capture=True,
@@ -126,7 +131,8 @@ def main() -> None:
         kops("Cron leader rebalance (idempotent, one line)", "leader", "rebalance", note="balanced")
     finally:
         if not keep:
-            subprocess.run([KOPS, "sandbox", "down", "--workdir", str(WORKDIR / "cluster")], stdin=subprocess.DEVNULL)
+            subprocess.run([KOPS, "sandbox", "down", "--workdir", str(WORKDIR / "cluster"), "--purge"],
+                           stdin=subprocess.DEVNULL)
         else:
             con.print(f"cluster left running: export KOPS_BOOTSTRAP_SERVER={bootstrap}")
     summary()
