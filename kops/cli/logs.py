@@ -230,6 +230,8 @@ def merge(
         sc.write_parquet(df, output)
     elif output and (sc.is_remote_path(output) or output.endswith("/")):
         sc.write_spark_text(df, output, fmt.value)
+    elif output and output != "-" and spark.sparkContext.master.startswith("local"):
+        stats.written = sc.write_local_file(df, output, fmt.value)
     else:
         f, close = _open_out(output)
         n = 0

@@ -610,5 +610,31 @@ def write_spark_text(df: DataFrame, out: str, fmt: str) -> None:
     df.orderBy(*sort_keys()).select(col.alias("value")).write.mode("overwrite").text(out)
 
 
+def write_local_file(df: DataFrame, out: str, fmt: str) -> int:
+    """One local text/JSON file in merge order, assembled from Spark's range-ordered part files:
+    the executors write, the driver only concatenates bytes (no record passes through its heap,
+    so a multi-GB merge fits a default driver). Local masters only (the parts must be on this
+    machine's disk). Returns the number of lines written."""
+    import os
+    import shutil
+    import uuid
+
+    target = os.path.abspath(out)
+    tmp = f"{target}.kops-parts-{uuid.uuid4().hex[:8]}"
+    try:
+        write_spark_text(df, "file://" + tmp, fmt)
+        parts = sorted(n for n in os.listdir(tmp) if n.startswith("part-"))  # part-00000 ... in range order
+        lines = 0
+        with open(target, "wb") as f:
+            for name in parts:
+                with open(os.path.join(tmp, name), "rb") as part:
+                    while chunk := part.read(1 << 20):
+                        f.write(chunk)
+                        lines += chunk.count(b"\n")
+        return lines
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def is_remote_path(p: str) -> bool:
     return _is_remote(p)
