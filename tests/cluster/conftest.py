@@ -138,3 +138,15 @@ def unique_topic() -> Callable[[str], str]:
         return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
     return make
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the playbook module last on the shared cluster.
+
+    Known defect (issue 6, open): when its drain-rack run is killed mid-execution and resumed,
+    the killed execution can stay "in flight" in the cluster journal, holding the cluster lock
+    with its throttles set, and every later reassignment on the session's cluster is refused.
+    Until that is fixed, nothing runs on the cluster after that test.
+    """
+    last = [i for i in items if i.module.__name__.endswith("test_playbook_cluster")]
+    items[:] = [i for i in items if i not in last] + last

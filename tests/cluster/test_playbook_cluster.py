@@ -166,12 +166,7 @@ def test_drain_rack_killed_mid_execute_then_resumed(sandbox, bootstrap, unique_t
     finally:
         if proc.poll() is None:
             proc.kill()
-    try:
-        r = kops("playbook", "run", "drain-rack", "--resume", run_id, "--output", "json", *conn, timeout=600)
-    finally:
-        # hygiene for the tests after this one: finish any execution the killed run left behind
-        # (a CI run once saw it stay "in flight" with its throttles; see the closing note of issue 6)
-        kops("reassign", "resume", "--wait", *conn, timeout=600)
+    r = kops("playbook", "run", "drain-rack", "--resume", run_id, "--output", "json", *conn, timeout=600)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["status"] == "done" and rep["partitions_moved"] > 0
