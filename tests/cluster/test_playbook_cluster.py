@@ -97,6 +97,12 @@ def consume_all(bootstrap: str, topic: str) -> set[str]:
 
 
 def test_rack_maintenance_with_the_rack_really_down(sandbox, bootstrap, zk_connect, unique_topic, kops_home):
+    # single-replica topics left by earlier tests cannot survive a rack going down: a real
+    # rack-maintenance run refuses them at the demote step, so remove them first
+    md = admin(bootstrap).list_topics(timeout=10)
+    for t, tm in md.topics.items():
+        if not t.startswith("__") and any(len(p.replicas) < 2 for p in tm.partitions.values()):
+            delete_topic(bootstrap, t)
     topic = unique_topic("maint")
     create_topic(bootstrap, topic, partitions=6, rf=3, min_isr=2)
     rack = sandbox.rack_of(2)
