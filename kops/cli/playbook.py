@@ -118,6 +118,9 @@ def run(
             raise BadInput(f"--param {item!r}: expected KEY=VALUE")
         given[key.strip()] = value.strip()
     pb = find(name)
+    if c.zookeeper and not topology:
+        with c.connection() as conn:  # a KRaft cluster: exit 2 before the run starts (no state file)
+            conn.require_zookeeper_mode("--zookeeper")
     con = err_console()
     try:
         state = engine.run(pb, given, c, dry_run=dry_run, yes=yes, resume=resume,

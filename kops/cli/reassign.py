@@ -117,7 +117,8 @@ def execute(
     via: Annotated[
         str,
         typer.Option("--via", help="admin: AlterPartitionReassignments (default); zookeeper: "
-                     "/admin/reassign_partitions as on legacy ZooKeeper clusters (needs --zookeeper)."),
+                     "/admin/reassign_partitions as on legacy ZooKeeper clusters (needs --zookeeper; "
+                     "refused on a KRaft cluster)."),
     ] = "admin",
     poll_interval: PollOpt = 2.0,
     bootstrap_server: BootstrapOpt = None,
@@ -143,6 +144,8 @@ def execute(
         via=via,
     )
     with c.connection() as conn:
+        if via == "zookeeper":
+            conn.require_zookeeper_mode("--via zookeeper")  # KRaft: exit 2 before anything else
         prepared = R.prepare(conn, plan, opts)
         _confirm(c, prepared, opts, yes)
         outcome = R.start(conn, prepared, opts, reporter=_reporter(c))

@@ -7,6 +7,12 @@
 - kazoo for ZooKeeper, with retries, when ``--zookeeper`` is given; SASL (DIGEST-MD5) with the
   credentials of ``--zookeeper-auth-file`` (env ``KOPS_ZOOKEEPER_AUTH_FILE``).
 
+ZooKeeper-only behaviour on a KRaft cluster: every ZooKeeper access goes through
+:meth:`Connection.zk`, which first asks the cluster its mode (:meth:`Connection.cluster_mode`,
+from the brokers' ``process.roles``) and refuses with :class:`BadInput` (exit 2, nothing changed)
+when the cluster runs in KRaft mode; ``--via zookeeper`` asks the same question
+(:meth:`Connection.require_zookeeper_mode`) before anything else.
+
 Errors: authorization refusals become :class:`AuthorizationError` naming the operation, the
 resource and the principal; a failed SASL login becomes :class:`AuthenticationError`; both exit 1.
 Every message goes through :func:`kops.cluster.redact.redact`.
@@ -83,6 +89,8 @@ class Connection:
     _auth_error: str | None = field(default=None, repr=False)
     _kp_admin: Any = field(default=None, repr=False)
     _zk: Any = field(default=None, repr=False)
+    #: "zookeeper" / "kraft" once known (read_topology records it; cluster_mode() asks)
+    _mode: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_options(
@@ -249,11 +257,53 @@ class Connection:
                 ) from None
         return self._kp_admin
 
+    # -- cluster mode ------------------------------------------------------------------------
+    def note_mode(self, mode: str | None) -> None:
+        """Record the mode a read found (``process.roles`` of the brokers), saving a question."""
+        if mode in ("zookeeper", "kraft"):
+            self._mode = mode
+
+    def cluster_mode(self) -> str | None:
+        """``"kraft"`` or ``"zookeeper"``: the brokers' ``process.roles`` (empty on a ZooKeeper-mode
+        broker, ``broker`` on a KRaft one), asked of one registered broker. None when it cannot be
+        told (no bootstrap server, the cluster unreachable, DescribeConfigs not allowed, or a
+        Kafka older than 2.8, which has no such config and no KRaft mode)."""
+        if self._mode is not None or not self.bootstrap_server:
+            return self._mode
+        try:
+            from confluent_kafka.admin import ConfigResource, ResourceType
+
+            admin = self.admin()
+            cluster = self.wait(admin.describe_cluster(request_timeout=self.timeout_s), "describe cluster")
+            if not cluster.nodes:
+                return None
+            res = ConfigResource(ResourceType.BROKER, str(min(n.id for n in cluster.nodes)))
+            fut = admin.describe_configs([res], request_timeout=self.timeout_s)[res]
+            roles = self.wait(fut, f"describe configs of broker {res.name}").get("process.roles")
+        except Exception:  # noqa: BLE001 - unknown mode: the caller goes on and finds out the usual way
+            return None
+        if roles is not None:
+            self._mode = "kraft" if roles.value else "zookeeper"
+        return self._mode
+
+    def require_zookeeper_mode(self, what: str) -> None:
+        """Refuse ZooKeeper-only behaviour (``what``: ``--zookeeper``, ``--via zookeeper``) on a
+        KRaft cluster: :class:`BadInput` (exit 2) before anything is read from or written to
+        ZooKeeper or the cluster."""
+        if self.cluster_mode() == "kraft":
+            raise BadInput(
+                f"{what}: the cluster at {self.bootstrap_server} runs in KRaft mode and has no ZooKeeper; "
+                f"{what} is for ZooKeeper-mode clusters (Kafka 3.x and older). Leave it out (also "
+                "KOPS_ZOOKEEPER): every kops command works on a KRaft cluster through the Admin API "
+                "alone. Nothing was changed."
+            )
+
     # -- ZooKeeper -----------------------------------------------------------------------------
     def zk(self):
         if self._zk is None:
             if not self.zookeeper:
                 raise BadInput("this needs --zookeeper HOST:PORT[/chroot] (or KOPS_ZOOKEEPER)")
+            self.require_zookeeper_mode("--zookeeper")
             from kazoo.client import KazooClient
             from kazoo.exceptions import AuthFailedError
             from kazoo.handlers.threading import KazooTimeoutError

@@ -622,9 +622,17 @@ def _move(conn, action, broker, rack, dry_run, state_file, batch_size, wait_s, l
             _apply(store, records, {tp: u for tp, u in updates.items() if tp not in refused and tp not in not_done})
         to_elect = [tp for tp in move.elect if tp not in refused and tp not in not_done]
         res.elections = run_elections(conn, "preferred", to_elect, batch_size=batch_size)
-        # verify by reading again
+        # verify by reading again; the metadata of the broker answering may lag the elections by
+        # moments (a broker just restarted is still catching up on the metadata log): a leader that
+        # "did not move" is looked at again for a few seconds before it is reported
         after = _read(conn)
         res.remaining = _verify(action, after, ids, move, refused, not_done, res.elections)
+        settle_until = time.monotonic() + min(wait_s, 10.0)
+        while (any(u.reason == _NOT_MOVED for u in res.remaining) and res.elections.outcomes
+               and time.monotonic() < settle_until):
+            time.sleep(0.5)
+            after = _read(conn)
+            res.remaining = _verify(action, after, ids, move, refused, not_done, res.elections)
         from kops.placement.leadership import leaders_per_broker
 
         res.leaders_after = leaders_per_broker(after)
@@ -639,6 +647,9 @@ def _apply(store: DemotionStore, records: dict, updates: Mapping[TopicPartition,
         else:
             records[tp] = rec
     store.save(records)
+
+
+_NOT_MOVED = "leader did not move (the controller may still be applying it)"
 
 
 def _verify(action: str, topo: Topology, ids: list[int], move: LeadershipMove, refused, not_done,
@@ -658,5 +669,5 @@ def _verify(action: str, topo: Topology, ids: list[int], move: LeadershipMove, r
             bad = bad or p.tp in {u.tp for u in move.unmovable}
         if bad:
             out.append(Unmovable(p.tp, p.leader, p.replicas, p.isr,
-                                 why.get(p.tp, "leader did not move (the controller may still be applying it)")))
+                                 why.get(p.tp, _NOT_MOVED)))
     return sorted(out, key=lambda u: u.tp)

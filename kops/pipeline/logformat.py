@@ -15,8 +15,13 @@ loggers name their writer as ``[KafkaController id=N]``, ``[QuorumController id=
 
 The message texts matched below were taken from Kafka 3.9 (``kafka/controller/*StateMachine.scala``,
 ``ControllerChannelManager.scala``, ``KafkaController.scala``, ``kafka/cluster/Partition.scala``,
-``kafka/server/ReplicaManager.scala``, ``ZkMetadataCache.scala``) and, for KRaft, the metadata
-module's ``ReplicationControlManager`` / ``PartitionRegistration``. See docs/logs-pipeline.md.
+``kafka/server/ReplicaManager.scala``, ``ZkMetadataCache.scala``) and, for KRaft, checked against
+lines captured from a Kafka 4.1 KRaft sandbox (``kops.pipeline.samples.KRAFT_*``): KRaft brokers
+write ``[Broker id=N]`` lines to state-change.log (``ReplicaManager.applyDelta``: transitions,
+become-leader / become-follower, partitions created and deleted); the KRaft controller writes no
+state-change.log lines at all, its partition history is in controller.log
+(``[QuorumController id=N]``, ``ReplicationControlManager``: new partitions, reassignment changes,
+UNCLEAN leader changes, broker fencing). See docs/logs-pipeline.md.
 """
 
 from __future__ import annotations
@@ -66,22 +71,33 @@ EVENTS: list[tuple[str, str]] = [
     ("skip_become_leader", r"Skipped the become-leader state change"),
     ("skip_become_follower", r"Skipped the become-follower state change|cannot become follower"),
     # reassignment (controller, state-change.log and controller.log)
-    ("reassignment", r"partition being reassigned|reassigning partition|updated assignment of partition|[Rr]eassignment"),
+    ("reassignment", r"partition being reassigned|reassigning partition|updated assignment of partition|[Rr]eassignment"
+                     r"|Replayed partition assignment change "),
     # LeaderAndIsr traffic (controller side and broker side)
     ("leader_and_isr_response", r"Finished LeaderAndIsr request|Received response .*LEADER_AND_ISR|in LeaderAndIsr response"),
     ("leader_and_isr_request", r"LeaderAndIsr request|LeaderAndIsrRequest"),
     ("update_metadata", r"UpdateMetadata"),
     ("stop_replica", r"StopReplica"),
-    ("fetchers", r"(?:Stopped|Started) fetchers as part of"),
+    ("fetchers", r"(?:Stopped|Started) fetchers as part of|Unable to start fetching "),
     # KRaft broker (ReplicaManager.applyDelta) and controller (ReplicationControlManager)
-    ("partition_create", r"Creating new partition |Replayed PartitionRecord for new partition "),
+    ("partition_create", r"Creating new partition |Replayed PartitionRecord for new partition "
+                         r"|Expected partition " + TOPIC + r"-\d+ with topic id .* to exist, but it was missing"),
     ("partition_change", r"Replayed PartitionRecord for existing partition |partition change for "),
     ("local_transition", r"Transitioning \d+ partition\(s\) to local (?:leaders|followers)"),
     ("partition_delete", r"Deleting \d+ partition\(s\)"),
+    ("leader_recovery", r"was marked as RECOVERING"),
+    ("topic_create", r"Replayed TopicRecord for topic |CreateTopics result"),
+    ("topic_delete", r"Replayed RemoveTopicRecord for topic |DeleteTopics result"),
     # controller.log (ZK mode, logger kafka.controller)
-    ("leader_election", r"[Pp]referred replica (?:leader )?election|Starting replica leader election|[Uu]nclean leader election"),
-    ("broker_change", r"Newly added brokers|Broker failure callback|New broker startup callback|[Bb]roker change listener|[Cc]ontrolled shutdown"),
-    ("controller_change", r"elected as the controller|Resigning|became the controller|Controller moved"),
+    ("leader_election", r"[Pp]referred replica (?:leader )?election|Starting replica leader election|[Uu]nclean leader election"
+                        r"|using an unclean election"),
+    ("broker_change", r"Newly added brokers|Broker failure callback|New broker startup callback|[Bb]roker change listener|[Cc]ontrolled shutdown"
+                      # KRaft controller: registration, fencing, unfencing, shutdown of brokers
+                      r"|RegisterBrokerRecord|BrokerRegistrationChangeRecord|[Ff]encing broker \d+|Unfenced broker \d+"
+                      r"|to unfence has been granted|to shut down has been granted|registration found for broker \d+"
+                      r"|new incarnation of broker \d+|handleBroker(?:Fenced|Unfenced|UncleanShutdown)|enterControlledShutdown"),
+    ("controller_change", r"elected as the controller|Resigning|became the controller|Controller moved"
+                          r"|Becoming the active controller|Renouncing the leadership"),
 ]
 
 # (topic, partition) of the one partition a message is about
@@ -90,23 +106,39 @@ TP_PATTERNS: list[str] = [
     r"topicName='(" + TOPIC + r")', partitionIndex=(\d+)",
     r"\[Topic=(" + TOPIC + r"),Partition=(\d+),Replica=\d+\]",
     r"partition being reassigned (" + TOPIC + r")-(\d+)(?:[ ,.:)]|$)",
+    # KRaft controller: "partition change for T-P with topic ID", "AlterPartition request from node
+    # N for T-P completed ..."; broker: "Unable to start fetching T-P with topic ID"
+    r"(?:change for|request from node \d+ for|start fetching) (" + TOPIC + r")-(\d+) ",
+    # "Replayed partition assignment change PartitionChangeRecord(partitionId=P, ...) for topic T":
+    # the topic comes last; the lookahead keeps group 1 = topic, group 2 = partition
+    r"PartitionChangeRecord\(partitionId=(?=\d+, .*\) for topic (" + TOPIC + r")$)(\d+)",
+    # topic-level lines (no partition: group 2 is empty); keep this one last
+    r"Replayed (?:Remove)?TopicRecord for topic (" + TOPIC + r") with (?:topic )?ID()",
 ]
 # leader id
 LEADER_PATTERNS: list[str] = [
-    r"[( ]leader=(-?\d+)",  # LeaderAndIsr(leader=1, ...), LeaderAndIsrPartitionState(... leader=1, ...), PartitionRegistration
+    # KRaft PartitionChangeBuilder: "Setting new leader for topicId X, partition P to L using an unclean
+    # election. Previous partition: PartitionRegistration(... leader=-1 ...)": the new one, not the previous
+    r", partition \d+ to (-?\d+) using an unclean election",
+    # LeaderAndIsr(leader=1, ...), LeaderAndIsrPartitionState(... leader=1, ...), PartitionRegistration,
+    # PartitionChangeRecord (where leader=-2 means "leader unchanged": no leader read from it)
+    r"[( ]leader=(-1|\d+)",
     r"\(Leader:(-?\d+),",  # LeaderIsrAndControllerEpoch
     r"Current leader is (-?\d+)",  # makeFollower
+    r"[ ,:]leader: -?\d+ -> (-?\d+)",  # KRaft PartitionRegistration.diff: "leader: 1 -> 2"
 ]
 LEADER_EPOCH_PATTERNS: list[str] = [
     r"leaderEpoch=(-?\d+)",
     r"LeaderEpoch:(-?\d+)",
     r"starts at leader epoch (-?\d+)",
+    r"leaderEpoch: -?\d+ -> (-?\d+)",
 ]
 PARTITION_EPOCH_PATTERNS: list[str] = [
     r"partitionEpoch=(-?\d+)",
     r"ZkVersion:(-?\d+)",
     r"with partition epoch (-?\d+)",
     r"zkVersion=(-?\d+)",
+    r"partitionEpoch: -?\d+ -> (-?\d+)",
 ]
 CONTROLLER_EPOCH_PATTERNS: list[str] = [
     r"^\[Controller id=\d+ epoch=(\d+)\]",
@@ -128,6 +160,7 @@ ISR_PATTERNS: list[str] = [
     r"[( ]isr=\[([-\d, ]*)\]",  # LeaderAndIsrPartitionState / PartitionRegistration
     r"ISR:([-\d,]*),",  # LeaderIsrAndControllerEpoch
     r"ISR \[([-\d, ]*)\]",  # makeLeader
+    r"[ ,:]isr: \[[-\d, ]*\] -> \[([-\d, ]*)\]",  # KRaft PartitionRegistration.diff
 ]
 ISR_BROKER_STATE_LIST = r"isrWithBrokerEpoch=List\(((?:BrokerState\([^)]*\)(?:, )?)*)\)"
 ISR_BROKER_STATE_ID = r"brokerId=(-?\d+)"
@@ -182,10 +215,15 @@ def _rx(p: str) -> re.Pattern:
 
 
 def _first(patterns: list[str], text: str, ngroups: int = 1):
+    """The first pattern's groups; for one group, the first non-empty capture, as the Spark job's
+    ``coalesce(nullif(regexp_extract(..), ''), ..)`` reads it (so an empty ISR ``isr=[]`` is None)."""
     for p in patterns:
         m = _rx(p).search(text)
         if m:
-            return m.groups()[:ngroups] if ngroups > 1 else m.group(1)
+            if ngroups > 1:
+                return m.groups()[:ngroups]
+            if m.group(1):
+                return m.group(1)
     return None
 
 
@@ -228,7 +266,7 @@ def parse_line(line: str) -> ParsedLine | None:
     p.event = classify(msg)
     tp = _first(TP_PATTERNS, msg, 2)
     if tp:
-        p.topic, p.partition = tp[0], int(tp[1])
+        p.topic, p.partition = tp[0], _int(tp[1])
     p.leader = _int(_first(LEADER_PATTERNS, msg))
     if p.event == "become_leader" and p.broker is not None:
         p.leader = p.broker

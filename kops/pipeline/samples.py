@@ -1,4 +1,5 @@
-"""Renderers of Kafka 3.9 state-change.log / controller.log lines (ZooKeeper mode, and KRaft brokers).
+"""Renderers of Kafka 3.9 state-change.log / controller.log lines (ZooKeeper mode, and KRaft brokers),
+and real Kafka 4.1 KRaft lines (``KRAFT_BROKER_LINES``, ``KRAFT_CONTROLLER_LINES``).
 
 Used by the unit tests and by ``bench/gen_logs.py``. The texts follow the message formats of Kafka 3.9
 (checked against lines captured from the sandbox cluster, see docs/logs-pipeline.md); the layout is
@@ -155,3 +156,53 @@ SAMPLE_BROKER2 = "\n".join([
     b_follower("2026-11-22 01:00:12,010", 2, "orders-1", 1, 7, 1, 7, 1),
     b_leader("2026-11-22 01:00:20,010", 2, "orders-1", "BBBBBBBBBBBBBBBBBBBBBB", 2, 9, 3, 9, [1, 2], 1, 1),
 ])
+
+
+# -- KRaft (Kafka 4.1) ---------------------------------------------------------------------------
+# Lines captured verbatim from a kops KRaft sandbox (Kafka 4.1.1, 6 brokers in racks a,a,b,b,c,c,
+# controller 1000; `kops sandbox up --mode kraft`): topic "orders" created (orders-0 on 5,1,3),
+# orders-0 reassigned to 4,0,2 by `kops reassign execute --throttle`, broker 4 stopped by a
+# controlled shutdown, broker 2 killed (fenced); topic "unc" (0,2) left without a live ISR member
+# and given to broker 2 by `kops leader elect --election-type unclean`. KRaft brokers write
+# ``[Broker id=N]`` lines to state-change.log; the KRaft controller writes none there: its partition
+# history is in controller.log (``[QuorumController id=N]``).
+KRAFT_BROKER_LINES: dict[int, list[str]] = {
+    5: [
+        "[2026-11-22 04:52:53,092] INFO [Broker id=5] Creating new partition orders-0 with topic id 101BeZxgQsyTS2f_1ps2oA. (state.change.logger)",
+        "[2026-11-22 04:52:53,415] INFO [Broker id=5] Leader orders-0 with topic id Some(101BeZxgQsyTS2f_1ps2oA) starts at leader epoch 0 from offset 0 with partition epoch 0, high watermark 0, ISR [5,1,3], adding replicas [] and removing replicas [] . Previous leader None and previous leader epoch was -1. (state.change.logger)",
+    ],
+    4: [
+        "[2026-11-22 04:52:53,065] INFO [Broker id=4] Transitioning 1 partition(s) to local leaders. (state.change.logger)",
+        "[2026-11-22 04:53:08,436] ERROR [Broker id=4] Expected partition orders-0 with topic id 101BeZxgQsyTS2f_1ps2oA to exist, but it was missing. Creating... (state.change.logger)",
+        "[2026-11-22 04:53:08,507] INFO [Broker id=4] Follower orders-0 starts at leader epoch 0 from offset 0 with partition epoch 1 and high watermark 0. Current leader is 5. Previous leader Some(5) and previous leader epoch was 0. (state.change.logger)",
+        "[2026-11-22 04:53:09,873] INFO [Broker id=4] Deleting 1 partition(s). (state.change.logger)",
+        "[2026-11-22 04:53:10,118] INFO [Broker id=4] Leader orders-0 with topic id Some(101BeZxgQsyTS2f_1ps2oA) starts at leader epoch 1 from offset 10 with partition epoch 4, high watermark 10, ISR [0,2,4], adding replicas [] and removing replicas [] . Previous leader Some(5) and previous leader epoch was 0. (state.change.logger)",
+        "[2026-11-22 04:53:23,534] INFO [Broker id=4] Stopped fetchers as part of controlled shutdown for 7 partitions (state.change.logger)",
+    ],
+    0: [
+        "[2026-11-22 04:53:09,285] INFO [Broker id=0] Skipped the become-follower state change for orders-0 with topic id Some(101BeZxgQsyTS2f_1ps2oA) and partition state LeaderAndIsrPartitionState(topicName='orders', partitionIndex=0, controllerEpoch=-1, leader=5, leaderEpoch=0, isr=[5, 1, 3, 4], partitionEpoch=2, replicas=[4, 0, 2, 1, 3, 5], addingReplicas=[0, 2, 4], removingReplicas=[1, 3, 5], isNew=false, leaderRecoveryState=0) since it is already a follower with leader epoch 0. (state.change.logger)",
+        "[2026-11-22 04:53:10,173] INFO [Broker id=0] Follower orders-0 starts at leader epoch 1 from offset 10 with partition epoch 4 and high watermark 10. Current leader is 4. Previous leader Some(4) and previous leader epoch was 1. (state.change.logger)",
+    ],
+    2: [
+        "[2026-11-22 04:59:05,614] TRACE [Broker id=2] Unable to start fetching unc-0 with topic ID Some(8xrM5AmqRo-JV5UaQwcrQw) from leader Some(-1) because it is not alive. (state.change.logger)",
+        "[2026-11-22 04:59:08,719] INFO [Broker id=2] The topic partition unc-0 was marked as RECOVERING. Marking the topic partition as RECOVERED. (state.change.logger)",
+        "[2026-11-22 04:59:08,730] INFO [Broker id=2] Leader unc-0 with topic id Some(8xrM5AmqRo-JV5UaQwcrQw) starts at leader epoch 2 from offset 0 with partition epoch 3, high watermark 0, ISR [2], adding replicas [] and removing replicas [] . Previous leader Some(-1) and previous leader epoch was 1. (state.change.logger)",
+    ],
+}
+
+#: controller.log of the KRaft controller (node 1000), same history
+KRAFT_CONTROLLER_LINES: list[str] = [
+    "[2026-11-22 04:52:24,312] INFO [QuorumController id=1000] Becoming the active controller at epoch 1, next write offset 1. (org.apache.kafka.controller.QuorumController)",
+    "[2026-11-22 04:52:52,840] INFO [QuorumController id=1000] Replayed TopicRecord for topic orders with topic ID 101BeZxgQsyTS2f_1ps2oA. (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:52:52,856] INFO [QuorumController id=1000] Replayed PartitionRecord for new partition orders-0 with topic ID 101BeZxgQsyTS2f_1ps2oA and PartitionRegistration(replicas=[5, 1, 3], directories=[CE6TT_wJQlyZE4-k8pbTCw, cG8jeZeNS8Sj-b4HOesq9A, Ql-ty5f2RhmHKmjkCmqo5w], isr=[5, 1, 3], removingReplicas=[], addingReplicas=[], elr=[], lastKnownElr=[], leader=5, leaderRecoveryState=RECOVERED, leaderEpoch=0, partitionEpoch=0). (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:53:08,220] INFO [QuorumController id=1000] Successfully altered 2 out of 2 partition reassignment(s). (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:53:08,297] INFO [QuorumController id=1000] Replayed partition assignment change PartitionChangeRecord(partitionId=0, topicId=101BeZxgQsyTS2f_1ps2oA, isr=null, leader=-2, replicas=[4, 0, 2, 1, 3, 5], removingReplicas=[1, 3, 5], addingReplicas=[0, 2, 4], leaderRecoveryState=-1, directories=[GAFg3Nq1Tgmr4tj-CHyS7w, ZDCgz9PmQ-qJ4YX6OBZnmQ, gweLqwQQTwWeQA6n2DRx9w, cG8jeZeNS8Sj-b4HOesq9A, Ql-ty5f2RhmHKmjkCmqo5w, CE6TT_wJQlyZE4-k8pbTCw], eligibleLeaderReplicas=null, lastKnownElr=null) for topic orders (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:53:09,762] INFO [QuorumController id=1000] AlterPartition request from node 5 for orders-0 completed the ongoing partition reassignment and triggered a leadership change. Returning NEW_LEADER_ELECTED. (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:53:09,763] INFO [QuorumController id=1000] Replayed partition assignment change PartitionChangeRecord(partitionId=0, topicId=101BeZxgQsyTS2f_1ps2oA, isr=[0, 2, 4], leader=4, replicas=[4, 0, 2], removingReplicas=[], addingReplicas=[], leaderRecoveryState=-1, directories=[GAFg3Nq1Tgmr4tj-CHyS7w, ZDCgz9PmQ-qJ4YX6OBZnmQ, gweLqwQQTwWeQA6n2DRx9w], eligibleLeaderReplicas=null, lastKnownElr=null) for topic orders (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:53:12,449] INFO [QuorumController id=1000] Replayed RemoveTopicRecord for topic __kops_lock with ID 3yzqvSMHTBqYNFqXwhupCw. (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:53:23,421] INFO [QuorumController id=1000] Unfenced broker 4 has requested and been granted a controlled shutdown. (org.apache.kafka.controller.BrokerHeartbeatManager)",
+    "[2026-11-22 04:53:43,119] INFO [QuorumController id=1000] Fencing broker 2 at epoch 16 because its session has timed out. (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:58:30,624] INFO [QuorumController id=1000] Replayed PartitionRecord for new partition unc-0 with topic ID 8xrM5AmqRo-JV5UaQwcrQw and PartitionRegistration(replicas=[0, 2], directories=[ZDCgz9PmQ-qJ4YX6OBZnmQ, gweLqwQQTwWeQA6n2DRx9w], isr=[0, 2], removingReplicas=[], addingReplicas=[], elr=[], lastKnownElr=[], leader=0, leaderRecoveryState=RECOVERED, leaderEpoch=0, partitionEpoch=0). (org.apache.kafka.controller.ReplicationControlManager)",
+    "[2026-11-22 04:59:08,666] INFO Setting new leader for topicId 8xrM5AmqRo-JV5UaQwcrQw, partition 0 to 2 using an unclean election. Previous partition: PartitionRegistration(replicas=[0, 2], directories=[ZDCgz9PmQ-qJ4YX6OBZnmQ, gweLqwQQTwWeQA6n2DRx9w], isr=[], removingReplicas=[], addingReplicas=[], elr=[0], lastKnownElr=[0], leader=-1, leaderRecoveryState=RECOVERED, leaderEpoch=1, partitionEpoch=2), change record: PartitionChangeRecord(partitionId=0, topicId=8xrM5AmqRo-JV5UaQwcrQw, isr=null, leader=-2, replicas=null, removingReplicas=null, addingReplicas=null, leaderRecoveryState=-1, directories=null, eligibleLeaderReplicas=null, lastKnownElr=null) (org.apache.kafka.controller.PartitionChangeBuilder)",
+    "[2026-11-22 04:59:08,667] INFO [QuorumController id=1000] UNCLEAN partition change for unc-0 with topic ID 8xrM5AmqRo-JV5UaQwcrQw: isr: [] -> [2], leader: -1 -> 2, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: 1 -> 2, elr: [0] -> [], lastKnownElr: [0] -> [], partitionEpoch: 2 -> 3 (org.apache.kafka.controller.ReplicationControlManager)",
+]

@@ -6,6 +6,11 @@
   process stops it if the test process is killed outright).
 - ``bootstrap`` (str), ``zk_connect`` (str): its connection strings.
 - ``unique_topic``: ``unique_topic("health")`` -> ``"health-1a2b3c4d"``.
+- ``kraft_sandbox``, ``kraft_bootstrap``: a second cluster in KRaft mode (Kafka 4.x, 6 brokers in
+  racks a,a,b,b,c,c, one controller) for the KRaft suite (tests/cluster/kraft/), started lazily by
+  the first test that asks for it -- so only when such a test is collected -- and torn down with
+  the session. tests/cluster/kraft/conftest.py runs those tests together at the end of the session
+  (the ZooKeeper cluster stays up, idle: under 0.1 core; memory is not the limit).
 
 Tests must leave the cluster healthy: restart whatever they stop, in ``finally``.
 
@@ -13,7 +18,9 @@ Environment:
 - ``KOPS_TEST_CLUSTER=docker``: use ``docker/compose.yml`` through testcontainers' DockerCompose
   (needs a Docker engine) instead of local JVMs.
 - ``KOPS_TEST_CLUSTER=kraft``: the same cluster shape in KRaft mode (Kafka 4.x, one controller);
-  ``zk_connect`` skips.
+  ``zk_connect`` skips; ``kraft_sandbox`` is that same cluster (one cluster for the session).
+- ``KOPS_TEST_KRAFT_DIR=DIR``: ``kraft_sandbox`` is the KRaft sandbox already running in DIR
+  (``kops sandbox up --mode kraft --workdir DIR``), left running afterwards; fast for development.
 - ``KOPS_TEST_CLUSTER=existing``: reuse the sandbox already running in ``$KOPS_SANDBOX_DIR``
   (``kops sandbox up``) and leave it running afterwards; fast for development.
 - ``KOPS_TEST_KEEP_LOGS=1``: keep the work dir (data and logs) after the session (default: kept
@@ -117,6 +124,32 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 
 
 @pytest.fixture(scope="session")
+def kraft_sandbox(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
+    """The session's KRaft cluster (see the module doc): the session's own cluster when it runs in
+    KRaft mode, else a second one started on first use."""
+    kind = os.environ.get("KOPS_TEST_CLUSTER", "local").lower()
+    existing = os.environ.get("KOPS_TEST_KRAFT_DIR")
+    if kind == "kraft":
+        yield request.getfixturevalue("sandbox")
+    elif existing:
+        from kops.sandbox import Sandbox
+
+        sb = Sandbox.attach(existing)
+        if sb.mode != "kraft":
+            raise pytest.UsageError(f"KOPS_TEST_KRAFT_DIR={existing}: that sandbox runs in {sb.mode} mode, not kraft")
+        sb.up()  # checks readiness; starts whatever is stopped
+        yield sb
+    else:
+        yield from _local_sandbox(tmp_path_factory, request, mode="kraft")
+
+
+@pytest.fixture(scope="session")
+def kraft_bootstrap(kraft_sandbox) -> str:
+    """``127.0.0.1:p1,...`` of the KRaft cluster."""
+    return kraft_sandbox.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
 def bootstrap(sandbox) -> str:
     """``127.0.0.1:p1,...`` of the session's cluster."""
     return sandbox.bootstrap_servers
@@ -138,15 +171,3 @@ def unique_topic() -> Callable[[str], str]:
         return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
     return make
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """Run the playbook module last on the shared cluster.
-
-    Known defect (issue 6, open): when its drain-rack run is killed mid-execution and resumed,
-    the killed execution can stay "in flight" in the cluster journal, holding the cluster lock
-    with its throttles set, and every later reassignment on the session's cluster is refused.
-    Until that is fixed, nothing runs on the cluster after that test.
-    """
-    last = [i for i in items if i.module.__name__.endswith("test_playbook_cluster")]
-    items[:] = [i for i in items if i not in last] + last

@@ -193,3 +193,74 @@ def test_kraft_broker_and_real_controller_log_lines():
         "orders-4 triggered by AdminClientTriggered (kafka.controller.KafkaController)"
     )
     assert (p.event, p.broker) == ("leader_election", 5)
+
+
+# -- KRaft (Kafka 4.1): real lines captured from the KRaft sandbox (kops.pipeline.samples) -------------
+def _kraft(substr: str) -> lf.ParsedLine:
+    lines = [ln for v in s.KRAFT_BROKER_LINES.values() for ln in v] + s.KRAFT_CONTROLLER_LINES
+    (ln,) = [x for x in lines if substr in x]
+    p = lf.parse_line(ln)
+    assert p is not None, ln
+    return p
+
+
+def test_every_real_kraft_line_parses_and_is_classified():
+    for b, lines in s.KRAFT_BROKER_LINES.items():
+        for ln in lines:
+            p = lf.parse_line(ln)
+            assert p is not None and p.broker == b and p.logger == "state.change.logger", ln
+            assert p.event != "other", ln
+    for ln in s.KRAFT_CONTROLLER_LINES:
+        p = lf.parse_line(ln)
+        assert p is not None and p.event != "other", ln
+        assert p.logger.startswith("org.apache.kafka.controller."), ln
+
+
+def test_kraft_broker_lines():
+    p = _kraft("[Broker id=5] Leader orders-0")
+    assert (p.event, p.topic, p.partition, p.leader, p.leader_epoch, p.partition_epoch, p.isr) == (
+        "become_leader", "orders", 0, 5, 0, 0, [5, 1, 3])
+    p = _kraft("Expected partition orders-0")
+    assert (p.level, p.event, p.broker, p.topic, p.partition) == ("ERROR", "partition_create", 4, "orders", 0)
+    p = _kraft("[Broker id=4] Follower orders-0")
+    assert (p.event, p.leader, p.leader_epoch, p.partition_epoch) == ("become_follower", 5, 0, 1)
+    p = _kraft("[Broker id=0] Skipped the become-follower")
+    # a KRaft broker's partition state carries controllerEpoch=-1: KRaft has no controller epoch
+    assert (p.event, p.topic, p.partition, p.leader, p.isr, p.controller_epoch, p.partition_epoch) == (
+        "skip_become_follower", "orders", 0, 5, [5, 1, 3, 4], None, 2)
+    assert _kraft("Stopped fetchers as part of controlled shutdown").event == "fetchers"
+    assert _kraft("Deleting 1 partition(s)").event == "partition_delete"
+    assert _kraft("Transitioning 1 partition(s) to local leaders").event == "local_transition"
+    p = _kraft("Unable to start fetching unc-0")
+    assert (p.level, p.event, p.topic, p.partition, p.leader) == ("TRACE", "fetchers", "unc", 0, None)
+    p = _kraft("was marked as RECOVERING")
+    assert (p.event, p.topic, p.partition) == ("leader_recovery", "unc", 0)
+    p = _kraft("[Broker id=2] Leader unc-0")
+    assert (p.event, p.leader, p.leader_epoch, p.isr) == ("become_leader", 2, 2, [2])
+
+
+def test_kraft_controller_lines():
+    p = _kraft("Becoming the active controller")
+    assert (p.event, p.broker) == ("controller_change", 1000)
+    p = _kraft("Replayed TopicRecord for topic orders")
+    assert (p.event, p.topic, p.partition) == ("topic_create", "orders", None)
+    p = _kraft("Replayed RemoveTopicRecord")
+    assert (p.event, p.topic, p.partition) == ("topic_delete", "__kops_lock", None)
+    p = _kraft("PartitionRecord for new partition orders-0")
+    assert (p.event, p.topic, p.partition, p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (
+        "partition_create", "orders", 0, 5, [5, 1, 3], 0, 0)
+    assert _kraft("Successfully altered 2 out of 2").event == "reassignment"
+    # the assignment change that starts the move: leader=-2 ("unchanged") and isr=null are not read
+    p = _kraft("isr=null, leader=-2, replicas=[4, 0, 2, 1, 3, 5]")
+    assert (p.event, p.topic, p.partition, p.leader, p.isr) == ("reassignment", "orders", 0, None, None)
+    p = _kraft("isr=[0, 2, 4], leader=4, replicas=[4, 0, 2]")
+    assert (p.event, p.topic, p.partition, p.leader, p.isr) == ("reassignment", "orders", 0, 4, [0, 2, 4])
+    p = _kraft("AlterPartition request from node 5 for orders-0")
+    assert (p.event, p.topic, p.partition) == ("reassignment", "orders", 0)
+    assert _kraft("Unfenced broker 4 has requested").event == "broker_change"
+    assert _kraft("Fencing broker 2 at epoch 16").event == "broker_change"
+    p = _kraft("using an unclean election")
+    assert (p.event, p.leader, p.topic) == ("leader_election", 2, None)  # only the topic id is named
+    p = _kraft("UNCLEAN partition change for unc-0")
+    assert (p.event, p.topic, p.partition, p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (
+        "partition_change", "unc", 0, 2, [2], 2, 3)

@@ -182,3 +182,54 @@ def test_timeline(spark, logs, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     tl.write_tables(t, str(tmp_path / "tl"), "csv")
     assert (tmp_path / "tl" / "broker_counts").is_dir()
+
+
+# -- KRaft (Kafka 4.1): real lines, brokers' state-change.log and the controller's controller.log --------
+@pytest.fixture(scope="module")
+def kraft_logs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kraftlogs")
+    for b, lines in s.KRAFT_BROKER_LINES.items():
+        d = root / f"broker-{b}" / "logs"
+        d.mkdir(parents=True)
+        (d / "state-change.log").write_text("\n".join(lines) + "\n")
+    d = root / "controller-1000" / "logs"
+    d.mkdir(parents=True)
+    (d / "state-change.log").write_text("")  # a KRaft controller writes none
+    (d / "controller.log").write_text("\n".join(s.KRAFT_CONTROLLER_LINES) + "\n")
+    return root
+
+
+def test_kraft_merge_spark_reads_lines_as_the_python_parser(spark, kraft_logs):
+    from kops.pipeline import logformat as lf
+
+    stats = sc.MergeStats()
+    df = sc.merged_records(spark, sc.expand_sources([str(kraft_logs)], include_controller=True), sc.Filters(), stats)
+    recs = [json.loads(x) for x in sc.iter_lines(df, "json")]
+    n = sum(len(v) for v in s.KRAFT_BROKER_LINES.values()) + len(s.KRAFT_CONTROLLER_LINES)
+    assert stats.unparsed_lines == 0 and stats.lines == len(recs) == n
+    assert all(r["kind"] == "record" for r in recs)
+    for r in recs:  # the Spark job (Java regexes) and parse_line (Python) agree on every field
+        p = lf.parse_line(open(r["file"]).read().splitlines()[r["line"] - 1])
+        got = {k: r.get(k) for k in ("event", "topic", "partition", "leader", "leader_epoch", "isr",
+                                     "partition_epoch", "controller_epoch")}
+        want = {"event": p.event, "topic": p.topic, "partition": p.partition, "leader": p.leader,
+                "leader_epoch": p.leader_epoch, "isr": p.isr, "partition_epoch": p.partition_epoch,
+                "controller_epoch": p.controller_epoch}
+        assert got == want, r["message"]
+    assert {r["broker"] for r in recs} == {0, 2, 4, 5, 1000}
+    assert not [r for r in recs if r["event"] == "other"]
+
+
+def test_kraft_timeline(spark, kraft_logs):
+    from kops.pipeline import timeline as tl
+
+    t = tl.build_timeline(spark, sc.expand_sources([str(kraft_logs)], include_controller=True), sc.Filters(),
+                          sc.MergeStats(), bucket_s=60)
+    lead = {}
+    for r in t.leadership.orderBy("ts").collect():
+        lead.setdefault((r.topic, r.partition), []).append((r.leader, r.leader_epoch))
+    # orders-0: created on 5 (epoch 0), reassigned to 4,0,2 and led by 4 (epoch 1; the controller's
+    # assignment change names the leader without an epoch); unc-0: unclean election to 2 (epoch 2)
+    assert [x for x in lead[("orders", 0)] if x[1] is not None] == [(5, 0), (4, 1)]
+    assert (4, None) in lead[("orders", 0)]
+    assert lead[("unc", 0)] == [(0, 0), (2, 2)]

@@ -1,0 +1,508 @@
+"""kops on a real KRaft cluster (Kafka 4.x: 6 brokers in racks a,a,b,b,c,c, one controller, no
+ZooKeeper; fixture ``kraft_sandbox``), through the real CLI in subprocesses.
+
+What is asserted is the cluster's own state, read with plain confluent-kafka / kafka-python
+(tests/cluster/kafka_helpers.py), never kops' reading code: topology and mode, health, a throttled
+reassignment with real data (throttles present during the move, gone after), cancel mid-move
+rolling back, preferred elections and the cron rebalance, demote / restore of a rack, the
+rack-maintenance playbook with the rack really down, ZooKeeper-only options refused (exit 2,
+nothing changed), and ``kops logs merge`` over the cluster's state-change and controller logs.
+
+Topics created here are left in place (the cluster is this suite's alone): the last test reads
+their history back from the logs. Everything stopped is started again in ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import ConfigResource, ResourceType
+
+from kops.cluster.snapshot import topology_schema
+from tests.cluster.kafka_helpers import admin, create_topic, kops, leaders, replicas, wait_for
+
+pytestmark = pytest.mark.cluster
+
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+# ------------------------------------------------------------------------------------------
+# helpers (independent of kops' reading code)
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def kops_home(tmp_path, monkeypatch):
+    home = tmp_path / "kops-home"
+    monkeypatch.setenv("KOPS_HOME", str(home))
+    monkeypatch.delenv("KOPS_ZOOKEEPER", raising=False)
+    return home
+
+
+def kops_bg(*args: str, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kops", *args], stdout=open(out, "w"),
+                            stderr=open(str(out) + ".err", "w"), stdin=subprocess.DEVNULL, env=dict(os.environ))
+
+
+def partitions(bootstrap: str) -> dict[tuple[str, int], dict]:
+    """Every partition as the brokers report it, once two reads in a row agree (metadata reaches
+    the brokers one by one after a change)."""
+    def once():
+        md = admin(bootstrap).list_topics(timeout=15)
+        return {(t, p): {"replicas": list(pm.replicas), "isr": sorted(pm.isrs), "leader": pm.leader}
+                for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
+    prev = once()
+    for _ in range(20):
+        cur = once()
+        if cur == prev:
+            return cur
+        prev = cur
+        time.sleep(0.3)
+    return prev
+
+
+def all_in_sync(bootstrap: str) -> bool:
+    return all(p["leader"] >= 0 and p["isr"] == sorted(p["replicas"]) for p in partitions(bootstrap).values())
+
+
+def broker_throttles(bootstrap: str, brokers) -> dict[int, dict[str, str]]:
+    out = {}
+    for b in brokers:
+        res = ConfigResource(ResourceType.BROKER, str(b))
+        entries = admin(bootstrap).describe_configs([res], request_timeout=10)[res].result(15)
+        v = {k: entries[k].value for k in RATE_KEYS if k in entries and not entries[k].is_default}
+        if v:
+            out[b] = v
+    return out
+
+
+def topic_throttles(bootstrap: str, topic: str) -> dict[str, str]:
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin(bootstrap).describe_configs([res])[res].result(20)
+    return {k: entries[k].value for k in REPLICA_KEYS if entries[k].value}
+
+
+def ongoing(bootstrap: str) -> dict:
+    from kafka.admin import KafkaAdminClient
+
+    c = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        return {(tp.topic, tp.partition): v for tp, v in c.list_partition_reassignments().items()}
+    finally:
+        c.close()
+
+
+def quorum_leader(bootstrap: str) -> int:
+    """The active controller, from DescribeMetadataQuorum (kafka-python)."""
+    from kafka.admin import KafkaAdminClient
+
+    c = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        return c.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
+    finally:
+        c.close()
+
+
+def lock_topic_exists(bootstrap: str) -> bool:
+    return "__kops_lock" in admin(bootstrap).list_topics(timeout=10).topics
+
+
+def write_plan(path: Path, topic: str, assignment: dict[int, list[int]]) -> Path:
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+        for p, r in sorted(assignment.items())]}))
+    return path
+
+
+def same_rack_swap(sb, reps: dict[int, list[int]]) -> dict[int, list[int]]:
+    """For each partition, replace its second replica by the other broker of the same rack."""
+    out = {}
+    for p, r in reps.items():
+        old = r[1]
+        new = next(b for b in sb.brokers_in_rack(sb.rack_of(old)) if b not in r)
+        out[p] = [new if b == old else b for b in r]
+    return out
+
+
+def json_of(r: subprocess.CompletedProcess) -> dict:
+    assert r.stdout.strip(), r.stderr
+    return json.loads(r.stdout)
+
+
+def free_port() -> int:
+    from kops.sandbox.procs import free_ports
+
+    return free_ports(1)[0]
+
+
+# ------------------------------------------------------------------------------------------
+# tests
+# ------------------------------------------------------------------------------------------
+
+
+def test_describe_says_kraft_controller_and_racks_and_health(kraft_sandbox, kraft_bootstrap, unique_topic, kops_home):
+    sb, bs = kraft_sandbox, kraft_bootstrap
+    topic = unique_topic("kraft-topo")
+    create_topic(bs, topic, partitions=6, rf=3)
+    r = kops("cluster", "describe", "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, topology_schema())
+    assert doc["mode"] == "kraft"
+    # the active controller is the metadata quorum's leader: a controller node, not a broker
+    assert doc["controller"] == quorum_leader(bs) and doc["controller"] in sb.controller_ids
+    assert {b["id"]: (b["rack"], b["alive"]) for b in doc["brokers"]} == {b: (sb.rack_of(b), True) for b in sb.broker_ids}
+    t = next(t for t in doc["topics"] if t["name"] == topic)
+    assert t["configs"]["min.insync.replicas"] == "2"
+    for p in t["partitions"]:  # Kafka's rack-aware placement: 3 replicas in 3 racks, all in sync
+        assert len({sb.rack_of(b) for b in p["replicas"]}) == 3 and sorted(p["isr"]) == sorted(p["replicas"])
+
+    human = kops("cluster", "describe", "--bootstrap-server", bs, "--topic", topic)
+    assert human.returncode == 0, human.stderr
+    head = human.stdout.splitlines()[0]
+    assert "mode kraft" in head and f"controller {doc['controller']}" in head, head
+
+    r = kops("cluster", "health", "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json_of(r)["healthy"]
+
+
+def test_zookeeper_only_options_refused_nothing_changed(kraft_sandbox, kraft_bootstrap, unique_topic, tmp_path, kops_home):
+    sb, bs = kraft_sandbox, kraft_bootstrap
+    topic = unique_topic("kraft-nozk")
+    before = create_topic(bs, topic, partitions=2, rf=3, mb_per_partition=1)
+    plan = write_plan(tmp_path / "plan.json", topic, same_rack_swap(sb, before))
+    leaders_before = leaders(bs, topic)
+    zk = f"127.0.0.1:{free_port()}"  # nothing listens there: the refusal comes before any ZooKeeper access
+    attempts = [
+        ("reassign", "execute", "--reassignment-json-file", str(plan), "--via", "zookeeper", "--yes"),
+        ("reassign", "execute", "--reassignment-json-file", str(plan), "--via", "zookeeper", "--zookeeper", zk, "--yes"),
+        ("reassign", "execute", "--reassignment-json-file", str(plan), "--zookeeper", zk, "--yes"),
+        ("cluster", "describe", "--zookeeper", zk),
+        ("leader", "rebalance", "--zookeeper", zk),
+        ("leader", "demote", "--rack", "b", "--zookeeper", zk),
+        ("playbook", "run", "rack-maintenance", "--param", "rack=b", "--zookeeper", zk),
+    ]
+    for args in attempts:
+        r = kops(*args, "--bootstrap-server", bs, timeout=60)
+        err = " ".join(r.stderr.split())
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert "runs in KRaft mode" in err and "no ZooKeeper" in err and "Nothing was changed" in err, (args, err)
+        flag = "--via zookeeper" if "--via" in args else "--zookeeper"
+        assert err.startswith(f"error: {flag}:"), (args, err)
+    # nothing changed: no move, no throttle, no lock, no leadership change, no run state
+    assert replicas(bs, topic) == before and not ongoing(bs)
+    assert leaders(bs, topic) == leaders_before
+    assert broker_throttles(bs, sb.broker_ids) == {} and topic_throttles(bs, topic) == {}
+    assert not lock_topic_exists(bs)
+    assert not list(kops_home.rglob("*.json"))
+
+
+def test_throttled_reassignment_execute_and_verify(kraft_sandbox, kraft_bootstrap, unique_topic, tmp_path, kops_home):
+    sb, bs = kraft_sandbox, kraft_bootstrap
+    topic = unique_topic("kraft-move")
+    before = create_topic(bs, topic, partitions=4, rf=3, mb_per_partition=6)  # 24 MB, 72 MB with replicas
+    target = same_rack_swap(sb, before)
+    plan = write_plan(tmp_path / "plan.json", topic, target)
+    sources = sorted({b for r in before.values() for b in r})
+    dests = sorted({b for p in before for b in target[p] if b not in before[p]})
+    rate = 1_500_000
+
+    t0 = time.monotonic()
+    proc = kops_bg("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", str(rate),
+                   "--wait", "--yes", "--poll-interval", "1", "--bootstrap-server", bs, "--output", "json",
+                   out=tmp_path / "exec.out")
+    try:
+        want_follower = {f"{p}:{b}" for p in before for b in target[p] if b not in before[p]}
+        want_leader = {f"{p}:{b}" for p, r in before.items() for b in r}
+
+        def throttled():  # dynamic configs reach the brokers asynchronously
+            tt = topic_throttles(bs, topic)
+            bt = broker_throttles(bs, sb.broker_ids)
+            ok = (set(tt.get("follower.replication.throttled.replicas", "").split(",")) == want_follower
+                  and set(tt.get("leader.replication.throttled.replicas", "").split(",")) == want_leader
+                  and all(bt.get(b, {}).get("follower.replication.throttled.rate") == str(rate) for b in dests)
+                  and all(bt.get(b, {}).get("leader.replication.throttled.rate") == str(rate) for b in sources))
+            return bt if ok else None
+
+        during = wait_for(throttled, 30, 0.3, "kops' throttles during the move")
+        for b in set(sb.broker_ids) - set(dests):  # the follower rate only where data arrives
+            assert "follower.replication.throttled.rate" not in during.get(b, {})
+        assert {tp for tp in ongoing(bs) if tp[0] == topic}, "moves should be in flight"
+        assert proc.wait(180) == 0, (tmp_path / "exec.out.err").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    elapsed = time.monotonic() - t0
+    doc = json.loads((tmp_path / "exec.out").read_text())
+    assert doc["state"] == "complete" and doc["finished"] and doc["throttles_left"] == []
+    assert doc["progress"] == {"done": 4}
+    assert replicas(bs, topic) == target and not ongoing(bs)
+    assert topic_throttles(bs, topic) == {} and broker_throttles(bs, sb.broker_ids) == {}
+    assert not lock_topic_exists(bs)
+    # 6 MB into each destination at 1.5 MB/s: the throttle really held the copy back
+    assert elapsed > 3.5, elapsed
+    r = kops("reassign", "verify", "--reassignment-json-file", str(plan), "--bootstrap-server", bs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("is completed.") == 4
+
+
+def test_cancel_mid_move_rolls_back(kraft_sandbox, kraft_bootstrap, unique_topic, tmp_path, kops_home):
+    sb, bs = kraft_sandbox, kraft_bootstrap
+    topic = unique_topic("kraft-cancel")
+    before = create_topic(bs, topic, partitions=2, rf=3, mb_per_partition=4)
+    target = same_rack_swap(sb, before)
+    plan = write_plan(tmp_path / "plan.json", topic, target)
+    try:
+        r = kops("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "50000", "--yes",
+                 "--bootstrap-server", bs, "--output", "json")
+        assert r.returncode == 0, r.stderr
+        exec_id = json_of(r)["execution_id"]
+        assert {(topic, 0), (topic, 1)} <= set(ongoing(bs))
+        r = kops("reassign", "verify", "--reassignment-json-file", str(plan), "--bootstrap-server", bs, "--output", "json")
+        assert r.returncode == 3, r.stderr
+        doc = json_of(r)
+        assert doc["result"] == "in_progress" and doc["execution_id"] == exec_id
+        assert broker_throttles(bs, sb.broker_ids), "throttled while moving"
+
+        r = kops("reassign", "cancel", "--bootstrap-server", bs, "--output", "json")
+        assert r.returncode == 0, r.stderr
+        doc = json_of(r)
+        assert doc["cancelled"] == [f"{topic}-0", f"{topic}-1"] and doc["execution_state"] == "cancelled"
+        assert not ongoing(bs)
+        assert replicas(bs, topic) == before  # original replicas, original order
+        assert topic_throttles(bs, topic) == {} and broker_throttles(bs, sb.broker_ids) == {}
+        assert not lock_topic_exists(bs)
+        r = kops("reassign", "verify", "--reassignment-json-file", str(write_plan(tmp_path / "rb.json", topic, before)),
+                 "--bootstrap-server", bs)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        kops("reassign", "cancel", "--bootstrap-server", bs)
+
+
+def test_preferred_election_and_cron_rebalance(kraft_sandbox, kraft_bootstrap, unique_topic, kops_home):
+    sb, bs = kraft_sandbox, kraft_bootstrap
+    topic = unique_topic("kraft-lead")
+    create_topic(bs, topic, partitions=12, rf=3)
+    victim = sb.broker_ids[1]
+    mine = sorted(tp for tp, p in partitions(bs).items() if tp[0] == topic and p["replicas"][0] == victim)
+    assert mine
+    try:
+        sb.stop(victim)  # controlled shutdown: the controller moves its leaders away
+        now = partitions(bs)
+        assert all(now[tp]["leader"] not in (victim, -1) for tp in mine)
+        r = kops("cluster", "health", "--bootstrap-server", bs, "--output", "json")
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert [f["broker"] for f in json_of(r)["findings"] if f["check"] == "broker_down"] == [victim]
+        # balance cannot be reached while the preferred replica is down: exit 3, the reason named
+        r = kops("leader", "rebalance", "--bootstrap-server", bs, "--output", "json")
+        assert r.returncode == 3, r.stdout + r.stderr
+        doc = json_of(r)
+        assert victim in doc["unreachable_brokers"]
+        assert any(b["reason"] == f"preferred replica {victim} is down" for b in doc["blocked"])
+    finally:
+        sb.start(victim)
+    wait_for(lambda: all_in_sync(bs), 90, what="ISR complete after the restart")
+    before = partitions(bs)
+    assert all(before[tp]["leader"] != victim for tp in mine)  # the sandbox's controller does not rebalance
+
+    # kops applies its own threshold on KRaft too (the KRaft controller ignores the percentage):
+    # at 100 % no broker is strictly above it, so nothing is elected
+    r = kops("leader", "rebalance", "--imbalance-threshold", "100", "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == 0 and json_of(r)["status"] == "balanced", r.stdout + r.stderr
+    assert {tp: p["leader"] for tp, p in partitions(bs).items()} == {tp: p["leader"] for tp, p in before.items()}
+
+    # one preferred election by hand
+    t, p = mine[0]
+    r = kops("leader", "elect", "--election-type", "preferred", "--topic", t, "--partition", str(p),
+             "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == 0, r.stderr
+    assert json_of(r)["counts"] == {"elected": 1, "not_needed": 0, "failed": 0}
+    wait_for(lambda: partitions(bs)[(t, p)]["leader"] == victim, 20, what="the elected leader")
+
+    # the cron run elects the rest; a second run has nothing to do
+    r = kops("leader", "rebalance", "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json_of(r)
+    assert doc["status"] == "elected" and doc["elections"]["counts"]["failed"] == 0
+    assert doc["elections"]["counts"]["elected"] >= len(mine) - 1
+    after = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] == victim for tp in mine) else None)(partitions(bs)),
+                     20, what="leaders back on the preferred broker")
+    # a preferred leader is never moved away
+    assert all(after[tp]["leader"] == q["leader"] for tp, q in before.items() if q["leader"] == q["replicas"][0])
+    r = kops("leader", "rebalance", "--bootstrap-server", bs)
+    assert r.returncode == 0 and "balanced" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_demote_and_restore_a_rack(kraft_sandbox, kraft_bootstrap, unique_topic, kops_home):
+    sb, bs = kraft_sandbox, kraft_bootstrap
+    topic = unique_topic("kraft-demote")
+    create_topic(bs, topic, partitions=12, rf=3)
+    wait_for(lambda: all_in_sync(bs), 60, what="cluster in sync")
+    rack = "b"
+    on_rack = set(sb.brokers_in_rack(rack))
+    before = partitions(bs)
+    movable = {tp for tp, p in before.items() if set(p["replicas"]) - on_rack}
+    assert any(before[tp]["leader"] in on_rack for tp in movable)
+
+    r = kops("leader", "demote", "--rack", rack, "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == (0 if movable == set(before) else 3), r.stdout + r.stderr
+    now = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] not in on_rack for tp in movable) else None)(partitions(bs)),
+                   20, what="no leader on the rack")
+    assert all(p["leader"] >= 0 for p in now.values()), "no offline partition"
+    assert {tp: sorted(p["replicas"]) for tp, p in now.items()} == {tp: sorted(p["replicas"]) for tp, p in before.items()}
+    assert all(now[tp]["replicas"][0] not in on_rack for tp in movable)
+
+    r = kops("leader", "restore", "--rack", rack, "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    led = {tp for tp in movable if before[tp]["leader"] == before[tp]["replicas"][0]}  # by their preferred replica
+    back = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] == n[tp]["replicas"][0] for tp in led) else None)(
+        partitions(bs)), 30, what="preferred leaders back")
+    assert {tp: p["replicas"] for tp, p in back.items()} == {tp: p["replicas"] for tp, p in before.items()}
+    assert any(p["leader"] in on_rack for p in back.values())
+
+
+def test_rack_maintenance_playbook_with_the_rack_down(kraft_sandbox, kraft_bootstrap, unique_topic, kops_home):
+    sb, bs = kraft_sandbox, kraft_bootstrap
+    topic = unique_topic("kraft-maint")
+    create_topic(bs, topic, partitions=6, rf=3, min_isr=2)
+    rack = sb.rack_of(4)
+    on_rack = set(sb.brokers_in_rack(rack))
+    acked: set[str] = set()
+    errors: list[str] = []
+    offline: list[str] = []
+    stop = threading.Event()
+
+    def produce():
+        p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True,
+                      "message.timeout.ms": 120000, "linger.ms": 5})
+
+        def cb(err, msg):
+            (errors.append(str(err)) if err is not None else acked.add(msg.value().decode()))
+
+        i = 0
+        while not stop.is_set():
+            p.produce(topic, value=f"m{i}".encode(), on_delivery=cb)
+            p.poll(0.02)
+            i += 1
+        p.flush(120)
+
+    def monitor():
+        while not stop.is_set():
+            try:
+                md = admin(bs).list_topics(timeout=5)
+                offline.extend(f"{t}-{q}" for t, tm in md.topics.items() for q, pm in tm.partitions.items() if pm.leader < 0)
+            except Exception:  # a metadata hiccup is not an offline partition
+                pass
+            time.sleep(0.3)
+
+    threads = [threading.Thread(target=produce, daemon=True), threading.Thread(target=monitor, daemon=True)]
+    for th in threads:
+        th.start()
+    try:
+        # no terminal: demote, wait until the rack leads nothing, stop at the operator pause (exit 3)
+        r = kops("playbook", "run", "rack-maintenance", "--param", f"rack={rack}", "--output", "json",
+                 "--bootstrap-server", bs)
+        assert r.returncode == 3, r.stdout + r.stderr
+        rep = json_of(r)
+        assert [s["status"] for s in rep["steps"][:4]] == ["done", "done", "done", "paused"]
+        assert not [tp for tp, ldr in leaders(bs).items() if ldr in on_rack], "leaders left on the rack"
+        sb.stop(rack=rack)
+        try:
+            time.sleep(3)  # producers keep writing with the rack down
+        finally:
+            sb.start(rack=rack)
+        r = kops("playbook", "run", "rack-maintenance", "--resume", rep["run_id"], "--output", "json",
+                 "--bootstrap-server", bs)
+        assert r.returncode == 0, r.stdout + r.stderr
+        rep = json_of(r)
+        assert rep["status"] == "done" and all(s["status"] == "done" for s in rep["steps"])
+        assert rep["leaders_moved"] > 0
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(60)
+    assert not offline, f"offline partitions during maintenance: {sorted(set(offline))[:10]}"
+    assert not errors, errors[:5]
+    assert len(acked) > 100
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"check-{topic}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    seen: set[str] = set()
+    idle = time.time()
+    while time.time() - idle < 6 and not acked <= seen:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.add(m.value().decode())
+            idle = time.time()
+    c.close()
+    assert acked <= seen, f"{len(acked - seen)} acknowledged messages lost"
+    # leadership restored: every partition of the topic is led by its preferred replica again
+    reps = replicas(bs, topic)
+    wait_for(lambda: {p: leaders(bs, topic)[(topic, p)] for p in reps} == {p: r[0] for p, r in reps.items()},
+             20, what="preferred leaders of the topic")
+    assert any(r[0] in on_rack for r in reps.values())
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from kops.pipeline.session import get_spark
+
+    return get_spark("local[2]", shuffle_partitions=1)  # the session's Spark (test_logs_cluster's, when it ran)
+
+
+def test_logs_merge_reads_the_kraft_logs(kraft_sandbox, kraft_bootstrap, spark, tmp_path):
+    """`kops logs merge` and the leadership timeline over every broker's state-change.log and the
+    controller's controller.log, after the tests above: every line parsed and classified,
+    attributed to the node that wrote it, and the last leader in the timeline of each of this
+    suite's partitions is its leader now. (In-process, like test_logs_cluster: one Spark session.)"""
+    from typer.testing import CliRunner
+
+    from kops.cli.logs import app
+    from kops.pipeline import statechange as sc
+    from kops.pipeline import timeline as tl
+
+    sb, bs = kraft_sandbox, kraft_bootstrap
+    now = partitions(bs)
+    snap = tmp_path / "logs"
+    for node in [*sb.broker_ids, *sb.controller_ids]:
+        src = sb.config.log_dir(node)
+        d = snap / (f"broker-{node}" if node in sb.broker_ids else f"controller-{node}")
+        d.mkdir(parents=True)
+        for f in [*src.glob("state-change.log*"), *src.glob("controller.log*")]:
+            shutil.copy(f, d / f.name)
+    out, summary = tmp_path / "merged.jsonl", tmp_path / "summary.json"
+    r = CliRunner().invoke(app, ["merge", "--logs", str(snap), "--controller-log", "--format", "json",
+                                 "--output", str(out), "--summary-json", str(summary), "-q"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(summary.read_text())["summary"]
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert s["unparsed_lines"] == 0 and s["written"] == len(recs) > 0
+    for x in recs:  # attributed to the node whose file it is
+        assert str(x["broker"]) == x["file"].split("/")[-2].split("-")[1], x
+    sc_recs = [x for x in recs if "/state-change.log" in x["file"]]
+    assert sc_recs and not [x["message"] for x in sc_recs if x["event"] == "other"][:5]
+    assert {x["broker"] for x in sc_recs} <= set(sb.broker_ids)  # a KRaft controller writes none
+    ctl = [x for x in recs if x["broker"] in sb.controller_ids]
+    assert {"partition_create", "reassignment", "topic_create", "broker_change"} <= {x["event"] for x in ctl}
+
+    t = tl.build_timeline(spark, sc.expand_sources([str(snap)], include_controller=True),
+                          sc.Filters(topic_regex="kraft-.*"), sc.MergeStats())
+    last: dict[tuple[str, int], tuple[str, int]] = {}
+    for row in t.leadership.collect():
+        tp = (row.topic, row.partition)
+        if tp not in last or row.ts >= last[tp][0]:
+            last[tp] = (row.ts, row.leader)
+    ours = {tp: p["leader"] for tp, p in now.items() if tp[0].startswith("kraft-")}
+    assert ours and {tp: last[tp][1] for tp in ours} == ours
