@@ -21,7 +21,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from kops.errors import EXIT_FAILURE, BadInput, KopsError
+from kops.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_NOT_DONE, BadInput, KopsError
 
 
 class Output(str, Enum):
@@ -199,11 +199,82 @@ def out_console():
     return _stdout_console
 
 
+#: whether this command invocation has written its JSON document already (reset per command)
+_json_written = False
+
+
 def emit_json(doc: Any) -> None:
     """Exactly one JSON document on stdout."""
+    global _json_written
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str))
     sys.stdout.write("\n")
     sys.stdout.flush()
+    _json_written = True
+
+
+def error_type(e: BaseException | None, exit_code: int) -> str:
+    """The stable ``type`` of a JSON error document (what a script branches on)."""
+    from kops.errors import AuthorizationError, ClusterError
+
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(e, BadInput) or exit_code == EXIT_BAD_INPUT:
+        return "bad_input"
+    if isinstance(e, AuthorizationError):
+        return "not_authorized"
+    if type(e).__name__ == "AuthenticationError":
+        return "authentication_failed"
+    if isinstance(e, ClusterError):
+        return "cluster_error"
+    if exit_code == EXIT_NOT_DONE:
+        return "not_done"  # e.g. another kops execution holds the cluster lock
+    if isinstance(e, KopsError):
+        return "failure"
+    return "internal_error"
+
+
+def emit_error_json(exit_code: int, message: str, details: list[str] | None = None, *,
+                    exc: BaseException | None = None, kind: str | None = None) -> None:
+    """With ``--output json``, a failure is one JSON document on stdout too (the human message
+    still goes to stderr): ``{"error": {"exit_code", "type", "class", "message", "details"}}``.
+    Nothing is written when the command already wrote its document (one document, never two)."""
+    if _json_written:
+        return
+    emit_json({"error": {
+        "exit_code": exit_code,
+        "type": kind or error_type(exc, exit_code),
+        "class": type(exc).__name__ if exc is not None else None,
+        "message": message,
+        "details": list(details or []),
+    }})
+
+
+def json_requested(*values: Any, args: list[str] | tuple[str, ...] = ()) -> bool:
+    """Is JSON output asked for: by an ``--output`` value given (command or global option),
+    in raw arguments not parsed yet, or by ``$KOPS_OUTPUT``."""
+    for v in values:
+        if v is not None:
+            return str(getattr(v, "value", v)).lower() == "json"
+    args = list(args)
+    for i, a in enumerate(args):
+        if a in ("--output", "-o") and i + 1 < len(args):
+            return args[i + 1].lower() == "json"
+        if a.startswith("--output="):
+            return a.split("=", 1)[1].lower() == "json"
+    return os.environ.get("KOPS_OUTPUT", "").lower() == "json"
+
+
+def _json_mode(args: tuple, kwargs: dict) -> bool:
+    """JSON mode of the running command: its own ``--output``, else the global one, else env."""
+    ctx = kwargs.get("ctx") or next((a for a in args if isinstance(a, typer.Context)), None)
+    if ctx is None:
+        try:
+            from typer._click.globals import get_current_context  # typer vendors click
+        except ImportError:  # pragma: no cover - older typer on top of click
+            from click import get_current_context
+        ctx = get_current_context(silent=True)
+    root = ctx.find_root().obj if ctx is not None else None
+    return json_requested(kwargs.get("output"), getattr(root, "output", None))
 
 
 def note(message: str) -> None:
@@ -218,30 +289,41 @@ def handle_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        global _json_written
+        _json_written = False
         try:
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
         except KopsError as e:
             _report(e)
+            if _json_mode(args, kwargs):
+                emit_error_json(e.exit_code, e.message, e.details, exc=e)
             raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             err_console().print("[red]interrupted[/red]")
+            if _json_mode(args, kwargs):
+                emit_error_json(130, "interrupted", exc=e)
             raise typer.Exit(130) from None
         except Exception as e:  # a bug or an unexpected client error: say what, exit 1
             if os.environ.get("KOPS_DEBUG"):
                 raise
-            from kops.cluster.redact import redact
+            from rich.markup import escape
 
             from kops.cluster.connection import is_authentication_error, is_authorization_error
+            from kops.cluster.redact import redact
 
+            kind = None
             if is_authorization_error(e) or is_authentication_error(e):
                 kind = "not authorized" if is_authorization_error(e) else "authentication failed"
-                err_console().print(f"[red]error:[/red] {kind}: {type(e).__name__}: {redact(str(e))}", markup=True)
-                raise typer.Exit(EXIT_FAILURE) from None
-
-            err_console().print(f"[red]error:[/red] {type(e).__name__}: {redact(str(e))}", markup=True)
-            err_console().print("(set KOPS_DEBUG=1 for a traceback)")
+                message = f"{kind}: {type(e).__name__}: {redact(str(e))}"
+                err_console().print(f"[red]error:[/red] {escape(message)}")
+            else:
+                message = f"{type(e).__name__}: {redact(str(e))}"
+                err_console().print(f"[red]error:[/red] {escape(message)}")
+                err_console().print("(set KOPS_DEBUG=1 for a traceback)")
+            if _json_mode(args, kwargs):
+                emit_error_json(EXIT_FAILURE, message, exc=e, kind=kind and kind.replace(" ", "_"))
             raise typer.Exit(EXIT_FAILURE) from None
 
     return wrapper  # type: ignore[return-value]

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 import typer.main
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from kops import __version__
@@ -45,6 +46,26 @@ class LazyGroup(TyperGroup):
     def list_commands(self, ctx):
         return [*super().list_commands(ctx), *SUBCOMMANDS]
 
+    # Usage errors (unknown option, bad value, missing argument) are raised while options are
+    # parsed, before a command's own error handling runs: with --output json they still end in
+    # one JSON error document on stdout (Click's message and usage stay on stderr).
+    def make_context(self, info_name, args, parent=None, **extra):
+        common._json_written = False  # a new invocation (also under CliRunner)
+        raw = list(args)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except UsageError as e:
+            _usage_error_json(e, raw, None)
+            raise
+
+    def invoke(self, ctx):
+        raw = [*getattr(ctx, "protected_args", ()), *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except UsageError as e:
+            _usage_error_json(e, raw, ctx)
+            raise
+
     def get_command(self, ctx, cmd_name):
         if cmd_name in SUBCOMMANDS:
             cmd = typer.main.get_command(_group_app(cmd_name))
@@ -63,6 +84,20 @@ class LazyGroup(TyperGroup):
 #: rich.markdown, markdown-it and friends: ~0.3 s on a 2-core machine), and `kops --help` must
 #: start fast. KOPS_RICH_HELP=1 brings the rich layout back.
 HELP_MARKUP = "rich" if os.environ.get("KOPS_RICH_HELP") else None
+
+
+def _usage_error_json(e, raw_args, ctx) -> None:
+    g = ctx.find_root().obj if ctx is not None else None
+    if not common.json_requested(getattr(g, "output", None), args=raw_args):
+        return
+    if isinstance(e, NoArgsIsHelpError):
+        message = "a command or arguments are missing (see --help)"
+    else:
+        message = e.format_message()
+        c = getattr(e, "ctx", None)
+        if c is not None and getattr(c, "command_path", None):
+            message = f"{c.command_path}: {message}"
+    common.emit_error_json(e.exit_code, message, exc=e, kind="bad_input")
 
 
 def _set_markup(cmd, mode) -> None:

@@ -139,6 +139,8 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
             for t in topics
         ]
 
+    if mode is not None and hasattr(conn, "note_mode"):
+        conn.note_mode(mode)  # the ZooKeeper-only checks need not ask again
     controller = cluster.controller.id if cluster.controller is not None else None
     if mode == "kraft":
         # KRaft brokers answer DescribeCluster with a random broker as "controller"; the active
@@ -181,6 +183,11 @@ def _broker_configs(conn: Connection, broker_ids: list[int]) -> tuple[dict[int, 
         if roles is not None:
             mode = "kraft" if roles.value else "zookeeper"
     return out, mode
+
+
+def broker_throttle_configs(conn: Connection, broker_ids: list[int]) -> dict[int, dict[str, str]]:
+    """The dynamic throttle configs each broker has applied (each broker answers for itself)."""
+    return _broker_configs(conn, list(broker_ids))[0]
 
 
 def _with_topic_configs(conn: Connection, topics: list[Topic]) -> list[Topic]:
@@ -360,24 +367,53 @@ def replica_sizes(
     """Size on disk of each replica ``(topic, partition, broker)`` (DescribeLogDirs), e.g. to
     follow how far new replicas have caught up during a reassignment. Future (log-dir move)
     replicas are left out. Empty when the brokers cannot be asked."""
+    entries = _log_dir_entries(conn, broker_ids, topics)
+    sizes: dict[tuple[str, int, int], int] = {}
+    for key, _log_dir, size, future in entries or ():
+        if not future:
+            sizes[key] = max(sizes.get(key, 0), size)
+    return sizes
+
+
+def replica_log_dirs(
+    conn: Connection, broker_ids: Iterable[int], topics: list[str]
+) -> dict[tuple[str, int, int], dict[str, str | None]] | None:
+    """The log dir of each replica ``(topic, partition, broker)`` (DescribeLogDirs):
+    ``{"dir": where it lives, "future": the dir it is being moved to, or None}`` — a log-dir
+    move (AlterReplicaLogDirs) is complete when ``dir`` is the requested dir and ``future`` is
+    None. A replica the broker does not hold is absent. None when the brokers cannot be asked
+    (unknown, which is not "done")."""
+    entries = _log_dir_entries(conn, broker_ids, topics)
+    if entries is None:
+        return None
+    out: dict[tuple[str, int, int], dict[str, str | None]] = {}
+    for key, log_dir, _size, future in entries:
+        rec = out.setdefault(key, {"dir": None, "future": None})
+        rec["future" if future else "dir"] = log_dir
+    return out
+
+
+def _log_dir_entries(conn: Connection, broker_ids: Iterable[int], topics: list[str]):
+    """The one DescribeLogDirs reader: ``[((topic, partition, broker), log_dir, size,
+    is_future)]``, or None when the brokers cannot be asked."""
     ids = list(broker_ids)
     if not ids or not topics:
-        return {}
+        return []
     try:
         result = conn.kp_admin().describe_log_dirs(topic_partitions=list(topics), brokers=ids)
     except Exception:
-        return {}
-    sizes: dict[tuple[str, int, int], int] = {}
+        return None
+    out = []
     for per_broker in result:
         b = int(per_broker.get("broker", -1))
         for d in per_broker.get("log_dirs", []):
+            if d.get("error_code"):
+                continue  # an offline log dir lists nothing
             for t in d.get("topics", []):
                 for p in t.get("partitions", []):
-                    if p.get("is_future_key"):
-                        continue
-                    key = (t["name"], p["partition_index"], b)
-                    sizes[key] = max(sizes.get(key, 0), int(p.get("partition_size", 0)))
-    return sizes
+                    out.append(((t["name"], p["partition_index"], b), d.get("log_dir"),
+                                int(p.get("partition_size", 0)), bool(p.get("is_future_key"))))
+    return out
 
 
 def missing_topics_error(conn: Connection | None, missing: list[str], *, option: str = "--topic"):

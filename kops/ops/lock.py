@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from kops.errors import ClusterError, KopsError
+from kops.ops import failpoints
 from kops.ops.journal import ZK_ROOT, TopicStore, now_iso
 
 LOCK_TOPIC = "__kops_lock"
@@ -92,7 +93,8 @@ class ClusterLock:
         store = TopicStore(self.conn)
         store.ensure_topic()
         admin = self.conn.admin()
-        deadline = time.monotonic() + self.conn.timeout_s
+        deadline = time.monotonic() + max(self.conn.timeout_s, 10.0)
+        broken = False
         while True:
             fut = admin.create_topics(
                 [NewTopic(LOCK_TOPIC, 1, 1, config={"retention.ms": "60000"})],
@@ -106,11 +108,22 @@ class ClusterLock:
                     raise
                 store._cache().pop(store.topic, None)  # read afresh: someone else wrote it
                 holder = self._topic_holder(store)
-                if holder or time.monotonic() > deadline:
+                if holder:
                     raise LockHeld(holder) from None
+                if time.monotonic() > deadline:
+                    if broken:
+                        raise LockHeld(holder) from None
+                    # still no holder record after the deadline: a kops was killed between
+                    # creating the lock topic and recording itself (it had not journaled,
+                    # throttled or submitted anything yet). Break that half-taken lock once.
+                    self._delete_lock_topic()
+                    broken = True
+                    deadline = time.monotonic() + max(self.conn.timeout_s, 10.0)
+                    continue
                 # the topic exists but no holder is recorded: a release in progress (topic
                 # deletion is asynchronous) or an acquire in progress; look again shortly
                 time.sleep(0.5)
+        failpoints.reach("lock.topic-created")
         store.put_raw("lock", json.dumps(record).encode())
 
     def _topic_holder(self, store: TopicStore | None = None) -> dict[str, Any] | None:
@@ -128,6 +141,9 @@ class ClusterLock:
         if h and h.get("execution_id") != execution_id:
             return
         store.put_raw("lock", None)
+        self._delete_lock_topic()
+
+    def _delete_lock_topic(self) -> None:
         fut = self.conn.admin().delete_topics([LOCK_TOPIC], request_timeout=self.conn.timeout_s)[LOCK_TOPIC]
         try:
             self.conn.wait(fut, f"delete topic {LOCK_TOPIC}")

@@ -26,23 +26,32 @@ def poll(
     interval_s: float = 2.0,
     timeout_s: float | None = None,
     max_errors: int = 10,
+    wake: Callable[[], bool] | None = None,
+    wake_interval_s: float = 0.25,
 ) -> tuple[T | None, bool]:
     """Run ``tick`` until ``done``; returns (last result, finished). Never waits past
     ``timeout_s`` (None = until done). ``BadInput`` and non-cluster errors are not retried;
-    :class:`ClusterError` is retried ``max_errors`` times in a row."""
+    :class:`ClusterError` is retried ``max_errors`` times in a row.
+
+    Ticks *start* every ``interval_s``: a tick's own duration counts toward the interval, so a
+    slow cluster does not stretch the period. Between ticks ``wake()`` — a cheap check, e.g.
+    "has one of the reassignments in flight finished?" — is called every ``wake_interval_s``;
+    when it returns True the next tick runs at once instead of at the end of the interval
+    (errors in ``wake`` only mean "not yet")."""
     from tenacity import (
         RetryError,
         Retrying,
         retry_if_result,
         stop_after_delay,
         stop_never,
-        wait_fixed,
     )
 
     errors = {"n": 0, "last": None}
     last: dict[str, Any] = {"value": None}
+    started = {"t": time.monotonic()}
 
     def attempt() -> tuple[bool, T | None]:
+        started["t"] = time.monotonic()
         try:
             value = tick()
         except BadInput:
@@ -57,11 +66,31 @@ def poll(
         last["value"] = value
         return done(value), value
 
+    def until_next(_state) -> float:  # fixed rate: the tick's duration is part of the interval
+        return max(0.0, interval_s - (time.monotonic() - started["t"]))
+
+    def sleep(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if wake is None:
+                time.sleep(left)
+                return
+            time.sleep(min(left, wake_interval_s))
+            try:
+                if wake():
+                    return
+            except Exception:  # noqa: BLE001 - a failed cheap check is "not yet"; the tick reports errors
+                pass
+
     stop = stop_after_delay(timeout_s) if timeout_s is not None else stop_never
     retrying = Retrying(
         retry=retry_if_result(lambda r: not r[0]),  # exceptions end the loop (reraised)
         stop=stop,
-        wait=wait_fixed(interval_s),
+        wait=until_next,
+        sleep=sleep,
         reraise=True,
     )
     try:

@@ -16,10 +16,12 @@ import socket
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from kops.errors import EXIT_FAILURE, EXIT_NOT_DONE, EXIT_OK, BadInput, ClusterError, KopsError
 from kops.model import ReassignmentPlan, Topology, TopicPartition
+from kops.ops import failpoints
 from kops.ops import journal as J
 from kops.ops import throttle as T
 from kops.ops.progress import NullReporter, Snapshot, poll
@@ -28,6 +30,14 @@ from kops.ops.validate import Move, validate_plan
 #: after a submission, a partition that is not reassigning and not at its target yet is given
 #: this long before it counts as a mismatch (metadata propagates asynchronously)
 SETTLE_S = 15.0
+
+#: a topology read this recently (validation, just before the execution starts) is used for the
+#: first wave's health check and throttles instead of reading the whole cluster again
+FRESH_S = 5.0
+
+#: how long after the controller finished a move kops keeps re-checking at the wake-up rate
+#: (not the poll interval) while broker metadata still shows the old replicas
+LAG_RECHECK_S = 5.0
 
 
 @dataclass
@@ -140,6 +150,40 @@ def health_problems(topo: Topology, *, baseline_offline: Iterable[TopicPartition
     return out
 
 
+#: per-replica states of a log-dir move (AlterReplicaLogDirs)
+LOG_DIR_DONE = "done"  # the replica lives in the requested dir, no future replica is left
+LOG_DIR_MOVING = "moving"  # a future replica in the requested dir is catching up
+LOG_DIR_WAITING = "waiting"  # the replica is not on the broker yet, or its dirs are unknown
+LOG_DIR_ELSEWHERE = "elsewhere"  # the replica is in another dir and nothing moves it
+
+
+def _same_dir(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and os.path.normpath(a) == os.path.normpath(b)
+
+
+def log_dir_states(
+    wanted: Mapping[int, str],
+    topic: str,
+    partition: int,
+    dirs: Mapping[tuple[str, int, int], Mapping[str, str | None]] | None,
+) -> dict[int, str]:
+    """Per broker with a requested log dir (:attr:`Move.log_dir_moves`): done, moving, waiting
+    or elsewhere, from DescribeLogDirs (:func:`kops.cluster.topology.replica_log_dirs`; None =
+    the brokers could not be asked, so nothing counts as done)."""
+    out = {}
+    for b, d in wanted.items():
+        rec = None if dirs is None else dirs.get((topic, partition, b))
+        if rec is None or (rec.get("dir") is None and rec.get("future") is None):
+            out[b] = LOG_DIR_WAITING
+        elif rec.get("future") is not None:
+            out[b] = LOG_DIR_MOVING if _same_dir(rec["future"], d) else LOG_DIR_ELSEWHERE
+        elif _same_dir(rec.get("dir"), d):
+            out[b] = LOG_DIR_DONE
+        else:
+            out[b] = LOG_DIR_ELSEWHERE
+    return out
+
+
 def settle(
     move: Move,
     topo: Topology,
@@ -148,14 +192,21 @@ def settle(
     submitted_at: float | None,
     now: float,
     settle_s: float = SETTLE_S,
+    log_dirs: Mapping[int, str] | None = None,
 ) -> str:
-    """The state of a submitted move: in_flight, done or mismatch."""
+    """The state of a submitted move: in_flight, done or mismatch.
+
+    ``log_dirs`` are the states of the move's log-dir requests (:func:`log_dir_states`): a move
+    with log dirs is done only once its replicas are at the target *and* every replica lives in
+    its requested dir (a log-dir move goes on after the reassignment itself has completed)."""
     if move.tp in reassigning:
         return J.IN_FLIGHT
     p = topo.partition(move.topic, move.partition)
     if p is None:
         return J.MISMATCH
     if tuple(p.replicas) == move.target:
+        if move.log_dir_moves and (log_dirs is None or any(v != LOG_DIR_DONE for v in log_dirs.values())):
+            return J.IN_FLIGHT
         return J.DONE
     if submitted_at is not None and now - submitted_at < settle_s:
         return J.IN_FLIGHT
@@ -171,18 +222,29 @@ class PartitionStatus:
     target: tuple[int, ...]
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    #: states of the requested log dirs, broker -> done | moving | waiting | elsewhere
+    log_dirs: Mapping[int, str] | None = None
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
 
+    def _log_dir_text(self) -> str:
+        return ", ".join(f"broker {b} {v}" for b, v in sorted((self.log_dirs or {}).items()) if v != LOG_DIR_DONE)
+
     def message(self) -> str:
         if self.state == "complete":
             return f"Reassignment of partition {self.name} is completed."
         if self.state == "in_progress":
+            if self.current == self.target and self._log_dir_text():
+                return (f"Reassignment of partition {self.name} is still in progress "
+                        f"(log dir moves: {self._log_dir_text()}).")
             return f"Reassignment of partition {self.name} is still in progress."
         if self.state == "pending":
             return f"Reassignment of partition {self.name} is waiting for a later wave."
+        if self.current == self.target and self._log_dir_text():
+            return (f"There is no active reassignment of partition {self.name} and its replicas are at "
+                    f"the target, but not in the requested log dirs ({self._log_dir_text()}).")
         cur = ",".join(map(str, self.current)) if self.current else "(partition not found)"
         return (
             f"There is no active reassignment of partition {self.name}, but replica set is "
@@ -201,6 +263,8 @@ class PartitionStatus:
             d["adding"] = list(self.adding)
         if self.removing:
             d["removing"] = list(self.removing)
+        if self.log_dirs:
+            d["log_dirs"] = {str(b): v for b, v in sorted(self.log_dirs.items())}
         return d
 
 
@@ -210,10 +274,19 @@ def partition_statuses(
     reassigning: Mapping[TopicPartition, Mapping[str, Any]],
     *,
     pending: Iterable[TopicPartition] = (),
+    log_dirs: Mapping[TopicPartition, Mapping[int, str]] | None = None,
+    driving: Iterable[TopicPartition] = (),
 ) -> list[PartitionStatus]:
     """Per partition: complete, in_progress (reassigning now), pending (a later kops wave),
-    or mismatch (nothing running, replicas differ from the target). Sorted like Kafka's."""
+    or mismatch (nothing running, replicas differ from the target). Sorted like Kafka's.
+
+    ``log_dirs`` holds, for partitions with requested log dirs, their states
+    (:func:`log_dir_states`): such a partition is complete only when every replica lives in its
+    requested dir; while a future replica catches up (``moving``), or a kops execution still
+    drives the partition (``driving``: it sends AlterReplicaLogDirs), it is in progress; a
+    replica left in another dir with nothing moving it is a mismatch."""
     waiting = set(pending)
+    driven = set(driving)
     out = []
     for (t, p), target in targets:
         part = topo.partition(t, p)
@@ -225,7 +298,15 @@ def partition_statuses(
                 tuple(r.get("adding_replicas", ())), tuple(r.get("removing_replicas", ())),
             ))
         elif current == tuple(target):
-            out.append(PartitionStatus(t, p, "complete", current, target))
+            ld = (log_dirs or {}).get((t, p))
+            if not ld or all(v == LOG_DIR_DONE for v in ld.values()):
+                out.append(PartitionStatus(t, p, "complete", current, target, log_dirs=ld or None))
+            elif (t, p) in waiting:
+                out.append(PartitionStatus(t, p, "pending", current, target, log_dirs=ld))
+            elif (t, p) in driven or all(v in (LOG_DIR_DONE, LOG_DIR_MOVING, LOG_DIR_WAITING) for v in ld.values()):
+                out.append(PartitionStatus(t, p, "in_progress", current, target, log_dirs=ld))
+            else:
+                out.append(PartitionStatus(t, p, "mismatch", current, target, log_dirs=ld))
         elif (t, p) in waiting:
             out.append(PartitionStatus(t, p, "pending", current, target))
         else:
@@ -369,6 +450,8 @@ def alter_log_dirs(conn, requests: Mapping[tuple[str, int, int], str]) -> dict[t
 class Prepared:
     topology: Topology
     moves: list[Move]
+    #: when ``topology`` was read (time.monotonic): a fresh one serves the first wave too
+    read_at: float = field(default_factory=time.monotonic)
 
     @property
     def work(self) -> list[Move]:
@@ -400,10 +483,22 @@ class Prepared:
         return sorted({b for m in self.work for b in (*m.original, *m.target)})
 
 
+def _warm_up_journal_writer(conn) -> None:
+    """Create the journal's producer now: librdkafka connects and obtains its idempotent
+    producer id in the background while kops reads and validates, instead of during the first
+    journal write (the lock record), which lies on the way to the first submission (0.5-1 s on
+    a busy machine). Nothing is written here."""
+    try:
+        J.TopicStore(conn)._producer()
+    except Exception:  # noqa: BLE001 - only an optimisation; the first write reports real errors
+        pass
+
+
 def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
     """Read the cluster and validate the whole plan (no writes)."""
     from kops.ops.lock import ClusterLock
 
+    _warm_up_journal_writer(conn)
     topo = read(conn, sizes=True)
     # a second execution is refused first, naming the one in progress
     refuse_if_active(J.JournalStore(conn, _cluster_id(topo)), ClusterLock(conn))
@@ -486,6 +581,12 @@ class Runner:
         self.bytes_total = sum(m.bytes_to_move for m in journal.moves if not m.noop) or None
         self.halted_reasons: list[str] = []
         self.stalled = False
+        self._watch: set[TopicPartition] = set()
+        self._lagging: dict[TopicPartition, float] = {}
+        #: (topology, time.monotonic() it was read) that the first tick may use instead of reading
+        self.fresh: tuple[Topology, float] | None = None
+        self._log_dir_states: dict[str, dict[int, str]] = {}
+        self._log_dir_failed: dict[tuple[str, int, int], str] = {}
 
     # -- helpers ------------------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -500,9 +601,16 @@ class Runner:
             self.store.save(self.j)
             self._last_save = now
 
-    def _sync_throttles(self, topo: Topology, in_flight: list[Move]) -> None:
+    def _write_ahead(self, records: T.ThrottleState) -> None:
+        """Journal every throttle that may be in place before changing any (a kill while they
+        are applied must not leave throttles the journal does not know of)."""
+        self.j.throttles = records
+        self.save()
+
+    def _sync_throttles(self, topo: Topology, in_flight: list[Move]) -> list[T.Change]:
         desired = T.desired_throttles(in_flight, rate=self.opts.throttle, log_dir_rate=self.opts.log_dir_throttle)
-        state, notes, changes = T.sync(self.conn, self.j.throttles, desired, topo)
+        state, notes, changes = T.sync(self.conn, self.j.throttles, desired, topo,
+                                       before_apply=self._write_ahead)
         changed = state.to_dict() != self.j.throttles.to_dict()
         self.j.throttles = state
         for n in notes:
@@ -510,6 +618,7 @@ class Runner:
         if changes or changed:
             self.j.event("throttles: " + "; ".join(str(c) for c in changes))
             self.save()
+        return changes
 
     # -- one tick -----------------------------------------------------------------------
     def refresh(self, topo: Topology, reassigning: Mapping[TopicPartition, Any], *,
@@ -521,8 +630,15 @@ class Runner:
         seen for ``mismatch_after_s``."""
         now = time.time()
         changed = False
-        for m in self.j.moves_in(J.IN_FLIGHT):
-            s = settle(m, topo, reassigning, submitted_at=self.j.submitted_at.get(m.name), now=now)
+        in_flight = self.j.moves_in(J.IN_FLIGHT)
+        self._read_log_dirs(in_flight, topo, reassigning)
+        for m in in_flight:
+            ld = self._log_dir_states.get(m.name)
+            s = settle(m, topo, reassigning, submitted_at=self.j.submitted_at.get(m.name), now=now, log_dirs=ld)
+            failed = sorted(b for b, v in (ld or {}).items()
+                            if v != LOG_DIR_DONE and (m.topic, m.partition, b) in self._log_dir_failed)
+            if s == J.IN_FLIGHT and failed and m.tp not in reassigning:
+                s = J.MISMATCH  # the replicas are there, a requested log dir never will be
             if s == J.MISMATCH:
                 first = self._mismatch_seen.setdefault(m.name, time.monotonic())
                 if time.monotonic() - first < mismatch_after_s:
@@ -532,7 +648,12 @@ class Runner:
             if s != J.IN_FLIGHT:
                 self.j.progress[m.name] = s
                 changed = True
-                if s == J.MISMATCH:
+                if s == J.MISMATCH and failed:
+                    self.note(
+                        f"{m.name}: replicas at the target, but the log dir move failed on broker(s) "
+                        + ", ".join(f"{b} ({self._log_dir_failed[(m.topic, m.partition, b)]})" for b in failed)
+                    )
+                elif s == J.MISMATCH:
                     p = topo.partition(m.topic, m.partition)
                     self.note(
                         f"{m.name}: no longer reassigning, but its replicas are "
@@ -541,10 +662,49 @@ class Runner:
                     )
         return changed
 
+    def _read_log_dirs(self, in_flight: list[Move], topo: Topology,
+                       reassigning: Mapping[TopicPartition, Any]) -> None:
+        """Where the replicas of log-dir moves live (DescribeLogDirs), once their replicas are
+        at the target: :attr:`_log_dir_states` per move (read by :meth:`refresh` and
+        :meth:`_log_dirs`)."""
+        from kops.cluster.topology import replica_log_dirs
+
+        todo = [m for m in in_flight if m.log_dir_moves and m.tp not in reassigning]
+        self._log_dir_states = {k: v for k, v in self._log_dir_states.items()
+                                if k in {m.name for m in in_flight}}
+        if not todo:
+            return
+        brokers = sorted({b for m in todo for b in m.log_dir_moves})
+        dirs = replica_log_dirs(self.conn, brokers, sorted({m.topic for m in todo}))
+        for m in todo:
+            self._log_dir_states[m.name] = log_dir_states(m.log_dir_moves, m.topic, m.partition, dirs)
+
     def tick(self, *, start_waves: bool = True) -> Snapshot:
-        topo = read(self.conn, topics=self.topics)
+        # when a wave is about to start, read the whole cluster once (its health check needs
+        # it) instead of the execution's topics first and everything again
+        wave_likely = start_waves and self.j.state == J.RUNNING and bool(next_wave(
+            self.j.moves_in(J.PENDING), self.j.moves_in(J.IN_FLIGHT),
+            max_per_broker=self.opts.max_moves_per_broker, max_in_flight=self.opts.max_moves_in_flight,
+        ))
+        fresh, self.fresh = self.fresh, None
+        if wave_likely and fresh is not None and time.monotonic() - fresh[1] < FRESH_S:
+            topo = fresh[0]  # validated a moment ago (execute --yes): no second read for wave 1
+        else:
+            topo = read(self.conn) if wave_likely else read(self.conn, topics=self.topics)
         reassigning = {tp: r for tp, r in ongoing(self.conn).items()}
         changed = self.refresh(topo, reassigning)
+        # what wait() watches between ticks: the moves in flight the controller still lists,
+        # and those it has finished while the metadata read above still shows the old replicas
+        # (brokers learn the outcome a moment after the controller): those are looked at again
+        # shortly, not one poll interval later
+        self._watch = {m.tp for m in self.j.moves_in(J.IN_FLIGHT) if m.tp in reassigning}
+        now_m = time.monotonic()
+        lagging = {}
+        for m in self.j.moves_in(J.IN_FLIGHT):
+            p = topo.partition(m.topic, m.partition)
+            if m.tp not in reassigning and (p is None or tuple(p.replicas) != m.target):
+                lagging[m.tp] = self._lagging.get(m.tp, now_m)
+        self._lagging = lagging
         in_flight = self.j.moves_in(J.IN_FLIGHT)
         pending = self.j.moves_in(J.PENDING)
 
@@ -555,7 +715,7 @@ class Runner:
                 max_in_flight=self.opts.max_moves_in_flight,
             )
             if wave:
-                full = read(self.conn)
+                full = topo if wave_likely else read(self.conn)
                 problems = health_problems(full, baseline_offline=self.baseline_offline)
                 if problems and not (self.j.waves == 0 and self.opts.allow_offline):
                     self.halted_reasons = problems
@@ -574,19 +734,32 @@ class Runner:
                     return self.snapshot(full)
 
         if changed:
+            saved = self._last_save
             self._sync_throttles(topo, in_flight)
+            changed = self._last_save == saved  # lifting throttles journaled the new states already
         self._log_dirs(in_flight)
         self._check_stall(topo, in_flight)
         self.save(force=changed)
         return self.snapshot(topo)
 
     def _start_wave(self, topo: Topology, in_flight: list[Move], wave: list[Move]) -> None:
-        # throttles first (as Kafka does), so that no byte moves unthrottled
-        self._sync_throttles(topo, in_flight + [m for m in wave if m.moves_data])
+        # throttles first (as Kafka does), so that no byte moves unthrottled; and, unlike
+        # Kafka's tool, only once the brokers have applied them (they learn of config changes
+        # asynchronously: a move submitted sooner copies unthrottled at first)
+        moving = in_flight + [m for m in wave if m.moves_data]
+        changes = self._sync_throttles(topo, moving)
+        if any(c.kind == "broker" and c.value is not None for c in changes):
+            desired = T.desired_throttles(moving, rate=self.opts.throttle, log_dir_rate=self.opts.log_dir_throttle)
+            wait_s = max(5.0, getattr(self.conn, "timeout_s", 10.0))
+            late = T.await_rates(self.conn, desired, topo, timeout_s=wait_s)
+            if late:
+                self.note(f"broker(s) {late} did not show the throttle rates kops set within {wait_s:.0f} s; "
+                          "starting the moves anyway")
         if self.opts.via == "zookeeper":
             results = submit_zk(self.conn, {m.tp: m.target for m in wave})
         else:
             results = submit(self.conn, {m.tp: m.target for m in wave})
+        failpoints.reach("wave.submitted")
         if results and all(e == BUSY for e in results.values()):
             self.note("/admin/reassign_partitions still exists: the next wave waits until it is gone")
             return
@@ -606,18 +779,29 @@ class Runner:
         self.save()
 
     def _log_dirs(self, in_flight: list[Move]) -> None:
-        reqs = {
-            (m.topic, m.partition, b): d
-            for m in in_flight
-            for b, d in m.log_dir_moves.items()
-            if (m.topic, m.partition, b) not in self._log_dirs_started
-        }
+        """AlterReplicaLogDirs for the log-dir requests of the moves in flight: sent until a
+        broker accepts it (a replica not created yet is refused, the broker remembers the dir
+        for it), and again if the replica is seen in another dir with nothing moving it (a
+        broker restarted before the move began). A broker without that log dir is final."""
+        reqs = {}
+        for m in in_flight:
+            states = self._log_dir_states.get(m.name, {})
+            for b, d in m.log_dir_moves.items():
+                k = (m.topic, m.partition, b)
+                if k in self._log_dir_failed or states.get(b) in (LOG_DIR_DONE, LOG_DIR_MOVING):
+                    continue
+                if k not in self._log_dirs_started or states.get(b) == LOG_DIR_ELSEWHERE:
+                    reqs[k] = d
         if not reqs:
             return
         for k, err in alter_log_dirs(self.conn, reqs).items():
             if err is None:
+                if k not in self._log_dirs_started:
+                    self.j.event(f"log dir move started: {k[0]}-{k[1]} on broker {k[2]} -> {reqs[k]}")
                 self._log_dirs_started.add(k)
-                self.j.event(f"log dir move started: {k[0]}-{k[1]} on broker {k[2]} -> {reqs[k]}")
+            elif "LogDirNotFound" in err:
+                self._log_dir_failed[k] = f"broker has no log dir {reqs[k]}: {err}"
+                self.note(f"{k[0]}-{k[1]}: broker {k[2]} has no log dir {reqs[k]} ({err})")
 
     def _check_stall(self, topo: Topology, in_flight: list[Move]) -> None:
         data_moves = [m for m in in_flight if m.moves_data]
@@ -660,6 +844,18 @@ class Runner:
             note=note,
         )
 
+    def moves_finished(self) -> bool:
+        """Cheap check between ticks (one ListPartitionReassignments): has the controller
+        finished one of the moves that were reassigning at the last tick? Then the next tick
+        runs at once, to lift throttles, start the next wave or end, without waiting out the
+        poll interval."""
+        if any(time.monotonic() - t0 < LAG_RECHECK_S for t0 in self._lagging.values()):
+            return True  # metadata was behind the controller at the last tick: look again now
+        if not self._watch:
+            return False
+        now = ongoing(self.conn)
+        return any(tp not in now for tp in self._watch)
+
     # -- end --------------------------------------------------------------------------------
     @property
     def work_left(self) -> bool:
@@ -669,7 +865,8 @@ class Runner:
         """The work has ended: lift kops' throttles, close the journal, release the lock."""
         if not preserve_throttles and not self.j.throttles.empty:
             topo = read(self.conn, topics=self.topics)
-            state, notes, changes = T.remove_all(self.conn, self.j.throttles, topo)
+            state, notes, changes = T.remove_all(self.conn, self.j.throttles, topo,
+                                                 before_apply=self._write_ahead)
             self.j.throttles = state
             for n in notes:
                 self.note(n)
@@ -709,8 +906,9 @@ class Runner:
                     self.reporter.update(s)
                     return s
 
-                _, finished = poll(step, done, interval_s=self.opts.poll_interval_s,
-                                   timeout_s=self.opts.timeout_s)
+                interval = self.opts.poll_interval_s
+                _, finished = poll(step, done, interval_s=interval, timeout_s=self.opts.timeout_s,
+                                   wake=self.moves_finished, wake_interval_s=min(0.5, max(0.2, interval / 4)))
             else:
                 self.reporter.update(self.tick())
         except KeyboardInterrupt:
@@ -775,14 +973,38 @@ def refuse_if_active(store: J.JournalStore, lock) -> None:
     holder = lock.holder()
     if holder is not None:
         hid = holder.get("execution_id")
-        if hid:
-            prev = store.load(hid)
-            if prev is not None and prev.finished:
-                lock.release(hid)  # a stale lock of an execution that ended
-                return
+        if not hid:
+            return  # taken half-way (no holder record yet): ClusterLock.acquire waits or breaks it
+        prev = store.load(hid)
+        if prev is not None and prev.finished:
+            lock.release(hid)  # a stale lock of an execution that ended
+            return
+        if prev is None and lock_stale_without_journal(holder):
+            # a kops killed between taking the lock and writing the first journal record:
+            # that execution never throttled or submitted anything (both come after the record)
+            lock.release(hid)
+            return
         from kops.ops.lock import LockHeld
 
         raise LockHeld(holder)
+
+
+def lock_stale_without_journal(holder: Mapping[str, Any], *, grace_s: float = 60.0) -> bool:
+    """A lock whose execution has no journal: stale when its owner process is gone (same host)
+    or it was taken longer ago than a live kops needs to write the journal's first record."""
+    o = holder.get("owner") or {}
+    if o.get("host") == socket.gethostname() and isinstance(o.get("pid"), int) and o["pid"] != os.getpid():
+        try:
+            os.kill(o["pid"], 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+    try:
+        taken = datetime.fromisoformat(str(holder.get("acquired_at")))
+    except ValueError:
+        return False
+    return (datetime.now(timezone.utc) - taken).total_seconds() > grace_s
 
 
 def raise_held(j: J.Journal, lock=None):
@@ -806,6 +1028,7 @@ def start(conn, prepared: Prepared, opts: ExecuteOptions, *, reporter=None) -> O
     options["baseline_offline"] = sorted([list(p.tp) for p in topo.partitions() if p.offline])
     journal = J.Journal(id=J.new_execution_id(), cluster_id=_cluster_id(topo), moves=prepared.moves, options=options)
     lock.acquire(journal.id, journal.owner)
+    failpoints.reach("execute.lock-taken")
     try:
         journal.event(f"execution created by {journal.owner}; journal in {store.where} and {store.local.dir}")
         store.save(journal)
@@ -813,6 +1036,7 @@ def start(conn, prepared: Prepared, opts: ExecuteOptions, *, reporter=None) -> O
         lock.release(journal.id)
         raise
     runner = Runner(conn, store, journal, opts, reporter, lock)
+    runner.fresh = (topo, prepared.read_at)
     if not runner.work_left:
         runner.finish()
         return Outcome(journal, True, EXIT_OK, "nothing to do: every partition is already at its target",
@@ -971,14 +1195,29 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
         pending = [m.tp for m in j.moves_in(J.PENDING)]
     else:
         pending = []
-    topo = read(conn, topics=topics)
-    reassigning = ongoing(conn)
-    statuses = partition_statuses(targets, topo, reassigning, pending=pending)
-    if any(s.state == "mismatch" for s in statuses):  # confirm: metadata may lag a moment
-        time.sleep(2.5)
+    # requested log dirs (plan entries or the execution's moves): verified with DescribeLogDirs
+    wanted = ({e.tp: {b: d for b, d in zip(e.replicas, e.log_dirs) if d != "any"} for e in plan.entries
+               if e.log_dirs} if plan else {m.tp: m.log_dir_moves for m in j.moves})
+    wanted = {tp: w for tp, w in wanted.items() if w}
+    driving = [m.tp for m in j.moves_in(J.IN_FLIGHT)] if j is not None and not j.finished else []
+
+    def statuses_now() -> tuple[Topology, list[PartitionStatus]]:
         topo = read(conn, topics=topics)
         reassigning = ongoing(conn)
-        statuses = partition_statuses(targets, topo, reassigning, pending=pending)
+        states = None
+        if wanted:
+            from kops.cluster.topology import replica_log_dirs
+
+            dirs = replica_log_dirs(conn, sorted({b for w in wanted.values() for b in w}),
+                                    sorted({t for t, _ in wanted}))
+            states = {tp: log_dir_states(w, tp[0], tp[1], dirs) for tp, w in wanted.items()}
+        return topo, partition_statuses(targets, topo, reassigning, pending=pending, log_dirs=states,
+                                        driving=driving)
+
+    topo, statuses = statuses_now()
+    if any(s.state == "mismatch" for s in statuses):  # confirm: metadata may lag a moment
+        time.sleep(2.5)
+        topo, statuses = statuses_now()
     present = T.throttles_in(topo, topics)
     if j is not None and pending and j.state in (J.RUNNING, J.HALTED):
         notes.append(f"{len(pending)} partition(s) wait for later waves of execution {j.id}: run "

@@ -142,8 +142,10 @@ def test_unprivileged_user_refused_cleanly(secured, kops_home):
         err = " ".join(r.stderr.split())
         assert "not authorized" in err and "kops-user" in err, err
         assert "AUTHORIZATION_FAILED" in err and "Traceback" not in err
-        if "json" in cmd:
-            assert r.stdout.strip() == ""  # no half document on stdout
+        if "json" in cmd:  # one JSON error document on stdout, never a half document
+            e = json.loads(r.stdout)["error"]
+            assert e["exit_code"] == 1 and e["type"] == "not_authorized", e
+            assert "kops-user" in " ".join([e["message"], *e["details"]])
     after = kops(kops_home, "cluster", "describe", *conn_args(secured, secured.admin_config), "--output", "json")
     strip = lambda d: {k: v for k, v in json.loads(d).items() if k not in ("captured_at",)}  # noqa: E731
     assert strip(before.stdout) == strip(after.stdout)  # nothing changed

@@ -88,3 +88,67 @@ def test_malformed_command_config_exits_2(tmp_path):
     r = runner.invoke(app, ["cluster", "describe", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(cfg)])
     assert r.exit_code == 2
     assert "sasl.jaas.config" in r.stderr
+
+
+# -- with --output json, a failure is one JSON error document on stdout too ------------------
+
+
+@pytest.mark.parametrize(
+    "args, exit_code, needle",
+    [
+        (["cluster", "describe", "--topology", "/nonexistent.json", "--output", "json"], 2, "does not exist"),
+        (["--output", "json", "cluster", "describe", "--topology", "/nonexistent.json"], 2, "does not exist"),
+        (["cluster", "health", "--topology", str(DATA / "topo6.json"), "--topic", "nope", "-o", "json"], 2,
+         "unknown topic"),
+        (["cluster", "describe", "--no-such-option", "--output", "json"], 2, "No such option"),  # a usage error
+        (["--output", "json", "plan", "assign", "--brokers", "0,1"], 2, "Missing option"),
+    ],
+)  # fmt: skip
+def test_json_mode_errors_are_one_json_document(args, exit_code, needle, monkeypatch):
+    monkeypatch.delenv("KOPS_BOOTSTRAP_SERVER", raising=False)
+    r = runner.invoke(app, args)
+    assert r.exit_code == exit_code, (r.stdout, r.stderr)
+    doc = json.loads(r.stdout)  # exactly one document, nothing else
+    err = doc["error"]
+    assert err["exit_code"] == exit_code and err["type"] == "bad_input"
+    assert needle in err["message"] and isinstance(err["details"], list)
+    assert needle in r.stderr  # the human message is still on stderr
+
+
+def test_env_selects_json_errors_human_mode_keeps_stdout_empty(monkeypatch):
+    topo = str(DATA / "topo6.json")
+    monkeypatch.setenv("KOPS_OUTPUT", "json")
+    r = runner.invoke(app, ["plan", "assign", "--brokers", "0,1", "--racks", "0:a,7:b", "--partitions", "3",
+                            "--replication-factor", "1"])
+    assert r.exit_code == 2
+    assert json.loads(r.stdout)["error"]["type"] == "bad_input"
+    monkeypatch.delenv("KOPS_OUTPUT")
+    r = runner.invoke(app, ["cluster", "health", "--topology", topo, "--topic", "nope"])  # human mode
+    assert r.exit_code == 2 and r.stdout == ""
+
+
+def test_error_document_never_follows_a_document(capsys):
+    from kops.cli import common
+
+    common._json_written = False
+    common.emit_json({"ok": True})
+    common.emit_error_json(1, "late failure")
+    out = capsys.readouterr().out
+    assert json.loads(out) == {"ok": True}  # still exactly one document
+    common._json_written = False
+    common.emit_error_json(3, "another execution is running", ["id x"], exc=None)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {"error": {"exit_code": 3, "type": "not_done", "class": None,
+                             "message": "another execution is running", "details": ["id x"]}}
+
+
+def test_error_types():
+    from kops.cli.common import error_type
+    from kops.errors import AuthorizationError, BadInput, ClusterError, KopsError
+
+    assert error_type(BadInput("x"), 2) == "bad_input"
+    assert error_type(AuthorizationError("x"), 1) == "not_authorized"
+    assert error_type(ClusterError("x"), 1) == "cluster_error"
+    assert error_type(KopsError("x"), 1) == "failure"
+    assert error_type(RuntimeError("x"), 1) == "internal_error"
+    assert error_type(KeyboardInterrupt(), 130) == "interrupted"

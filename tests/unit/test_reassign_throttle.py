@@ -152,3 +152,65 @@ def test_stale_config_reads_do_not_turn_kops_entries_into_foreign_ones():
     # (None) is remembered, not re-read from a lagging config
     again = T.plan_sync(wave2.state, T.desired_throttles([M0], rate=500), topo(broker_cfg={1: {T.FOLLOWER_RATE: "500"}}))
     assert again.state.brokers[1][T.FOLLOWER_RATE]["original"] is None
+
+
+def _cluster_after(changes, base_brokers=None, base_topic=None):
+    """The configs a cluster has after ``changes`` were applied on top of the given ones."""
+    brokers = {b: dict(kv) for b, kv in (base_brokers or {}).items()}
+    tcfg = dict(base_topic or {})
+    for c in changes:
+        if c.kind == "broker":
+            kv = brokers.setdefault(int(c.name), {})
+            if c.value is None:
+                kv.pop(c.key, None)
+            else:
+                kv[c.key] = c.value
+        elif c.value is None:
+            tcfg.pop(c.key, None)
+        else:
+            tcfg[c.key] = c.value
+    return brokers, tcfg
+
+
+def test_throttles_written_ahead_are_all_removed_after_a_kill_mid_apply():
+    """kops journals merge_states(old, new) before it applies a throttle change. Killed after
+    applying (before journaling the result), the run that resumes still removes every throttle;
+    the pre-existing (foreign) values survive."""
+    foreign_b = {5: {T.LEADER_RATE: "777"}}
+    foreign_t = {T.LEADER_REPLICAS: "11:5"}
+    wave1 = T.plan_sync(T.ThrottleState(), T.desired_throttles([M0], rate=500), topo(foreign_b, foreign_t))
+    b1, t1 = _cluster_after(wave1.changes, foreign_b, foreign_t)
+    # wave 2 adds M10: the journal gets the merged records, then kops dies mid-apply (all applied)
+    wave2 = T.plan_sync(wave1.state, T.desired_throttles([M0, M10], rate=500), topo(b1, t1))
+    journaled = T.merge_states(wave1.state, wave2.state)
+    b2, t2 = _cluster_after(wave2.changes, b1, t1)
+    assert b2[3][T.FOLLOWER_RATE] == "500"
+    # the resumed run finishes: everything kops set is lifted, the foreign values are back
+    end = T.plan_sync(journaled, T.Desired({}, {}), topo(b2, t2), final=True)
+    b3, t3 = _cluster_after(end.changes, b2, t2)
+    assert {b: kv for b, kv in b3.items() if kv} == foreign_b
+    assert t3 == foreign_t
+    assert end.state.empty
+
+
+def test_write_ahead_record_never_applied_is_set_on_resume_and_harmless_to_remove():
+    """Killed after journaling but before applying: the resumed run sets the rate it finds
+    recorded but not present, and removing a record that was never applied changes nothing."""
+    sp = T.plan_sync(T.ThrottleState(), T.desired_throttles([M0], rate=500), topo())
+    journaled = T.merge_states(T.ThrottleState(), sp.state)
+    again = T.plan_sync(journaled, T.desired_throttles([M0], rate=500), topo())  # nothing applied
+    assert "broker 1: follower.replication.throttled.rate=500" in {str(c) for c in again.changes}
+    end = T.plan_sync(journaled, T.Desired({}, {}), topo(), final=True)
+    b, t = _cluster_after(end.changes)
+    assert not any(b.values()) and not t
+
+
+def test_merge_keeps_a_rate_that_changed_as_prior_so_removal_recognises_it():
+    old = T.ThrottleState(brokers={1: {T.FOLLOWER_RATE: {"original": None, "set": "500", "active": True}}})
+    new = T.ThrottleState(brokers={1: {T.FOLLOWER_RATE: {"original": "500", "set": "900", "active": True}}})
+    m = T.merge_states(old, new)
+    rec = m.brokers[1][T.FOLLOWER_RATE]
+    assert rec["original"] is None and rec["set"] == "900" and rec["prior"] == ["500"]
+    # killed before 900 was applied: 500 is still there, and it is kops', so it is removed
+    end = T.plan_sync(m, T.Desired({}, {}), topo(broker_cfg={1: {T.FOLLOWER_RATE: "500"}}), final=True)
+    assert "broker 1: delete follower.replication.throttled.rate" in {str(c) for c in end.changes}
