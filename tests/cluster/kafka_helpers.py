@@ -77,3 +77,14 @@ def kops(*args: str, timeout: float = 300, env: dict[str, str] | None = None) ->
     """Run the real CLI in a fresh process (exit codes, stdout/stderr as a user sees them)."""
     return subprocess.run([sys.executable, "-m", "kops", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def ongoing(bootstrap: str) -> dict:
+    """Reassignments in progress (ListPartitionReassignments), by (topic, partition)."""
+    from kafka.admin import KafkaAdminClient
+
+    c = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        return {(tp.topic, tp.partition): v for tp, v in c.list_partition_reassignments().items()}
+    finally:
+        c.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
-from tests.cluster.kafka_helpers import wait_for
+from tests.cluster.kafka_helpers import ongoing, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -116,16 +116,6 @@ def alter(bootstrap: str, kind: str, name: str, key: str, value: str | None) -> 
     rt = ResourceType.BROKER if kind == "broker" else ResourceType.TOPIC
     res = ConfigResource(rt, name, incremental_configs=[ConfigEntry(key, value, incremental_operation=op)])
     admin(bootstrap).incremental_alter_configs([res])[res].result(20)
-
-
-def ongoing(bootstrap: str) -> dict:
-    from kafka.admin import KafkaAdminClient
-
-    c = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
-    try:
-        return {(tp.topic, tp.partition): v for tp, v in c.list_partition_reassignments().items()}
-    finally:
-        c.close()
 
 
 def same_rack_swap(sandbox, reps: dict[int, list[int]], *, position: int = 1) -> dict[int, list[int]]:

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from kops.cluster.snapshot import topology_schema
-from tests.cluster.kafka_helpers import admin, create_topic, kops, leaders, replicas, wait_for
+from tests.cluster.kafka_helpers import admin, create_topic, kops, leaders, ongoing, replicas, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -91,16 +91,6 @@ def topic_throttles(bootstrap: str, topic: str) -> dict[str, str]:
     res = ConfigResource(ResourceType.TOPIC, topic)
     entries = admin(bootstrap).describe_configs([res])[res].result(20)
     return {k: entries[k].value for k in REPLICA_KEYS if entries[k].value}
-
-
-def ongoing(bootstrap: str) -> dict:
-    from kafka.admin import KafkaAdminClient
-
-    c = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
-    try:
-        return {(tp.topic, tp.partition): v for tp, v in c.list_partition_reassignments().items()}
-    finally:
-        c.close()
 
 
 def quorum_leader(bootstrap: str) -> int:
