@@ -992,14 +992,8 @@ def refuse_if_active(store: J.JournalStore, lock) -> None:
 def lock_stale_without_journal(holder: Mapping[str, Any], *, grace_s: float = 60.0) -> bool:
     """A lock whose execution has no journal: stale when its owner process is gone (same host)
     or it was taken longer ago than a live kops needs to write the journal's first record."""
-    o = holder.get("owner") or {}
-    if o.get("host") == socket.gethostname() and isinstance(o.get("pid"), int) and o["pid"] != os.getpid():
-        try:
-            os.kill(o["pid"], 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
+    if _process_gone(holder.get("owner") or {}):
+        return True
     try:
         taken = datetime.fromisoformat(str(holder.get("acquired_at")))
     except ValueError:
@@ -1065,17 +1059,25 @@ def find_journal(store: J.JournalStore, *, execution_id: str | None = None,
     return (unfinished or journals)[-1]
 
 
+def _process_gone(owner: Mapping[str, Any]) -> bool:
+    """True when ``owner`` (host, pid) is another process on this host that no longer exists."""
+    pid = owner.get("pid")
+    if owner.get("host") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
 def _owner_alive(j: J.Journal, interval_s: float) -> bool:
     o = j.owner or {}
     if o.get("host") == socket.gethostname() and isinstance(o.get("pid"), int):
-        if o["pid"] == os.getpid():
+        if o["pid"] == os.getpid() or _process_gone(o):
             return False
-        try:
-            os.kill(o["pid"], 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
         # the pid exists: alive only if it also wrote recently (pids are reused)
         return time.time() - j.heartbeat < max(30.0, 5 * interval_s)
     return time.time() - j.heartbeat < max(60.0, 10 * interval_s)
