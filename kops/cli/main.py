@@ -163,7 +163,39 @@ def _root(
 
 
 def main() -> None:
-    app()
+    """The ``kops`` executable: run the command, then exit without the interpreter's teardown."""
+    try:
+        app()
+    except SystemExit as e:
+        _exit_now(e.code)
+        raise
+    _exit_now(0)
+
+
+def _exit_now(code: object) -> None:
+    """Leave the process once the command is done: run the ``atexit`` handlers (logging,
+    PySpark's JVM shutdown), flush stdout and stderr, and end with ``os._exit``. Python's own
+    teardown frees every module and object one by one (0.1-0.7 s after a reassignment on a busy
+    two-core machine, measured), time a cron job or an operator waits for nothing: every kops
+    write is acknowledged (the journal flushes each record) or closed before the command
+    returns. Falls back to the normal exit while a non-daemon thread still runs, or for a
+    non-integer exit status (Python prints it)."""
+    import atexit
+    import sys
+    import threading
+
+    code = 0 if code is None else code
+    if not isinstance(code, int):
+        return
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed pipe: nothing left to deliver
+            pass
+    os._exit(code)
 
 
 __all__ = ["app", "main", "common"]

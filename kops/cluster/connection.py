@@ -21,6 +21,7 @@ Every message goes through :func:`kops.cluster.redact.redact`.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,9 @@ class Connection:
     _admin: Any = field(default=None, repr=False)
     _auth_error: str | None = field(default=None, repr=False)
     _kp_admin: Any = field(default=None, repr=False)
+    _kp_lock: Any = field(default_factory=threading.Lock, repr=False)
+    _kp_error: BaseException | None = field(default=None, repr=False)
+    _kp_warming: bool = field(default=False, repr=False)
     _zk: Any = field(default=None, repr=False)
     #: "zookeeper" / "kraft" once known (read_topology records it; cluster_mode() asks)
     _mode: str | None = field(default=None, repr=False)
@@ -236,26 +240,55 @@ class Connection:
 
     # -- kafka-python (only for the RPCs librdkafka lacks) ---------------------------------
     def kp_admin(self):
-        if self._kp_admin is None:
-            from kafka.admin import KafkaAdminClient
+        with self._kp_lock:  # a warm-up thread may be creating it: wait for that one
+            if self._kp_admin is None:
+                err, self._kp_error = self._kp_error, None
+                if err is not None:
+                    raise err  # the warm-up's attempt failed: report it (the next call retries)
+                self._kp_admin = self._new_kp_admin()
+            return self._kp_admin
 
-            logging.getLogger("kafka").setLevel(logging.CRITICAL)
-            try:
-                self._kp_admin = KafkaAdminClient(
-                    bootstrap_servers=self.bootstrap_server.split(","),
-                    client_id="kops",
-                    request_timeout_ms=int(self.timeout_s * 1000),
-                    bootstrap_timeout_ms=int(self.timeout_s * 1000),
-                    **self.client_config.kafka_python(),
-                )
-            except Exception as e:
-                if is_authentication_error(e):
-                    raise self.authentication_error(f"{type(e).__name__}: {_kafka_error_text(e)}") from None
-                raise ClusterError(
-                    f"cannot reach the cluster at {self.bootstrap_server} within "
-                    f"{self.timeout_s:.0f} s (kafka-python: {redact(str(e)) or type(e).__name__})"
-                ) from None
-        return self._kp_admin
+    def _new_kp_admin(self):
+        from kafka.admin import KafkaAdminClient
+
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+        try:
+            return KafkaAdminClient(
+                bootstrap_servers=self.bootstrap_server.split(","),
+                client_id="kops",
+                request_timeout_ms=int(self.timeout_s * 1000),
+                bootstrap_timeout_ms=int(self.timeout_s * 1000),
+                **self.client_config.kafka_python(),
+            )
+        except Exception as e:
+            if is_authentication_error(e):
+                raise self.authentication_error(f"{type(e).__name__}: {_kafka_error_text(e)}") from None
+            raise ClusterError(
+                f"cannot reach the cluster at {self.bootstrap_server} within "
+                f"{self.timeout_s:.0f} s (kafka-python: {redact(str(e)) or type(e).__name__})"
+            ) from None
+
+    def warm_up(self) -> None:
+        """Create kafka-python's client in a background thread now. Importing kafka-python and
+        its bootstrap take 0.2-0.3 s, which then overlap the caller's first confluent-kafka
+        requests instead of lying on the way to the first ListPartitionReassignments or
+        AlterPartitionReassignments. A failure is kept and raised by the first
+        :meth:`kp_admin` call, so it is reported where it matters, once."""
+        with self._kp_lock:
+            if self._kp_admin is not None or self._kp_warming:
+                return
+            self._kp_warming = True
+
+        def run() -> None:
+            with self._kp_lock:
+                if self._kp_admin is not None:
+                    return
+                try:
+                    self._kp_admin = self._new_kp_admin()
+                except BaseException as e:  # noqa: BLE001 - kept for kp_admin() to raise
+                    self._kp_error = e
+
+        threading.Thread(target=run, name="kops-kafka-python-warm-up", daemon=True).start()
 
     # -- cluster mode ------------------------------------------------------------------------
     def note_mode(self, mode: str | None) -> None:

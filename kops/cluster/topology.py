@@ -67,14 +67,18 @@ def read_topology(conn: Connection, opts: ReadOptions = ReadOptions()) -> Topolo
 
 
 def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
+    if (opts.with_reassignments or opts.with_sizes) and hasattr(conn, "warm_up"):
+        conn.warm_up()  # kafka-python's client connects while confluent-kafka's requests run
     admin = conn.admin()
-    cluster = conn.wait(
-        admin.describe_cluster(request_timeout=conn.timeout_s), "describe cluster"
-    )
+    # requests go out together where they do not depend on each other: confluent-kafka's
+    # futures are served by librdkafka's threads while kafka-python's calls (reassignments,
+    # log dirs) run in this one
+    cluster_future = admin.describe_cluster(request_timeout=conn.timeout_s)
     try:
         md = admin.list_topics(timeout=conn.timeout_s)
     except Exception as e:
         raise ClusterError(f"read metadata: {e}") from None
+    cluster = conn.wait(cluster_future, "describe cluster")
 
     brokers = {
         n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port, alive=True)
@@ -82,7 +86,10 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
     }
     wanted = set(opts.topics) if opts.topics is not None else None
     topic_names = sorted(t for t in md.topics if wanted is None or t in wanted)
-
+    alive_ids = sorted(brokers)
+    if opts.with_configs:  # sent now, collected after the kafka-python calls below
+        broker_futures = _broker_configs_requests(conn, alive_ids)
+        topic_futures = _topic_configs_requests(conn, topic_names)
     reassign: dict[tuple[str, int], dict[str, list[int]]] = {}
     if opts.with_reassignments and topic_names:
         reassign = list_reassignments(conn)
@@ -118,16 +125,15 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
 
     mode = None
     broker_configs: dict[int, dict[str, str]] = {}
+    sizes = partition_sizes(conn, alive_ids, topic_names) if opts.with_sizes and topics else None
     if opts.with_configs:
-        alive_ids = sorted(b.id for b in brokers.values() if b.alive)
-        broker_configs, mode = _broker_configs(conn, alive_ids)
-        topics = _with_topic_configs(conn, topics)
+        broker_configs, mode = _broker_configs_collect(conn, broker_futures)
+        topics = _with_topic_configs(conn, topics, topic_futures)
     brokers = {
         bid: replace(b, configs=broker_configs.get(bid, {})) for bid, b in brokers.items()
     }
 
-    if opts.with_sizes and topics:
-        sizes = partition_sizes(conn, [b.id for b in brokers.values() if b.alive], topic_names)
+    if sizes is not None:
         topics = [
             replace(
                 t,
@@ -156,12 +162,10 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
     )
 
 
-def _broker_configs(conn: Connection, broker_ids: list[int]) -> tuple[dict[int, dict[str, str]], str | None]:
-    """Dynamic throttle configs per broker, and the cluster mode (from ``process.roles``)."""
+def _broker_configs_requests(conn: Connection, broker_ids: list[int]) -> dict:
+    """DescribeConfigs of each broker, sent (futures by resource)."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    if not broker_ids:
-        return {}, None
     admin = conn.admin()
     # librdkafka allows only one BROKER resource per DescribeConfigs call: one call each
     futures: dict = {}
@@ -169,6 +173,11 @@ def _broker_configs(conn: Connection, broker_ids: list[int]) -> tuple[dict[int, 
         futures.update(
             admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b))], request_timeout=conn.timeout_s)
         )
+    return futures
+
+
+def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, dict[str, str]], str | None]:
+    """Dynamic throttle configs per broker, and the cluster mode (from ``process.roles``)."""
     out: dict[int, dict[str, str]] = {}
     mode = None
     for res, fut in futures.items():
@@ -187,23 +196,26 @@ def _broker_configs(conn: Connection, broker_ids: list[int]) -> tuple[dict[int, 
 
 def broker_throttle_configs(conn: Connection, broker_ids: list[int]) -> dict[int, dict[str, str]]:
     """The dynamic throttle configs each broker has applied (each broker answers for itself)."""
-    return _broker_configs(conn, list(broker_ids))[0]
+    return _broker_configs_collect(conn, _broker_configs_requests(conn, list(broker_ids)))[0]
 
 
-def _with_topic_configs(conn: Connection, topics: list[Topic]) -> list[Topic]:
+def _topic_configs_requests(conn: Connection, names: list[str]) -> dict:
+    """DescribeConfigs of the topics, sent (futures by topic name)."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    if not topics:
-        return topics
-    admin = conn.admin()
-    out = []
+    if not names:
+        return {}
     # one request for all topics (librdkafka batches per broker)
-    futures = admin.describe_configs(
-        [ConfigResource(ResourceType.TOPIC, t.name) for t in topics], request_timeout=conn.timeout_s
+    futures = conn.admin().describe_configs(
+        [ConfigResource(ResourceType.TOPIC, n) for n in names], request_timeout=conn.timeout_s
     )
-    by_name = {res.name: fut for res, fut in futures.items()}
+    return {res.name: fut for res, fut in futures.items()}
+
+
+def _with_topic_configs(conn: Connection, topics: list[Topic], futures: dict) -> list[Topic]:
+    out = []
     for t in topics:
-        entries = conn.wait(by_name[t.name], f"describe configs of topic {t.name}")
+        entries = conn.wait(futures[t.name], f"describe configs of topic {t.name}")
         cfg = {}
         for name, e in entries.items():
             if e.value is None or getattr(e, "is_sensitive", False):

@@ -53,6 +53,8 @@ class ClusterLock:
     def __init__(self, conn):
         self.conn = conn
         self.zk_mode = bool(getattr(conn, "zookeeper", None))
+        #: the execution this object took the lock for (its release need not read the holder)
+        self._acquired: str | None = None
 
     # -- ZooKeeper ----------------------------------------------------------------------------
     def _zk_acquire(self, record: dict[str, Any]) -> None:
@@ -137,23 +139,25 @@ class ClusterLock:
 
     def _topic_release(self, execution_id: str) -> None:
         store = TopicStore(self.conn)
-        h = self._topic_holder(store)
-        if h and h.get("execution_id") != execution_id:
-            return
+        if self._acquired != execution_id:  # taken by another process: is it still this one's?
+            h = self._topic_holder(store)
+            if h and h.get("execution_id") != execution_id:
+                return
         store.put_raw("lock", None)
         self._delete_lock_topic()
 
     def _delete_lock_topic(self) -> None:
+        """Delete the lock topic. On ZooKeeper clusters the deletion completes asynchronously
+        (0.1-0.5 s later); kops does not wait for it: the holder record is already gone, and
+        an acquire meanwhile finds the topic without a holder and retries every 0.5 s (see
+        :meth:`_topic_acquire`), so only a kops that starts at that moment waits, not every
+        execution at its end."""
         fut = self.conn.admin().delete_topics([LOCK_TOPIC], request_timeout=self.conn.timeout_s)[LOCK_TOPIC]
         try:
             self.conn.wait(fut, f"delete topic {LOCK_TOPIC}")
         except ClusterError as e:
             if "UNKNOWN_TOPIC" not in e.message.upper():
                 raise
-        # deletion is asynchronous on ZooKeeper clusters: wait (bounded) until it is gone
-        deadline = time.monotonic() + self.conn.timeout_s
-        while time.monotonic() < deadline and self._topic_exists():
-            time.sleep(0.3)
 
     # -- interface --------------------------------------------------------------------------
     def acquire(self, execution_id: str, owner: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +169,9 @@ class ClusterLock:
             except BaseException:
                 self._topic_release(execution_id)
                 raise
+        # no other kops takes it from a live holder (see kops.ops.reassign.refuse_if_active):
+        # it stays this execution's until released
+        self._acquired = execution_id
         return record
 
     def holder(self) -> dict[str, Any] | None:
@@ -183,6 +190,7 @@ class ClusterLock:
         if self.zk_mode:
             self._zk_release(execution_id)
         self._topic_release(execution_id)
+        self._acquired = None
 
     def update_owner(self, execution_id: str, owner: dict[str, Any]) -> None:
         """``resume`` takes over an execution: record the new owner in the lock."""

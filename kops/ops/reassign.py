@@ -38,6 +38,14 @@ FRESH_S = 5.0
 #: how long after the controller finished a move kops keeps re-checking at the wake-up rate
 #: (not the poll interval) while broker metadata still shows the old replicas
 LAG_RECHECK_S = 5.0
+#: while metadata lags: a full check again after this many seconds
+LAG_RECHECK_EVERY_S = 0.25
+#: between checks, one ListPartitionReassignments every WAKE_S seconds notices finished moves;
+#: every WAKE_SOON_S when a move is expected to end soon (less than ENDING_SOON_S of copying
+#: left at the throttle, or under 5 % of its bytes, or sizes unknown)
+WAKE_S = 0.5
+WAKE_SOON_S = 0.1
+ENDING_SOON_S = 3.0
 
 
 @dataclass
@@ -587,6 +595,9 @@ class Runner:
         self.fresh: tuple[Topology, float] | None = None
         self._log_dir_states: dict[str, dict[int, str]] = {}
         self._log_dir_failed: dict[tuple[str, int, int], str] = {}
+        self._ending_soon = True  # see snapshot() and moves_finished()
+        self._woke_at = 0.0
+        self._ticked_at = 0.0
 
     # -- helpers ------------------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -607,7 +618,10 @@ class Runner:
         self.j.throttles = records
         self.save()
 
-    def _sync_throttles(self, topo: Topology, in_flight: list[Move]) -> list[T.Change]:
+    def _sync_throttles(self, topo: Topology, in_flight: list[Move], *, save: bool = True) -> list[T.Change]:
+        """Bring the throttles to what ``in_flight`` needs. ``save=False``: the caller saves
+        the journal soon after (the write-ahead record already names every throttle that may
+        be in place, so nothing is lost if kops dies in between)."""
         desired = T.desired_throttles(in_flight, rate=self.opts.throttle, log_dir_rate=self.opts.log_dir_throttle)
         state, notes, changes = T.sync(self.conn, self.j.throttles, desired, topo,
                                        before_apply=self._write_ahead)
@@ -617,7 +631,8 @@ class Runner:
             self.note(n)
         if changes or changed:
             self.j.event("throttles: " + "; ".join(str(c) for c in changes))
-            self.save()
+            if save:
+                self.save()
         return changes
 
     # -- one tick -----------------------------------------------------------------------
@@ -686,6 +701,7 @@ class Runner:
             self.j.moves_in(J.PENDING), self.j.moves_in(J.IN_FLIGHT),
             max_per_broker=self.opts.max_moves_per_broker, max_in_flight=self.opts.max_moves_in_flight,
         ))
+        self._ticked_at = time.monotonic()
         fresh, self.fresh = self.fresh, None
         if wave_likely and fresh is not None and time.monotonic() - fresh[1] < FRESH_S:
             topo = fresh[0]  # validated a moment ago (execute --yes): no second read for wave 1
@@ -728,8 +744,8 @@ class Runner:
                     changed = True
                 else:
                     # _start_wave syncs the throttles for in flight + wave (incl. removals)
+                    # and saves the journal
                     self._start_wave(full, in_flight, wave)
-                    self.save()
                     self._log_dirs(self.j.moves_in(J.IN_FLIGHT))
                     return self.snapshot(full)
 
@@ -747,7 +763,7 @@ class Runner:
         # Kafka's tool, only once the brokers have applied them (they learn of config changes
         # asynchronously: a move submitted sooner copies unthrottled at first)
         moving = in_flight + [m for m in wave if m.moves_data]
-        changes = self._sync_throttles(topo, moving)
+        changes = self._sync_throttles(topo, moving, save=False)  # saved with the wave below
         if any(c.kind == "broker" and c.value is not None for c in changes):
             desired = T.desired_throttles(moving, rate=self.opts.throttle, log_dir_rate=self.opts.log_dir_throttle)
             wait_s = max(5.0, getattr(self.conn, "timeout_s", 10.0))
@@ -762,6 +778,7 @@ class Runner:
         failpoints.reach("wave.submitted")
         if results and all(e == BUSY for e in results.values()):
             self.note("/admin/reassign_partitions still exists: the next wave waits until it is gone")
+            self.save()
             return
         now = time.time()
         self.j.waves += 1
@@ -823,6 +840,9 @@ class Runner:
         done = len(self.j.moves_in(J.DONE, J.MISMATCH, J.REJECTED))
         in_flight = self.j.moves_in(J.IN_FLIGHT)
         bytes_done = None
+        # a move in flight may end any moment (for moves_finished): unless the sizes show that
+        # each still has more than a few seconds of copying left
+        self._ending_soon = True
         if self.bytes_total:
             bytes_done = sum(m.bytes_to_move for m in self.j.moves_in(J.DONE))
             if in_flight:
@@ -830,9 +850,13 @@ class Runner:
 
                 dests = sorted({b for m in in_flight for b in m.adding})
                 sizes = replica_sizes(self.conn, dests, sorted({m.topic for m in in_flight}))
+                left = []
                 for m in in_flight:
-                    for b in m.adding:
-                        bytes_done += min(sizes.get((m.topic, m.partition, b), 0), m.size_bytes or 0)
+                    copied = [min(sizes.get((m.topic, m.partition, b), 0), m.size_bytes or 0) for b in m.adding]
+                    bytes_done += sum(copied)
+                    left.append(max(((m.size_bytes or 0) - c for c in copied), default=0))
+                soon = max(ENDING_SOON_S * (self.opts.throttle or 0), 0.05 * max(m.size_bytes or 0 for m in in_flight))
+                self._ending_soon = (not sizes) or min(left) <= soon
         note = "halted" if self.j.state == J.HALTED else ("stalled" if self._stalled_since else "")
         return Snapshot(
             done=done,
@@ -849,10 +873,15 @@ class Runner:
         finished one of the moves that were reassigning at the last tick? Then the next tick
         runs at once, to lift throttles, start the next wave or end, without waiting out the
         poll interval."""
-        if any(time.monotonic() - t0 < LAG_RECHECK_S for t0 in self._lagging.values()):
-            return True  # metadata was behind the controller at the last tick: look again now
+        now_m = time.monotonic()
+        if any(now_m - t0 < LAG_RECHECK_S for t0 in self._lagging.values()):
+            # metadata was behind the controller at the last tick: look again shortly
+            return now_m - self._ticked_at >= LAG_RECHECK_EVERY_S
         if not self._watch:
             return False
+        if now_m - self._woke_at < (WAKE_SOON_S if self._ending_soon else WAKE_S):
+            return False
+        self._woke_at = now_m
         now = ongoing(self.conn)
         return any(tp not in now for tp in self._watch)
 
@@ -863,21 +892,29 @@ class Runner:
 
     def finish(self, *, preserve_throttles: bool = False, final_state: str | None = None) -> None:
         """The work has ended: lift kops' throttles, close the journal, release the lock."""
-        if not preserve_throttles and not self.j.throttles.empty:
+        records = self.j.throttles  # every broker rate of this execution, lifted or not
+        if not preserve_throttles and (records.brokers or not records.empty):
             topo = read(self.conn, topics=self.topics)
-            state, notes, changes = T.remove_all(self.conn, self.j.throttles, topo,
-                                                 before_apply=self._write_ahead)
-            self.j.throttles = state
-            for n in notes:
-                self.note(n)
-            if changes:
-                self.j.event("throttles removed: " + "; ".join(str(c) for c in changes))
-            if not state.empty:
-                self.note(
-                    "some throttles could not be removed yet (broker down?): "
-                    + "; ".join(state.describe())
-                    + " — run `kops reassign verify` again when the broker is back"
-                )
+            if not records.empty:
+                state, notes, changes = T.remove_all(self.conn, records, topo, before_apply=self._write_ahead)
+                self.j.throttles = state
+                for n in notes:
+                    self.note(n)
+                if changes:
+                    self.j.event("throttles removed: " + "; ".join(str(c) for c in changes))
+                if not state.empty:
+                    self.note(
+                        "some throttles could not be removed yet (broker down?): "
+                        + "; ".join(state.describe())
+                        + " — run `kops reassign verify` again when the broker is back"
+                    )
+            if records.brokers:
+                # "removed" means the brokers have applied it, not only that it was written
+                wait_s = max(5.0, getattr(self.conn, "timeout_s", 10.0))
+                late = T.await_lifted(self.conn, records, topo, timeout_s=wait_s)
+                if late:
+                    self.note(f"broker(s) {late} still showed a throttle rate kops removed after {wait_s:.0f} s "
+                              "(brokers apply config changes asynchronously)")
         if final_state:
             self.j.state = final_state
         elif self.j.moves_in(J.MISMATCH, J.REJECTED):
@@ -908,7 +945,7 @@ class Runner:
 
                 interval = self.opts.poll_interval_s
                 _, finished = poll(step, done, interval_s=interval, timeout_s=self.opts.timeout_s,
-                                   wake=self.moves_finished, wake_interval_s=min(0.5, max(0.2, interval / 4)))
+                                   wake=self.moves_finished, wake_interval_s=WAKE_SOON_S)
             else:
                 self.reporter.update(self.tick())
         except KeyboardInterrupt:

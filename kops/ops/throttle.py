@@ -338,21 +338,51 @@ def await_rates(conn, desired: Desired, topo: Topology, *, timeout_s: float = 10
     asynchronously: a reassignment submitted before they arrive copies unthrottled at first
     (seen on a busy machine: 2 MB in 0.4 s under a 50 kB/s throttle). Returns the brokers that
     still did not show them after ``timeout_s`` (the caller says so and goes on)."""
+    want = {b: {k: v for k, v in kv.items() if k in (LEADER_RATE, FOLLOWER_RATE, LOG_DIR_RATE)}
+            for b, kv in desired.brokers.items()}
+    return _await_brokers(
+        conn, {b: kv for b, kv in want.items() if kv}, topo,
+        lambda kv, seen: all(seen.get(k) == v for k, v in kv.items()),
+        timeout_s=timeout_s, interval_s=interval_s,
+    )
+
+
+def await_lifted(conn, records: ThrottleState, topo: Topology, *, timeout_s: float = 10.0,
+                 interval_s: float = 0.1) -> list[int]:
+    """Wait until no alive broker still shows a rate kops set (``records``: the execution's
+    broker records, lifted since). Without this, a kops started right after — the next wave of
+    a playbook, a cron run — could read a rate that was already deleted but not yet applied
+    (ZooKeeper-mode brokers apply config changes 0.1-2 s later) as an operator's pre-existing
+    value, and "restore" it when it ends. Returns the brokers still showing one."""
+    ours = {}
+    for b, kv in records.brokers.items():
+        keys = {k: {rec.get("set"), *rec.get("prior", ())} - {None, rec.get("original")} for k, rec in kv.items()}
+        keys = {k: vals for k, vals in keys.items() if vals}
+        if keys:
+            ours[b] = keys
+    return _await_brokers(
+        conn, ours, topo, lambda kv, seen: all(seen.get(k) not in vals for k, vals in kv.items()),
+        timeout_s=timeout_s, interval_s=interval_s,
+    )
+
+
+def _await_brokers(conn, want: Mapping[int, Any], topo: Topology, ok, *, timeout_s: float,
+                   interval_s: float) -> list[int]:
+    """Poll the applied throttle configs of the alive brokers in ``want`` (DescribeConfigs,
+    each broker answering for itself) until ``ok(want[b], seen_b)`` holds for each; returns
+    the brokers for which it still does not after ``timeout_s``."""
     import time
 
     from kops.cluster.topology import broker_throttle_configs
 
-    want = {b: {k: v for k, v in kv.items() if k in (LEADER_RATE, FOLLOWER_RATE, LOG_DIR_RATE)}
-            for b, kv in desired.brokers.items()
-            if topo.broker(b) is not None and topo.broker(b).alive}
-    want = {b: kv for b, kv in want.items() if kv}
+    want = {b: w for b, w in want.items() if topo.broker(b) is not None and topo.broker(b).alive}
     deadline = time.monotonic() + timeout_s
     while want:
         try:
             seen = broker_throttle_configs(conn, sorted(want))
         except ClusterError:
             seen = {}
-        want = {b: kv for b, kv in want.items() if any(seen.get(b, {}).get(k) != v for k, v in kv.items())}
+        want = {b: w for b, w in want.items() if b not in seen or not ok(w, seen[b])}
         if not want or time.monotonic() >= deadline:
             break
         time.sleep(interval_s)

@@ -30,6 +30,16 @@ def wait_for(cond, timeout: float = 60, interval: float = 0.5, what: str = "cond
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def lock_topic_exists(bootstrap: str) -> bool:
+    return "__kops_lock" in admin(bootstrap).list_topics(timeout=10).topics
+
+
+def assert_lock_released(bootstrap: str) -> None:
+    """kops released its cluster lock: the topic ``__kops_lock`` is gone. kops does not wait
+    for the deletion, which completes asynchronously on ZooKeeper clusters (well under 1 s)."""
+    wait_for(lambda: not lock_topic_exists(bootstrap), 15, 0.2, "the lock topic __kops_lock to be deleted")
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 6, rf: int = 3, *, min_isr: int = 2,
                  mb_per_partition: float = 0, assignment: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
     """Create a topic, wait until every partition has a leader and a full ISR, optionally fill it."""

@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.cluster.kafka_helpers import wait_for
+from tests.cluster.kafka_helpers import assert_lock_released, lock_topic_exists, wait_for
 from tests.cluster.test_reassign import (
     broker_throttles,
     create_topic,
     delete_topic,
     kops,
-    lock_topic_exists,
     replicas,
     same_rack_swap,
     topic_throttles,
@@ -60,7 +59,7 @@ def _assert_clean(sandbox, bootstrap, topic):
     # dynamic broker configs reach every broker asynchronously
     wait_for(lambda: broker_throttles(bootstrap, sandbox.broker_ids, fresh=True) == {}, 20, 0.5,
              "no broker throttle left")
-    assert not lock_topic_exists(bootstrap)
+    assert_lock_released(bootstrap)
 
 
 @pytest.mark.parametrize("failpoint", ["throttles.applied", "wave.submitted"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
-from tests.cluster.kafka_helpers import ongoing, wait_for
+from tests.cluster.kafka_helpers import assert_lock_released, ongoing, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -136,10 +136,6 @@ def write_plan(path: Path, topic: str, assignment: dict[int, list[int]]) -> Path
     return path
 
 
-def lock_topic_exists(bootstrap: str) -> bool:
-    return "__kops_lock" in admin(bootstrap).list_topics(timeout=10).topics
-
-
 # ------------------------------------------------------------------------------------------
 # tests
 # ------------------------------------------------------------------------------------------
@@ -194,7 +190,7 @@ def test_execute_throttled_observes_throttles_then_cleans_up(sandbox, bootstrap,
         assert topic_throttles(bootstrap, topic) == {"leader.replication.throttled.replicas": "99:5"}
         assert broker_throttles(bootstrap, sandbox.broker_ids) == {
             foreign_broker: {"leader.replication.throttled.rate": "987654321"}}
-        assert not lock_topic_exists(bootstrap)
+        assert_lock_released(bootstrap)
         # 8 MiB or more into each destination broker at 1 MB/s: at least ~8 s, and not hugely more
         assert 7 < elapsed < 90, elapsed
         r = kops("verify", "--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap)
@@ -251,7 +247,7 @@ def test_verify_states_second_execute_refused_and_cancel_rolls_back(sandbox, boo
         assert replicas(bootstrap, topic) == before  # original replicas, original order
         assert topic_throttles(bootstrap, topic) == {}
         assert broker_throttles(bootstrap, sandbox.broker_ids) == {}
-        assert not lock_topic_exists(bootstrap)
+        assert_lock_released(bootstrap)
 
         r = kops("verify", "--reassignment-json-file", str(rollback), "--bootstrap-server", bootstrap)
         assert r.returncode == 0, r.stdout + r.stderr

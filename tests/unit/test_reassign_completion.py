@@ -246,15 +246,85 @@ def test_await_rates_waits_until_brokers_show_them(monkeypatch):
     assert T.await_rates(object(), desired, topo, timeout_s=0.05, interval_s=0.01) == [1, 2]  # bounded
 
 
+def test_await_lifted_waits_until_no_broker_shows_a_rate_kops_set(monkeypatch):
+    """A removal is done when the brokers have applied it: until then a kops started right
+    after would read kops' own rate as an operator's value (and restore it at its end)."""
+    from kops.model import Broker
+    from kops.ops import throttle as T
+
+    records = T.ThrottleState(brokers={
+        1: {T.FOLLOWER_RATE: {"original": None, "set": "100", "active": False}},
+        2: {T.LEADER_RATE: {"original": "5", "set": "100", "prior": ["50"], "active": True}},
+        3: {T.FOLLOWER_RATE: {"original": None, "set": "100"}},  # down
+        4: {T.LEADER_RATE: {"original": "100", "set": "100"}},  # kops' value was already there
+    })
+    views = iter([
+        {1: {T.FOLLOWER_RATE: "100"}, 2: {T.LEADER_RATE: "5"}},  # 1 has not applied the delete yet
+        {1: {T.FOLLOWER_RATE: "100"}},
+        {1: {}},
+    ])
+    asked = []
+
+    def seen(conn, ids):
+        asked.append(list(ids))
+        return next(views)
+
+    monkeypatch.setattr("kops.cluster.topology.broker_throttle_configs", seen)
+    topo = Topology(brokers=(Broker(1), Broker(2), Broker(3, alive=False), Broker(4)), topics=())
+    assert T.await_lifted(object(), records, topo, interval_s=0.01) == []
+    assert asked == [[1, 2], [1], [1]]
+    # an earlier value of this execution ("prior") counts as kops' too; someone else's does not
+    monkeypatch.setattr("kops.cluster.topology.broker_throttle_configs",
+                        lambda conn, ids: {1: {T.FOLLOWER_RATE: "777"}, 2: {T.LEADER_RATE: "50"}})
+    assert T.await_lifted(object(), records, topo, timeout_s=0.05, interval_s=0.01) == [2]
+
+
 def test_wake_up_while_metadata_lags_behind_the_controller(monkeypatch):
     runner, m, _ = _runner(monkeypatch, [], {})
     monkeypatch.setattr(R, "ongoing", lambda conn: {("t", 0): {}})
     runner._watch = {("t", 0)}
     assert runner.moves_finished() is False  # still reassigning
     monkeypatch.setattr(R, "ongoing", lambda conn: {})
+    assert runner.moves_finished() is False  # asked the cluster WAKE_SOON_S ago: not yet again
+    runner._woke_at -= R.WAKE_SOON_S
     assert runner.moves_finished() is True  # the controller finished it
     runner._watch = set()
     runner._lagging = {("t", 0): time.monotonic()}  # ... but the last metadata read was behind
+    runner._ticked_at = time.monotonic()
+    assert runner.moves_finished() is False  # the tick that saw it was a moment ago
+    runner._ticked_at -= R.LAG_RECHECK_EVERY_S
     assert runner.moves_finished() is True
     runner._lagging = {("t", 0): time.monotonic() - R.LAG_RECHECK_S - 1}  # long enough: a mismatch
     assert runner.moves_finished() is False
+
+
+def test_wake_up_checks_rarely_while_every_move_has_long_to_go(monkeypatch):
+    """Between ticks the cluster is asked every WAKE_S seconds, every WAKE_SOON_S only when a
+    move may end soon (its sizes say so)."""
+    runner, m, _ = _runner(monkeypatch, [], {})
+    calls = []
+    monkeypatch.setattr(R, "ongoing", lambda conn: calls.append(1) or {("t", 0): {}})
+    runner._watch = {("t", 0)}
+    runner._ending_soon = False
+    assert runner.moves_finished() is False and len(calls) == 1
+    runner._woke_at -= R.WAKE_SOON_S
+    assert runner.moves_finished() is False and len(calls) == 1  # not due yet
+    runner._ending_soon = True
+    assert runner.moves_finished() is False and len(calls) == 2
+
+
+def test_a_move_is_ending_soon_when_little_is_left_to_copy(monkeypatch):
+    mb = 1_000_000
+    m = Move("t", 0, (1, 2), (1, 3), size_bytes=100 * mb)
+    j = J.Journal(id="x", cluster_id="c", moves=[m])
+    j.progress[m.name] = J.IN_FLIGHT
+    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(throttle=1 * mb), None, None)
+    copied = {}
+    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: dict(copied))
+    copied[("t", 0, 3)] = 10 * mb  # 90 s left at 1 MB/s
+    assert runner.snapshot().bytes_done == 10 * mb and runner._ending_soon is False
+    copied[("t", 0, 3)] = 98 * mb  # 2 s left
+    assert runner.snapshot().bytes_done == 98 * mb and runner._ending_soon is True
+    copied.clear()  # sizes unknown: it may end any moment
+    runner.snapshot()
+    assert runner._ending_soon is True

@@ -167,3 +167,51 @@ def test_handle_errors_names_unexpected_authorization_errors_and_redacts(tmp_pat
     assert ei.value.exit_code == 1
     err = capsys.readouterr().err
     assert "not authorized" in err and "Leaky-Pass-4242" not in err
+
+
+def test_kafka_python_warm_up_hands_over_its_client_or_its_error(monkeypatch):
+    """Connection.warm_up creates kafka-python's client in the background; kp_admin() waits
+    for it and uses it, or raises the warm-up's error once (a later call tries again)."""
+    import threading
+
+    from kops.cluster.config import ClientConfig
+    from kops.cluster.connection import Connection
+    from kops.errors import ClusterError
+
+    release, entered = threading.Event(), threading.Event()
+    made = []
+
+    def slow_client(self):
+        entered.set()
+        release.wait(5)
+        made.append(threading.current_thread().name)
+        return "client"
+
+    monkeypatch.setattr(Connection, "_new_kp_admin", slow_client)
+    c = Connection("127.0.0.1:1", ClientConfig.load(None), timeout_s=1)
+    c.warm_up()
+    assert entered.wait(5)
+    c.warm_up()  # a second call starts nothing
+    release.set()
+    assert c.kp_admin() == "client" and c.kp_admin() == "client"
+    assert made == ["kops-kafka-python-warm-up"]
+
+    calls = []
+
+    def failing(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ClusterError("cannot reach the cluster at 127.0.0.1:1 within 1 s")
+        return "second"
+
+    monkeypatch.setattr(Connection, "_new_kp_admin", failing)
+    c = Connection("127.0.0.1:1", ClientConfig.load(None), timeout_s=1)
+    c.warm_up()
+    for _ in range(500):  # until the warm-up thread has tried
+        if calls:
+            break
+        threading.Event().wait(0.01)
+    with pytest.raises(ClusterError, match="cannot reach"):
+        c.kp_admin()  # the warm-up's failure, not a second wait
+    assert len(calls) == 1
+    assert c.kp_admin() == "second"

@@ -29,7 +29,16 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from kops.cluster.snapshot import topology_schema
-from tests.cluster.kafka_helpers import admin, create_topic, kops, leaders, ongoing, replicas, wait_for
+from tests.cluster.kafka_helpers import (
+    admin,
+    assert_lock_released,
+    create_topic,
+    kops,
+    leaders,
+    ongoing,
+    replicas,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -102,10 +111,6 @@ def quorum_leader(bootstrap: str) -> int:
         return c.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
     finally:
         c.close()
-
-
-def lock_topic_exists(bootstrap: str) -> bool:
-    return "__kops_lock" in admin(bootstrap).list_topics(timeout=10).topics
 
 
 def write_plan(path: Path, topic: str, assignment: dict[int, list[int]]) -> Path:
@@ -195,7 +200,7 @@ def test_zookeeper_only_options_refused_nothing_changed(kraft_sandbox, kraft_boo
     assert replicas(bs, topic) == before and not ongoing(bs)
     assert leaders(bs, topic) == leaders_before
     assert broker_throttles(bs, sb.broker_ids) == {} and topic_throttles(bs, topic) == {}
-    assert not lock_topic_exists(bs)
+    assert_lock_released(bs)
     assert not list(kops_home.rglob("*.json"))
 
 
@@ -240,7 +245,7 @@ def test_throttled_reassignment_execute_and_verify(kraft_sandbox, kraft_bootstra
     assert doc["progress"] == {"done": 4}
     assert replicas(bs, topic) == target and not ongoing(bs)
     assert topic_throttles(bs, topic) == {} and broker_throttles(bs, sb.broker_ids) == {}
-    assert not lock_topic_exists(bs)
+    assert_lock_released(bs)
     # 6 MB into each destination at 1.5 MB/s: the throttle really held the copy back
     assert elapsed > 3.5, elapsed
     r = kops("reassign", "verify", "--reassignment-json-file", str(plan), "--bootstrap-server", bs)
@@ -273,7 +278,7 @@ def test_cancel_mid_move_rolls_back(kraft_sandbox, kraft_bootstrap, unique_topic
         assert not ongoing(bs)
         assert replicas(bs, topic) == before  # original replicas, original order
         assert topic_throttles(bs, topic) == {} and broker_throttles(bs, sb.broker_ids) == {}
-        assert not lock_topic_exists(bs)
+        assert_lock_released(bs)
         r = kops("reassign", "verify", "--reassignment-json-file", str(write_plan(tmp_path / "rb.json", topic, before)),
                  "--bootstrap-server", bs)
         assert r.returncode == 0, r.stdout + r.stderr
