@@ -196,6 +196,22 @@ def run_kafka(bootstrap: str, plan_file: str, throttle: int, poll: float, timeou
 # ------------------------------------------------------------------------------------------
 
 
+def config_change_notifications(zookeeper: str) -> int:
+    """Children of /config/changes. A ZooKeeper-mode broker reads every one of them (to purge
+    those older than 15 min) after each batch of config changes it applies, before it looks
+    for the next batch: with hundreds of them, a throttle set right after another config
+    change reaches the brokers 1-2 s later (both tools' changes count)."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=zookeeper)
+    zk.start(timeout=15)
+    try:
+        return len(zk.get_children("/config/changes"))
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def throttles_present(conn, topic: str) -> list[str]:
     from kops.ops import reassign as R
     from kops.ops import throttle as T
@@ -242,6 +258,8 @@ def main() -> int:
                          "that no run inherits the previous run's quota samples")
     ap.add_argument("--topic", default=f"bench-reassign-{os.getpid()}")
     ap.add_argument("--no-generate", action="store_true", help="skip the minimal-vs-kafka data comparison")
+    ap.add_argument("--zookeeper", help="ZooKeeper-mode clusters: record how many config change notifications "
+                    "(/config/changes, the last 15 min) the brokers scan per change, before each run")
     args = ap.parse_args()
 
     from confluent_kafka import Producer
@@ -306,6 +324,7 @@ def main() -> int:
             final_sizes = {(m.topic, m.partition, b): m.size_bytes or 0 for m in moves for b in m.adding}
             sampler = Sampler(bs, args.topic, {m.tp: (m.original, m.target) for m in moves}, args.sample_interval)
             load0 = os.getloadavg()[0]
+            notifications = config_change_notifications(args.zookeeper) if args.zookeeper else None
             sampler.start()
             t0 = time.monotonic()
             sampler.t0 = t0
@@ -318,6 +337,7 @@ def main() -> int:
                 "tool": tool, "plan": name, "bytes_moved": prepared.bytes_to_move,
                 "lower_bound_s": round(bound, 2) if bound else None,
                 "load_avg_1m": [round(load0, 1), round(os.getloadavg()[0], 1)],
+                "config_change_notifications": notifications,
             })
             res["wall_s"] = round(res["wall_s"], 2)
             if bound:
@@ -366,7 +386,7 @@ def _line(r: dict) -> str:
             f"ratio {r.get('ratio')}  copy {r.get('copy_s')}s ({r.get('copy_ratio')}x)  "
             f"submit@{r.get('submitted_seen_s')} first@{r.get('first_byte_s')} last@{r.get('last_byte_s')} "
             f"done@{r.get('finished_seen_s')}  1st-s max {r.get('max_first_second_bytes', 0) / 1e6:.1f} MB  "
-            f"load {r['load_avg_1m']}  ok={r.get('ok')}")
+            f"load {r['load_avg_1m']}  zk-notifications {r.get('config_change_notifications')}  ok={r.get('ok')}")
 
 
 def _summary(runs: list[dict]) -> dict:

@@ -40,6 +40,7 @@ BROKER_THROTTLE_CONFIGS = (
 class ReadOptions:
     with_configs: bool = True
     with_sizes: bool = True
+    size_topics: tuple[str, ...] | None = None  # sizes of these topics only (None = all read)
     with_reassignments: bool = True
     with_zookeeper: bool = False
     topics: tuple[str, ...] | None = None  # None = all topics
@@ -125,7 +126,8 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
 
     mode = None
     broker_configs: dict[int, dict[str, str]] = {}
-    sizes = partition_sizes(conn, alive_ids, topic_names) if opts.with_sizes and topics else None
+    sized = [t for t in topic_names if opts.size_topics is None or t in opts.size_topics]
+    sizes = partition_sizes(conn, alive_ids, sized) if opts.with_sizes and sized else None
     if opts.with_configs:
         broker_configs, mode = _broker_configs_collect(conn, broker_futures)
         topics = _with_topic_configs(conn, topics, topic_futures)

@@ -39,7 +39,7 @@ FRESH_S = 5.0
 #: (not the poll interval) while broker metadata still shows the old replicas
 LAG_RECHECK_S = 5.0
 #: while metadata lags: a full check again after this many seconds
-LAG_RECHECK_EVERY_S = 0.25
+LAG_RECHECK_EVERY_S = 0.15
 #: between checks, one ListPartitionReassignments every WAKE_S seconds notices finished moves;
 #: every WAKE_SOON_S when a move is expected to end soon (less than ENDING_SOON_S of copying
 #: left at the throttle, or under 5 % of its bytes, or sizes unknown)
@@ -336,14 +336,17 @@ def status_exit_code(statuses: Iterable[PartitionStatus]) -> int:
 # ------------------------------------------------------------------------------------------
 
 
-def read(conn, *, topics: Iterable[str] | None = None, sizes: bool = False) -> Topology:
+def read(conn, *, topics: Iterable[str] | None = None, sizes: bool | Iterable[str] = False) -> Topology:
+    """The cluster (or ``topics``) with configs and reassignments; ``sizes``: with partition
+    sizes (DescribeLogDirs) — of every topic read (True) or of the topics named."""
     from kops.cluster.topology import ReadOptions, read_topology
 
     return read_topology(
         conn,
         ReadOptions(
             with_configs=True,
-            with_sizes=sizes,
+            with_sizes=bool(sizes),
+            size_topics=None if isinstance(sizes, bool) else tuple(sorted(set(sizes))),
             with_reassignments=True,
             topics=tuple(sorted(set(topics))) if topics is not None else None,
         ),
@@ -507,7 +510,8 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
     from kops.ops.lock import ClusterLock
 
     _warm_up_journal_writer(conn)
-    topo = read(conn, sizes=True)
+    # the whole cluster (validation and the health check need it), sizes of the plan's topics
+    topo = read(conn, sizes={e.topic for e in plan.entries})
     # a second execution is refused first, naming the one in progress
     refuse_if_active(J.JournalStore(conn, _cluster_id(topo)), ClusterLock(conn))
     if opts.via not in ("admin", "zookeeper"):
@@ -596,6 +600,8 @@ class Runner:
         self._log_dir_states: dict[str, dict[int, str]] = {}
         self._log_dir_failed: dict[tuple[str, int, int], str] = {}
         self._ending_soon = True  # see snapshot() and moves_finished()
+        self._all_ending_soon = False  # see snapshot() and tick()
+        self._last_topo: Topology | None = None  # the last tick's read
         self._woke_at = 0.0
         self._ticked_at = 0.0
 
@@ -707,6 +713,7 @@ class Runner:
             topo = fresh[0]  # validated a moment ago (execute --yes): no second read for wave 1
         else:
             topo = read(self.conn) if wave_likely else read(self.conn, topics=self.topics)
+        self._last_topo = topo
         reassigning = {tp: r for tp, r in ongoing(self.conn).items()}
         changed = self.refresh(topo, reassigning)
         # what wait() watches between ticks: the moves in flight the controller still lists,
@@ -749,7 +756,10 @@ class Runner:
                     self._log_dirs(self.j.moves_in(J.IN_FLIGHT))
                     return self.snapshot(full)
 
-        if changed:
+        # lift the throttles of finished moves; not while every move left ends within seconds
+        # anyway (and no wave waits): they are all lifted together then, saving a round of
+        # config changes (each is a change notification every broker processes)
+        if changed and not (in_flight and not pending and self._all_ending_soon):
             saved = self._last_save
             self._sync_throttles(topo, in_flight)
             changed = self._last_save == saved  # lifting throttles journaled the new states already
@@ -843,6 +853,7 @@ class Runner:
         # a move in flight may end any moment (for moves_finished): unless the sizes show that
         # each still has more than a few seconds of copying left
         self._ending_soon = True
+        self._all_ending_soon = False
         if self.bytes_total:
             bytes_done = sum(m.bytes_to_move for m in self.j.moves_in(J.DONE))
             if in_flight:
@@ -857,6 +868,7 @@ class Runner:
                     left.append(max(((m.size_bytes or 0) - c for c in copied), default=0))
                 soon = max(ENDING_SOON_S * (self.opts.throttle or 0), 0.05 * max(m.size_bytes or 0 for m in in_flight))
                 self._ending_soon = (not sizes) or min(left) <= soon
+                self._all_ending_soon = bool(sizes) and max(left) <= soon
         note = "halted" if self.j.state == J.HALTED else ("stalled" if self._stalled_since else "")
         return Snapshot(
             done=done,
@@ -894,7 +906,9 @@ class Runner:
         """The work has ended: lift kops' throttles, close the journal, release the lock."""
         records = self.j.throttles  # every broker rate of this execution, lifted or not
         if not preserve_throttles and (records.brokers or not records.empty):
-            topo = read(self.conn, topics=self.topics)
+            topo = self._last_topo  # enough to know which brokers are alive
+            if not records.empty or topo is None:
+                topo = read(self.conn, topics=self.topics)
             if not records.empty:
                 state, notes, changes = T.remove_all(self.conn, records, topo, before_apply=self._write_ahead)
                 self.j.throttles = state

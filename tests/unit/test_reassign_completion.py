@@ -328,3 +328,26 @@ def test_a_move_is_ending_soon_when_little_is_left_to_copy(monkeypatch):
     copied.clear()  # sizes unknown: it may end any moment
     runner.snapshot()
     assert runner._ending_soon is True
+
+
+def test_throttles_of_finished_moves_lifted_at_once_unless_the_rest_end_within_seconds(monkeypatch):
+    """A move finishes: its throttles are lifted at that tick; but while every other move in
+    flight is about to end too (and no wave waits), they are lifted all together at the end."""
+    from kops.model import Broker
+
+    a, b = Move("t", 0, (1, 2), (1, 3), size_bytes=10), Move("t", 1, (1, 2), (1, 4), size_bytes=10)
+    topo = Topology(brokers=tuple(Broker(i) for i in range(1, 5)),
+                    topics=(Topic("t", (Partition("t", 0, (1, 3)), Partition("t", 1, (1, 2, 4)))),))
+    monkeypatch.setattr(R, "read", lambda conn, topics=None, sizes=False: topo)
+    monkeypatch.setattr(R, "ongoing", lambda conn: {("t", 1): {"adding_replicas": [4], "removing_replicas": [2]}})
+    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: {})
+    for all_ending_soon, lifted in ((False, 1), (True, 0)):
+        j = J.Journal(id="x", cluster_id="c", moves=[a, b])
+        j.progress[a.name] = j.progress[b.name] = J.IN_FLIGHT
+        runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(throttle=1000), None, None)
+        runner._all_ending_soon = all_ending_soon
+        syncs = []
+        monkeypatch.setattr(runner, "_sync_throttles", lambda topo, in_flight, **kw: syncs.append(in_flight) or [])
+        runner.tick()
+        assert j.progress[a.name] == J.DONE and j.progress[b.name] == J.IN_FLIGHT
+        assert len(syncs) == lifted, all_ending_soon
