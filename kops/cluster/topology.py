@@ -78,6 +78,9 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
     try:
         md = admin.list_topics(timeout=conn.timeout_s)
     except Exception as e:
+        # the same failure ends DescribeCluster: its wait names it (cannot reach the cluster,
+        # login failed, not authorized)
+        conn.wait(cluster_future, "describe cluster")
         raise ClusterError(f"read metadata: {e}") from None
     cluster = conn.wait(cluster_future, "describe cluster")
 
