@@ -46,6 +46,8 @@ LAG_RECHECK_EVERY_S = 0.15
 WAKE_S = 0.5
 WAKE_SOON_S = 0.1
 ENDING_SOON_S = 3.0
+#: the throttles of finished moves are lifted at the latest this long after they finished
+LIFT_DEFER_MAX_S = 2 * ENDING_SOON_S
 
 
 @dataclass
@@ -601,6 +603,7 @@ class Runner:
         self._log_dir_failed: dict[tuple[str, int, int], str] = {}
         self._ending_soon = True  # see snapshot() and moves_finished()
         self._all_ending_soon = False  # see snapshot() and tick()
+        self._lift_deferred_at: float | None = None  # a lift of finished moves' throttles put off
         self._last_topo: Topology | None = None  # the last tick's read
         self._woke_at = 0.0
         self._ticked_at = 0.0
@@ -758,11 +761,17 @@ class Runner:
 
         # lift the throttles of finished moves; not while every move left ends within seconds
         # anyway (and no wave waits): they are all lifted together then, saving a round of
-        # config changes (each is a change notification every broker processes)
-        if changed and not (in_flight and not pending and self._all_ending_soon):
-            saved = self._last_save
-            self._sync_throttles(topo, in_flight)
-            changed = self._last_save == saved  # lifting throttles journaled the new states already
+        # config changes (each is a change notification every broker processes). A lift put
+        # off is done at the next tick that does not put it off, or after LIFT_DEFER_MAX_S.
+        if changed or self._lift_deferred_at is not None:
+            defer = bool(in_flight) and not pending and self._all_ending_soon
+            if defer and self._lift_deferred_at is None:
+                self._lift_deferred_at = time.monotonic()
+            if not defer or time.monotonic() - self._lift_deferred_at > LIFT_DEFER_MAX_S:
+                self._lift_deferred_at = None
+                saved = self._last_save
+                self._sync_throttles(topo, in_flight)
+                changed = self._last_save == saved  # lifting throttles journaled the new states already
         self._log_dirs(in_flight)
         self._check_stall(topo, in_flight)
         self.save(force=changed)

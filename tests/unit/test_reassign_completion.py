@@ -351,3 +351,27 @@ def test_throttles_of_finished_moves_lifted_at_once_unless_the_rest_end_within_s
         runner.tick()
         assert j.progress[a.name] == J.DONE and j.progress[b.name] == J.IN_FLIGHT
         assert len(syncs) == lifted, all_ending_soon
+
+
+def test_a_lift_put_off_is_done_once_the_rest_stops_ending_soon_or_after_a_bound(monkeypatch):
+    from kops.model import Broker
+
+    a, b = Move("t", 0, (1, 2), (1, 3), size_bytes=10), Move("t", 1, (1, 2), (1, 4), size_bytes=10)
+    topo = Topology(brokers=tuple(Broker(i) for i in range(1, 5)),
+                    topics=(Topic("t", (Partition("t", 0, (1, 3)), Partition("t", 1, (1, 2, 4)))),))
+    monkeypatch.setattr(R, "read", lambda conn, topics=None, sizes=False: topo)
+    monkeypatch.setattr(R, "ongoing", lambda conn: {("t", 1): {"adding_replicas": [4], "removing_replicas": [2]}})
+    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: {("t", 1, 4): 9})
+    j = J.Journal(id="x", cluster_id="c", moves=[a, b])
+    j.progress[a.name] = j.progress[b.name] = J.IN_FLIGHT
+    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(throttle=1000), None, None)
+    runner._all_ending_soon = True
+    syncs = []
+    monkeypatch.setattr(runner, "_sync_throttles", lambda topo, in_flight, **kw: syncs.append(in_flight) or [])
+    runner.tick()  # a finished, b 1 byte from its end: put off
+    assert syncs == [] and runner._all_ending_soon  # (the snapshot still says b ends soon)
+    runner.tick()
+    assert syncs == []  # still ending soon, within the bound
+    runner._lift_deferred_at -= R.LIFT_DEFER_MAX_S + 1  # b stalls: not forever
+    runner.tick()
+    assert len(syncs) == 1 and runner._lift_deferred_at is None
