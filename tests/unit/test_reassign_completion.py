@@ -330,9 +330,9 @@ def test_a_move_is_ending_soon_when_little_is_left_to_copy(monkeypatch):
     assert runner._ending_soon is True
 
 
-def test_throttles_of_finished_moves_lifted_at_once_unless_the_rest_end_within_seconds(monkeypatch):
-    """A move finishes: its throttles are lifted at that tick; but while every other move in
-    flight is about to end too (and no wave waits), they are lifted all together at the end."""
+def _two_moves_one_finished(monkeypatch, sizes):
+    """A Runner over t-0 (finished: at its target, no longer reassigning) and t-1 (still
+    reassigning, ``sizes`` copied), its throttle syncs recorded instead of applied."""
     from kops.model import Broker
 
     a, b = Move("t", 0, (1, 2), (1, 3), size_bytes=10), Move("t", 1, (1, 2), (1, 4), size_bytes=10)
@@ -340,34 +340,29 @@ def test_throttles_of_finished_moves_lifted_at_once_unless_the_rest_end_within_s
                     topics=(Topic("t", (Partition("t", 0, (1, 3)), Partition("t", 1, (1, 2, 4)))),))
     monkeypatch.setattr(R, "read", lambda conn, topics=None, sizes=False: topo)
     monkeypatch.setattr(R, "ongoing", lambda conn: {("t", 1): {"adding_replicas": [4], "removing_replicas": [2]}})
-    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: {})
+    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: dict(sizes))
+    j = J.Journal(id="x", cluster_id="c", moves=[a, b])
+    j.progress[a.name] = j.progress[b.name] = J.IN_FLIGHT
+    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(throttle=1000), None, None)
+    syncs = []
+    monkeypatch.setattr(runner, "_sync_throttles", lambda topo, in_flight, **kw: syncs.append(in_flight) or [])
+    return runner, a, b, syncs
+
+
+def test_throttles_of_finished_moves_lifted_at_once_unless_the_rest_end_within_seconds(monkeypatch):
+    """A move finishes: its throttles are lifted at that tick; but while every other move in
+    flight is about to end too (and no wave waits), they are lifted all together at the end."""
     for all_ending_soon, lifted in ((False, 1), (True, 0)):
-        j = J.Journal(id="x", cluster_id="c", moves=[a, b])
-        j.progress[a.name] = j.progress[b.name] = J.IN_FLIGHT
-        runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(throttle=1000), None, None)
+        runner, a, b, syncs = _two_moves_one_finished(monkeypatch, {})
         runner._all_ending_soon = all_ending_soon
-        syncs = []
-        monkeypatch.setattr(runner, "_sync_throttles", lambda topo, in_flight, **kw: syncs.append(in_flight) or [])
         runner.tick()
-        assert j.progress[a.name] == J.DONE and j.progress[b.name] == J.IN_FLIGHT
+        assert runner.j.progress[a.name] == J.DONE and runner.j.progress[b.name] == J.IN_FLIGHT
         assert len(syncs) == lifted, all_ending_soon
 
 
 def test_a_lift_put_off_is_done_once_the_rest_stops_ending_soon_or_after_a_bound(monkeypatch):
-    from kops.model import Broker
-
-    a, b = Move("t", 0, (1, 2), (1, 3), size_bytes=10), Move("t", 1, (1, 2), (1, 4), size_bytes=10)
-    topo = Topology(brokers=tuple(Broker(i) for i in range(1, 5)),
-                    topics=(Topic("t", (Partition("t", 0, (1, 3)), Partition("t", 1, (1, 2, 4)))),))
-    monkeypatch.setattr(R, "read", lambda conn, topics=None, sizes=False: topo)
-    monkeypatch.setattr(R, "ongoing", lambda conn: {("t", 1): {"adding_replicas": [4], "removing_replicas": [2]}})
-    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: {("t", 1, 4): 9})
-    j = J.Journal(id="x", cluster_id="c", moves=[a, b])
-    j.progress[a.name] = j.progress[b.name] = J.IN_FLIGHT
-    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(throttle=1000), None, None)
+    runner, a, b, syncs = _two_moves_one_finished(monkeypatch, {("t", 1, 4): 9})
     runner._all_ending_soon = True
-    syncs = []
-    monkeypatch.setattr(runner, "_sync_throttles", lambda topo, in_flight, **kw: syncs.append(in_flight) or [])
     runner.tick()  # a finished, b 1 byte from its end: put off
     assert syncs == [] and runner._all_ending_soon  # (the snapshot still says b ends soon)
     runner.tick()
