@@ -202,7 +202,8 @@ def plan_sync(state: ThrottleState, desired: Desired, topo: Topology, *, final: 
                     have[key] = {"original": current.get(key), "set": want[key], "active": True}
                     changes.append(Change("broker", str(b), key, want[key]))
                 elif not active or rec["set"] != want[key]:
-                    if active and current.get(key) not in (rec["set"], want[key], rec["original"]):
+                    if active and current.get(key) not in (rec["set"], want[key], rec["original"],
+                                                           *rec.get("prior", ())):
                         skipped.append(
                             f"broker {b}: {key} was changed by someone else to "
                             f"{current.get(key)}; kops sets {want[key]} while its moves run"

@@ -214,3 +214,16 @@ def test_merge_keeps_a_rate_that_changed_as_prior_so_removal_recognises_it():
     # killed before 900 was applied: 500 is still there, and it is kops', so it is removed
     end = T.plan_sync(m, T.Desired({}, {}), topo(broker_cfg={1: {T.FOLLOWER_RATE: "500"}}), final=True)
     assert "broker 1: delete follower.replication.throttled.rate" in {str(c) for c in end.changes}
+
+
+def test_a_rate_changed_twice_while_a_broker_still_shows_the_first_is_not_foreign():
+    """`resume --throttle` changes kops' rate; changed again before the broker applied the
+    first change, the broker still shows kops' first value: that is kops', not an operator's."""
+    s1 = T.plan_sync(T.ThrottleState(), T.desired_throttles([M0], rate=500), topo()).state
+    s2 = T.plan_sync(s1, T.desired_throttles([M0], rate=530), topo(broker_cfg={1: {T.FOLLOWER_RATE: "500"}})).state
+    sp = T.plan_sync(s2, T.desired_throttles([M0], rate=520), topo(broker_cfg={1: {T.FOLLOWER_RATE: "500"}}))
+    assert "broker 1: follower.replication.throttled.rate=520" in {str(c) for c in sp.changes}
+    assert not any("someone else" in n for n in sp.skipped)
+    # and the lift recognises every value kops set on broker 1 as its own
+    back = T.plan_sync(sp.state, T.Desired({}, {}), topo(broker_cfg={1: {T.FOLLOWER_RATE: "530"}}))
+    assert "broker 1: delete follower.replication.throttled.rate" in {str(c) for c in back.changes}
