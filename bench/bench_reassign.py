@@ -258,6 +258,8 @@ def main() -> int:
                          "that no run inherits the previous run's quota samples")
     ap.add_argument("--topic", default=f"bench-reassign-{os.getpid()}")
     ap.add_argument("--no-generate", action="store_true", help="skip the minimal-vs-kafka data comparison")
+    ap.add_argument("--series", help="append each run's raw samples (time, bytes of each adding replica) to "
+                    "this JSON-lines file, for a closer look at the copy's pace")
     ap.add_argument("--zookeeper", help="ZooKeeper-mode clusters: record how many config change notifications "
                     "(/config/changes, the last 15 min) the brokers scan per change, before each run")
     args = ap.parse_args()
@@ -333,6 +335,11 @@ def main() -> int:
             time.sleep(max(0.0, 2 * args.sample_interval))
             sampler.stop()
             res.update(sampler.report(final_sizes, args.window))
+            if args.series:
+                with open(args.series, "a") as f:
+                    f.write(json.dumps({"run": n, "tool": tool, "plan": name, "sizes": [
+                        [round(t, 3), {f"{k[0]}-{k[1]}@{k[2]}": v for k, v in sz.items()}]
+                        for t, sz in sampler.sizes]}) + "\n")
             res.update({
                 "tool": tool, "plan": name, "bytes_moved": prepared.bytes_to_move,
                 "lower_bound_s": round(bound, 2) if bound else None,
