@@ -165,6 +165,12 @@ class SyncPlan:
     skipped: list[str]  # human notes: brokers down, foreign values left alone
 
 
+def _known_values(rec: Mapping[str, Any]) -> set[str | None]:
+    """Values of a broker rate that are kops' own or what it found: the one it set, the ones
+    it set before in this execution (a lagging read may still show them), the original."""
+    return {rec["set"], rec["original"], *rec.get("prior", ())}
+
+
 def plan_sync(state: ThrottleState, desired: Desired, topo: Topology, *, final: bool = False) -> SyncPlan:
     """Pure: the config changes that take the cluster from ``state`` to ``desired``.
 
@@ -202,8 +208,7 @@ def plan_sync(state: ThrottleState, desired: Desired, topo: Topology, *, final: 
                     have[key] = {"original": current.get(key), "set": want[key], "active": True}
                     changes.append(Change("broker", str(b), key, want[key]))
                 elif not active or rec["set"] != want[key]:
-                    if active and current.get(key) not in (rec["set"], want[key], rec["original"],
-                                                           *rec.get("prior", ())):
+                    if active and current.get(key) not in {want[key], *_known_values(rec)}:
                         skipped.append(
                             f"broker {b}: {key} was changed by someone else to "
                             f"{current.get(key)}; kops sets {want[key]} while its moves run"
@@ -222,7 +227,7 @@ def plan_sync(state: ThrottleState, desired: Desired, topo: Topology, *, final: 
                     skipped.append(f"broker {b} is down: {key} will be restored when it is back")
                     continue
                 cur = current.get(key)
-                if cur not in (rec["set"], rec["original"], *rec.get("prior", ())):
+                if cur not in _known_values(rec):
                     skipped.append(f"broker {b}: {key} is now {cur} (set by someone else), left alone")
                 else:
                     changes.append(Change("broker", str(b), key, rec["original"]))
