@@ -729,6 +729,11 @@ class _Planner:
 
             found = self._ascending(accept)
             if found is None:
+                # no direct move: src -> mid -> dst through a broker mid that stays as loaded
+                if not bytes_mode and dest is None and self._chain(src, members, useful, ls):
+                    made += 2
+                    heapq.heappush(maxheap, (-load[src], src))
+                    continue
                 frozen.add(src)
                 continue
             p, dst = choice[0]
@@ -747,6 +752,55 @@ class _Planner:
             heapq.heappush(maxheap, (-load[src], src))
             heapq.heappush(maxheap, (-load[dst], dst))
         return made
+
+    def _chain(self, src: int, members: list[int], useful, ls: int) -> bool:
+        """Two moves for one step of balance (by count), when no replica of ``src`` can go to
+        an under-loaded broker directly (rack rules pin it): one of src's replicas to a broker
+        ``mid``, and one of mid's (another partition) on to the under-loaded ``dst``; mid's
+        load is unchanged. Without it the plan could stop short of balance (spread 2 where 0
+        was reachable). Taken over a move budget only as the one forced step of a bounded run."""
+        load = self.load
+        reps = self.reps
+        safe = self.safety.safe_distinct
+        dsts = sorted((b for b in members if b != src and useful(ls, load[b])), key=lambda b: (load[b], b))
+        mids = sorted((b for b in members if b != src and b not in dsts), key=lambda b: (load[b], b))
+        if not dsts or not mids:
+            return False
+        budget = 4096  # partitions looked at: a bound for very large clusters
+        for dst in dsts:
+            for mid in mids:
+                for q in self.on[mid]:
+                    budget -= 1
+                    if budget < 0:
+                        return False
+                    rq = reps[q]
+                    if dst in rq or q in self.unrepaired:
+                        continue
+                    new_q = [dst if b == mid else b for b in rq]
+                    if not safe(new_q):
+                        continue
+                    for p in self.on[src]:
+                        budget -= 1
+                        rp = reps[p]
+                        if p == q or mid in rp or p in self.unrepaired:
+                            continue
+                        new_p = [mid if b == src else b for b in rp]
+                        if not safe(new_p):
+                            continue
+                        cost = [(a - b, c - d) for (a, c), (b, d) in
+                                ((self._cost(p, new_p), self._cost(p, rp)), (self._cost(q, new_q), self._cost(q, rq)))]
+                        dmv, dby = sum(c[0] for c in cost), sum(c[1] for c in cost)
+                        if not self.budget.fits(dmv, dby):
+                            if not (self.budget.may_force() and dmv > 0):
+                                self.budget.hit = True
+                                return False
+                            self.budget.forced = True
+                        self.budget.spend(dmv, dby)
+                        self._set_replicas(p, new_p)
+                        self._set_replicas(q, new_q)
+                        return True
+                    break  # q can go to dst but no p of src can go to mid: try another mid
+        return False
 
     def _find_movable(self, src: int, dst: int, ls: int, ld: int, total: int, n: int) -> int | None:
         """A partition on ``src`` whose replica can move to ``dst`` rack-safely (and, by bytes,

@@ -315,3 +315,20 @@ def test_output_is_identical_across_hash_seeds(tmp_path):
         env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(ROOT))
         outs.append(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
     assert outs[0] == outs[1]
+
+
+def test_balance_goes_through_a_broker_when_no_replica_can_move_directly():
+    """Found by hypothesis (test_bounded_steps_are_safe_monotone_and_converge): broker 7 (rack
+    r1) holds 5 replicas, broker 8 (r2) 3, every other 4, and no partition of 7 can take 8 rack-
+    safely. One replica goes from 7 to another broker and one of that broker's on to 8."""
+    reps = [(3, 4, 2, 6), (4, 3, 2, 1), (1, 8, 7, 3), (2, 5, 4, 6), (8, 7, 4, 3), (5, 2, 0, 7), (7, 1, 0, 8),
+            (0, 6, 5, 1), (6, 0, 7, 5)]
+    topo = Topology(brokers=tuple(Broker(b, rack=f"r{b % 3}") for b in range(9)),
+                    topics=(Topic("t0", tuple(Partition("t0", p, r) for p, r in enumerate(reps))),))
+    res = plan_rebalance(topo, compare_kafka=False)
+    assert res.report["balance"]["replica_spread_before"] == 2
+    assert res.report["balance"]["replica_spread_after"] == 0
+    assert res.report["replicas_moved"] == 2 and res.report["rack_violations_after"] == 0
+    # a bounded run of one move takes the two as its one step over budget
+    step = plan_rebalance(topo, compare_kafka=False, max_moves=1)
+    assert step.report["replicas_moved"] == 2 and step.report["bounded"]["forced_over_budget"]
