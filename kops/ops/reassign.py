@@ -361,6 +361,18 @@ def ongoing(conn) -> dict[TopicPartition, dict[str, list[int]]]:
     return list_reassignments(conn)
 
 
+def ongoing_in(topo: Topology) -> dict[TopicPartition, dict[str, list[int]]]:
+    """:func:`ongoing` as the read that made ``topo`` found it (:func:`read` asks
+    ListPartitionReassignments along with the metadata), for the topics read: no second
+    request. A reassignment is in progress while it adds or removes replicas (Kafka's
+    ``isBeingReassigned``)."""
+    return {
+        p.tp: {"replicas": list(p.replicas), "adding_replicas": list(p.adding_replicas),
+               "removing_replicas": list(p.removing_replicas)}
+        for p in topo.partitions() if p.reassigning
+    }
+
+
 def submit(conn, targets: Mapping[TopicPartition, tuple[int, ...] | None], *,
            chunk_size: int = 500) -> dict[TopicPartition, str | None]:
     """AlterPartitionReassignments (None = cancel), the one place kops submits reassignments
@@ -511,6 +523,8 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
     """Read the cluster and validate the whole plan (no writes)."""
     from kops.ops.lock import ClusterLock
 
+    if hasattr(conn, "warm_up"):
+        conn.warm_up()  # kafka-python (validation lists reassignments with it): first of all
     _warm_up_journal_writer(conn)
     # the whole cluster (validation and the health check need it), sizes of the plan's topics
     topo = read(conn, sizes={e.topic for e in plan.entries})
@@ -528,7 +542,8 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
                 f"{ZK_REASSIGN} exists: a legacy reassignment is still running ({names or 'empty'}); "
                 "wait for it to finish (the controller deletes the znode); nothing was changed"
             )
-    moves = validate_plan(plan, topo, allow_offline=opts.allow_offline, in_progress=ongoing(conn))
+    # the read above listed the reassignments in progress: the topology carries them
+    moves = validate_plan(plan, topo, allow_offline=opts.allow_offline)
     if not opts.allow_offline:
         problems = health_problems(topo)
         if problems:
@@ -717,7 +732,7 @@ class Runner:
         else:
             topo = read(self.conn) if wave_likely else read(self.conn, topics=self.topics)
         self._last_topo = topo
-        reassigning = {tp: r for tp, r in ongoing(self.conn).items()}
+        reassigning = ongoing_in(topo)
         changed = self.refresh(topo, reassigning)
         # what wait() watches between ticks: the moves in flight the controller still lists,
         # and those it has finished while the metadata read above still shows the old replicas
@@ -1230,13 +1245,13 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
 
         runner.lock = ClusterLock(conn)
         topo = read(conn, topics=topics)
-        reassigning = ongoing(conn)
+        reassigning = ongoing_in(topo)
         if not j.finished:
             runner.refresh(topo, reassigning, mismatch_after_s=3600)
             if runner._mismatch_seen:  # confirm with a second read (metadata may lag)
                 time.sleep(2.5)
                 topo = read(conn, topics=topics)
-                reassigning = ongoing(conn)
+                reassigning = ongoing_in(topo)
                 runner.refresh(topo, reassigning, mismatch_after_s=2.0)
             in_flight = j.moves_in(J.IN_FLIGHT)
             if not preserve_throttles and in_flight:
@@ -1265,7 +1280,7 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
 
     def statuses_now() -> tuple[Topology, list[PartitionStatus]]:
         topo = read(conn, topics=topics)
-        reassigning = ongoing(conn)
+        reassigning = ongoing_in(topo)
         states = None
         if wanted:
             from kops.cluster.topology import replica_log_dirs
