@@ -375,6 +375,9 @@ class Sandbox:
                     cause = line
                     if i + 1 < len(recent) and not recent[i + 1].startswith("["):
                         cause += " -- " + recent[i + 1].strip()  # the exception's message
+                elif line.startswith("# A fatal error has been detected") and cause is None:  # a JVM crash
+                    signal = next((x for x in recent[i + 1 : i + 4] if x.strip("# \n")), "")
+                    cause = f"{line.strip('# ')} {signal.strip('# ')}".strip()
             t = recent[-lines:]
             if t:
                 out.append(f"--- last lines of {f}:")

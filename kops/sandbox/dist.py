@@ -243,7 +243,7 @@ def cds_flags(version: str = DEFAULT_VERSION, *, may_dump: bool = False) -> tupl
         arch = cds_archive(version)
     except (OSError, ClusterError):
         return [], None
-    if arch.is_file() and arch.stat().st_size > 0:
+    if arch.is_file() and arch.stat().st_size > 0 and _archive_usable(arch, version):
         return [f"-XX:SharedArchiveFile={arch}", "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"], None
     if not may_dump:
         return [], None
@@ -281,11 +281,69 @@ def finalize_cds(version: str = DEFAULT_VERSION) -> None:
         return
     if not pid and time.time() - claim.stat().st_mtime < 300:
         return  # claimed a moment ago, the JVM is being launched
-    if tmp.is_file() and tmp.stat().st_size > 0:
+    if tmp.is_file() and tmp.stat().st_size > 0 and verify_cds_archive(tmp, str(libs_dir(version) / "*")):
         os.replace(tmp, arch)
+        _stamp(arch).write_text(_stamp_text(arch))
     else:
         tmp.unlink(missing_ok=True)
     claim.unlink(missing_ok=True)
+
+
+def verify_cds_archive(archive: Path, classpath: str, *, timeout_s: float = 60.0) -> bool:
+    """Does ``archive`` map and pass its checksums? (``-Xshare:on -XX:+VerifySharedSpaces``: the
+    JVM refuses a bad archive instead of using it.) A dumping JVM killed or out of disk space mid-
+    write leaves a truncated archive, and a truncated archive crashes every JVM that maps it, even
+    under ``-Xshare:auto`` (SIGBUS), so nothing is installed or used unchecked. About 0.2 s."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kops-cds-") as scratch:  # where a crash's hs_err goes
+        cmd = [
+            java_executable(),
+            f"-XX:SharedArchiveFile={archive}",
+            "-Xshare:on",
+            "-XX:+VerifySharedSpaces",
+            "-XX:-CreateCoredumpOnCrash",
+            f"-XX:ErrorFile={scratch}/hs_err_%p.log",
+            "-cp",
+            classpath,
+            "-version",
+        ]
+        try:
+            done = subprocess.run(cmd, cwd=scratch, capture_output=True, timeout=timeout_s)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return done.returncode == 0
+
+
+def _stamp(arch: Path) -> Path:
+    return arch.with_name(arch.name + ".verified")
+
+
+def _stamp_text(arch: Path) -> str:
+    st = arch.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}\n"
+
+
+def _archive_usable(arch: Path, version: str) -> bool:
+    """The archive was verified as it is now (a stamp written by :func:`finalize_cds`, or a check
+    made here once for an archive that has none). A bad archive is deleted, and the next broker
+    dumps a new one."""
+    stamp = _stamp(arch)
+    try:
+        if stamp.read_text() == _stamp_text(arch):
+            return True
+    except OSError:
+        pass
+    if verify_cds_archive(arch, str(libs_dir(version) / "*")):
+        try:
+            stamp.write_text(_stamp_text(arch))
+        except OSError:
+            pass
+        return True
+    arch.unlink(missing_ok=True)
+    stamp.unlink(missing_ok=True)
+    return False
 
 
 TOOL_JVM_FLAGS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true")

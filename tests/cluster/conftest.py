@@ -34,14 +34,65 @@ import os
 import shutil
 import signal
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
+
+from kops.errors import KopsError
 
 
 def _local_sandbox(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, mode: str = "zookeeper"
 ) -> Iterator:
+    """Start the cluster; when it does not come up, say why (a warning in the run's summary, with
+    the first error and log tails of the node that failed) and try once more on new ports in a
+    new work dir, without class-data sharing. A second failure errors the tests that need it."""
+    failed_before = request.session.testsfailed
+    current: list[Callable[[], None]] = []
+    prev_term = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):  # a SIGTERM'd test run still tears the cluster down
+        for teardown in current:
+            teardown()
+        if callable(prev_term):
+            prev_term(signum, frame)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        try:
+            sb, workdir, teardown = _start_local(tmp_path_factory, mode, current)
+        except KopsError as e:
+            warnings.warn(
+                f"the {mode} test cluster did not start; trying once more on other ports without "
+                f"class-data sharing. {_explained(e)}",
+                stacklevel=1,
+            )
+            os.environ["KOPS_SANDBOX_CDS"] = "0"
+            try:
+                sb, workdir, teardown = _start_local(tmp_path_factory, mode, current)
+            except KopsError as again:  # pytest shows only str(e)
+                raise type(again)(_explained(again), details=again.details) from again
+        try:
+            yield sb
+        finally:
+            teardown()
+            keep = os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before
+            if not keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+    finally:
+        signal.signal(signal.SIGTERM, prev_term)
+
+
+def _explained(e: KopsError) -> str:
+    return "\n".join([e.message, *e.details])
+
+
+def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: list) -> tuple:
+    """A started sandbox in a new work dir on free ports: (sandbox, work dir, teardown). When it
+    does not come up, whatever started is stopped (the work dir stays, for its logs) and the
+    error is raised."""
     from kops.sandbox import Sandbox, SandboxConfig
     from kops.sandbox.procs import free_ports
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
@@ -71,25 +122,13 @@ def _local_sandbox(
             stop_watchdog(watchdog)
 
     atexit.register(teardown)
-    prev_term = signal.getsignal(signal.SIGTERM)
-
-    def on_term(signum, frame):  # a SIGTERM'd test run still tears the cluster down
-        teardown()
-        if callable(prev_term):
-            prev_term(signum, frame)
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_term)
-    failed_before = request.session.testsfailed
+    current[:] = [teardown]
     try:
         sb.up()
-        yield sb
-    finally:
+    except BaseException:
         teardown()
-        signal.signal(signal.SIGTERM, prev_term)
-        keep = os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return sb, workdir, teardown
 
 
 def _docker_sandbox() -> Iterator:
@@ -97,7 +136,10 @@ def _docker_sandbox() -> Iterator:
 
     sb = DockerComposeSandbox()
     try:
-        sb.up()
+        try:
+            sb.up()
+        except KopsError as e:  # pytest shows only str(e)
+            raise type(e)(_explained(e), details=e.details) from e
         yield sb
     finally:
         sb.down()

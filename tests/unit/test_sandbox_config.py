@@ -332,3 +332,21 @@ def test_cli_module_imports_stay_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_failure_details_name_a_jvm_crash_as_the_first_error(tmp_path):
+    sb = Sandbox(SandboxConfig(workdir=tmp_path))
+    out = sb.config.stdout_file("zookeeper")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        "===== kops sandbox: starting at 2026-11-23 12:00:00 =====\n"
+        "#\n# A fatal error has been detected by the Java Runtime Environment:\n#\n"
+        "#  SIGBUS (0x7) at pc=0x00007faef47d4d68, pid=10472, tid=10473\n#\n"
+        "# JRE version:  (17.0.15+6) (build )\n"
+    )
+    details = sb._failure_details("zookeeper")
+    assert details[0] == (
+        "first error: A fatal error has been detected by the Java Runtime Environment: "
+        "SIGBUS (0x7) at pc=0x00007faef47d4d68, pid=10472, tid=10473"
+    )
+    assert any("JRE version" in line for line in details)
