@@ -281,12 +281,15 @@ def finalize_cds(version: str = DEFAULT_VERSION) -> None:
         return
     if not pid and time.time() - claim.stat().st_mtime < 300:
         return  # claimed a moment ago, the JVM is being launched
-    if tmp.is_file() and tmp.stat().st_size > 0 and verify_cds_archive(tmp, str(libs_dir(version) / "*")):
-        os.replace(tmp, arch)
-        _stamp(arch).write_text(_stamp_text(arch))
-    else:
-        tmp.unlink(missing_ok=True)
-    claim.unlink(missing_ok=True)
+    try:
+        if tmp.is_file() and tmp.stat().st_size > 0 and verify_cds_archive(tmp, str(libs_dir(version) / "*")):
+            os.replace(tmp, arch)
+            _stamp(arch).write_text(_stamp_text(arch))
+        else:
+            tmp.unlink(missing_ok=True)
+        claim.unlink(missing_ok=True)
+    except OSError:
+        pass  # another process finalized it meanwhile; best effort, never fails a stop
 
 
 def verify_cds_archive(archive: Path, classpath: str, *, timeout_s: float = 60.0) -> bool:
