@@ -376,8 +376,8 @@ class Sandbox:
                     if i + 1 < len(recent) and not recent[i + 1].startswith("["):
                         cause += " -- " + recent[i + 1].strip()  # the exception's message
                 elif line.startswith("# A fatal error has been detected") and cause is None:  # a JVM crash
-                    signal = next((x for x in recent[i + 1 : i + 4] if x.strip("# \n")), "")
-                    cause = f"{line.strip('# ')} {signal.strip('# ')}".strip()
+                    what = next((x for x in recent[i + 1 : i + 4] if x.strip("# \n")), "")
+                    cause = f"{line.strip('# ')} {what.strip('# ')}".strip()
             t = recent[-lines:]
             if t:
                 out.append(f"--- last lines of {f}:")
