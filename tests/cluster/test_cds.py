@@ -25,9 +25,11 @@ def archive(tmp_path_factory):
     return path, cp
 
 
-def _kafka_version_with(flags: list[str], cp: str) -> subprocess.CompletedProcess:
+def _kafka_version_with(flags: list[str], cp: str, cwd) -> subprocess.CompletedProcess:
+    """``kafka.Kafka --version`` in ``cwd`` (where a crashed JVM writes its hs_err file)."""
     return subprocess.run(
         [dist.java_executable(), *flags, "-XX:-CreateCoredumpOnCrash", "-cp", cp, "kafka.Kafka", "--version"],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
@@ -47,7 +49,7 @@ def test_verify_tells_a_whole_archive_from_a_truncated_one(archive, tmp_path):
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
     assert not dist.verify_cds_archive(cut, cp)
     # why it matters: -Xshare:auto does not save a JVM from a truncated archive
-    crashed = _kafka_version_with([f"-XX:SharedArchiveFile={cut}", "-Xshare:auto", "-Xlog:cds=off"], cp)
+    crashed = _kafka_version_with([f"-XX:SharedArchiveFile={cut}", "-Xshare:auto", "-Xlog:cds=off"], cp, tmp_path)
     assert crashed.returncode != 0, crashed.stdout
 
 
@@ -76,5 +78,5 @@ def test_a_truncated_archive_is_not_installed_nor_used_and_a_whole_one_is(archiv
     assert arch.is_file() and not tmp.exists() and not claim.exists()
     flags, claimed = dist.cds_flags(may_dump=False)
     assert claimed is None and f"-XX:SharedArchiveFile={arch}" in flags
-    started = _kafka_version_with(flags, cp)
+    started = _kafka_version_with(flags, cp, tmp_path)
     assert started.returncode == 0 and dist.DEFAULT_VERSION in started.stdout, started.stdout + started.stderr
