@@ -95,7 +95,8 @@ class Sandbox:
         state = _read_state(wd)
         if state is None:
             raise ClusterError(f"no sandbox in {wd} (start one with `kops sandbox up --workdir {wd}`)")
-        return cls(SandboxConfig.from_dict({**state["config"], "workdir": str(wd)}), log=log)
+        cfg = SandboxConfig.from_dict({**state["config"], "workdir": str(wd)})
+        return sandbox_class(cfg)(cfg, log=log)
 
     @classmethod
     def exists(cls, workdir: str | Path | None = None) -> bool:
@@ -460,7 +461,7 @@ class Sandbox:
             return
         old = SandboxConfig.from_dict({**rec["config"], "workdir": str(self.workdir)})
         keys = ("mode", "kafka_version", "brokers", "first_broker_id", "zookeeper_port", "zk_chroot", "controllers",
-                "security")
+                "security", "engine")
         diff = [k for k in keys if getattr(old, k) != getattr(self.config, k)]
         if old.rack_map != self.config.rack_map:
             diff.append("racks")
@@ -940,7 +941,18 @@ def open_sandbox(workdir: str | Path | None = None, *, log: Log | None = None, *
         if "brokers" in overrides and overrides["brokers"] != base.brokers:
             overrides.setdefault("racks", None)
             overrides.setdefault("broker_ports", None)
-        return Sandbox(base.with_(**overrides) if overrides else base, log=log)
+        cfg = base.with_(**overrides) if overrides else base
+        return sandbox_class(cfg)(cfg, log=log)
     if overrides.get("mode") == "kraft" and "kafka_version" not in overrides:
         overrides["kafka_version"] = None
-    return Sandbox(SandboxConfig(workdir=wd, **overrides), log=log)
+    cfg = SandboxConfig(workdir=wd, **overrides)
+    return sandbox_class(cfg)(cfg, log=log)
+
+
+def sandbox_class(cfg: SandboxConfig) -> type[Sandbox]:
+    """:class:`Sandbox` (local JVMs) or, for ``engine="docker"``, the containerised one."""
+    if cfg.engine == "docker":
+        from kops.sandbox.containers import DockerSandbox
+
+        return DockerSandbox
+    return Sandbox

@@ -15,6 +15,7 @@ from kops.errors import BadInput
 from kops.sandbox.dist import DEFAULT_KRAFT_VERSION, DEFAULT_VERSION, major_version
 
 MODES = ("zookeeper", "kraft")
+ENGINES = ("jvm", "docker")
 DEFAULT_BROKERS = 6
 DEFAULT_ZK_PORT = 2181
 DEFAULT_BASE_PORT = 9092
@@ -165,6 +166,7 @@ class SandboxConfig:
     start_timeout_s: float = 120.0
     stop_timeout_s: float = 60.0
     security: str = "none"  # none | sasl_plaintext | sasl_ssl (kops.sandbox.security)
+    engine: str = "jvm"  # jvm (local processes) | docker (containers: kops.sandbox.containers)
 
     # -- derived -----------------------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -187,6 +189,8 @@ class SandboxConfig:
         """Raise :class:`BadInput` naming every problem; return self."""
         if self.mode not in MODES:
             raise BadInput(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        if self.engine not in ENGINES:
+            raise BadInput(f"engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
         from kops.sandbox.security import SECURITY_MODES
 
         if self.security not in SECURITY_MODES:

@@ -1,0 +1,461 @@
+"""The sandbox on a Docker engine: one container per ZooKeeper / KRaft controller / broker, on a
+bridge network the sandbox creates, driven through testcontainers (``--engine docker``).
+
+Same cluster, same API and same work dir layout as the JVM sandbox
+(:class:`kops.sandbox.cluster.Sandbox`, which this class extends): the work dir is mounted
+into every container at the same path, so configs, data dirs, logs (``server.log``,
+``state-change.log``, ``console.out``) and the readiness checks are the JVM sandbox's own. What
+differs is only where a node runs (a container of the image from :mod:`kops.sandbox.image`)
+and how it is addressed:
+
+- inside the network, node ``broker-<id>`` / ``zookeeper`` / ``controller-<id>`` by name; the
+  brokers talk to each other on their ``INTERNAL`` listener (port 9091);
+- from this machine, every broker's ``EXTERNAL`` listener and ZooKeeper are published on
+  127.0.0.1 only, on the ports the configuration names (``bootstrap_servers`` as usual).
+
+Faults that only containers allow, for game days and the fault suite:
+
+- :meth:`partition` cuts brokers (a rack) off from every other node of the cluster, both ways
+  (iptables in the containers); the host still reaches them unless ``from_host``;
+- :meth:`slow` delays and drops a share of the packets they send (netem where the kernel has
+  it; else iptables' statistic match for the loss and an NFQUEUE delayer for the delay);
+- :meth:`heal` removes every fault. Faults are recorded in ``sandbox.json`` and applied again
+  to a container that restarts, until healed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from kops.errors import BadInput, ClusterError
+from kops.sandbox import engine
+from kops.sandbox.cluster import Sandbox, _node_key
+from kops.sandbox.config import SandboxConfig, render_properties
+
+INTERNAL_PORT = 9091
+FAULT_CHAIN = "KOPS-FAULT"
+NFQUEUE_NUM = 7
+LABEL = "org.kops.sandbox"
+
+
+def parse_duration_ms(text: str) -> float:
+    """``300ms`` / ``0.3s`` / ``300`` (ms) -> milliseconds; BadInput otherwise."""
+    t = str(text).strip().lower()
+    try:
+        if t.endswith("ms"):
+            v = float(t[:-2])
+        elif t.endswith("s"):
+            v = float(t[:-1]) * 1000
+        else:
+            v = float(t)
+    except ValueError:
+        raise BadInput(f"--delay {text!r}: expected a duration like 300ms or 0.3s") from None
+    if not (0 <= v <= 60_000) or v != v:
+        raise BadInput(f"--delay {text!r}: expected 0..60s")
+    return v
+
+
+def parse_percent(text: str) -> float:
+    """``5%`` / ``5`` -> 5.0; BadInput unless 0..100."""
+    t = str(text).strip().rstrip("%")
+    try:
+        v = float(t)
+    except ValueError:
+        raise BadInput(f"--loss {text!r}: expected a percentage like 5%") from None
+    if not (0 <= v <= 100):
+        raise BadInput(f"--loss {text!r}: expected 0..100%")
+    return v
+
+
+class DockerSandbox(Sandbox):
+    """A sandbox whose nodes are containers (see the module doc)."""
+
+    def __init__(self, config: SandboxConfig | None = None, **kw: Any):
+        super().__init__(config, **kw)
+        if self.config.secured:
+            raise BadInput("--security is not available with --engine docker yet; use the JVM sandbox for it")
+        self._client: Any = None
+        self._image: str | None = None
+
+    # -- names ---------------------------------------------------------------------------------
+    @property
+    def prefix(self) -> str:
+        """``kops-<digest of the work dir>``: names of the network and the containers."""
+        return "kops-" + hashlib.sha1(str(self.workdir).encode()).hexdigest()[:10]
+
+    @property
+    def network_name(self) -> str:
+        return self.prefix
+
+    def container_name(self, node: str | int) -> str:
+        return f"{self.prefix}-{_node_key(node, self.config)}"
+
+    @staticmethod
+    def hostname(node_key: str) -> str:
+        return node_key  # zookeeper, broker-0, controller-1000
+
+    # -- engine --------------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._engine_client()
+        return self._client
+
+    def _engine_client(self) -> Any:
+        """The engine at $DOCKER_HOST; else the private dockerd this sandbox started (recorded in
+        the state), or a new one when none answers (root and Debian's docker.io needed)."""
+        import os
+
+        engine.configure_testcontainers()
+        if os.environ.get("DOCKER_HOST") or engine.answers():
+            return engine.client()
+        rec = (self._recorded or {}).get("engine_daemon") or {}
+        daemon = engine.PrivateDaemon(Path(rec.get("root") or (self._cache_root() / "docker" / "engine")))
+        self.log(f"no Docker engine answers: starting dockerd ({daemon.host}, data in {daemon.root})")
+        daemon.start()
+        os.environ["DOCKER_HOST"] = daemon.host
+        self._daemon = daemon
+        return engine.client()
+
+    @staticmethod
+    def _cache_root() -> Path:
+        from kops.sandbox import dist
+
+        return dist.cache_root()
+
+    def image(self) -> str:
+        if self._image is None:
+            from kops.sandbox import image
+
+            self._image = image.kafka_image(self.client, self.kafka_version, log=self.log)
+        return self._image
+
+    def _container(self, node: str | int) -> Any:
+        import docker
+
+        try:
+            return self.client.containers.get(self.container_name(node))
+        except docker.errors.NotFound:
+            return None
+
+    def _ensure_network(self) -> None:
+        import docker
+
+        try:
+            self.client.networks.get(self.network_name)
+        except docker.errors.NotFound:
+            from testcontainers.core.network import Network
+
+            net = Network(docker_network_kw={"driver": "bridge", "labels": {LABEL: self.prefix}})
+            net.name = self.network_name
+            net.create()
+
+    # -- state ---------------------------------------------------------------------------------
+    def _save_state(self) -> None:
+        super()._save_state()
+        daemon = getattr(self, "_daemon", None)
+        if daemon is not None or self._faults():
+            import json
+
+            doc = json.loads(self.config.state_file.read_text())
+            if daemon is not None:
+                doc["engine_daemon"] = {"root": str(daemon.root), "pid": daemon.pid, "host": daemon.host}
+            doc["faults"] = self._faults()
+            self.config.state_file.write_text(json.dumps(doc, indent=2) + "\n")
+
+    def _faults(self) -> list[dict[str, Any]]:
+        if not hasattr(self, "_fault_list"):
+            self._fault_list = list((self._recorded or {}).get("faults") or [])
+        return self._fault_list
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "engine": "docker", "network": self.network_name,
+                "containers": {_node_key(n, self.config): self.container_name(n) for n in self._nodes()},
+                "faults": self._faults()}
+
+    # -- configuration inside the containers -----------------------------------------------------
+    def _write_configs(self) -> None:
+        super()._write_configs()
+        cfg = self.config
+        if self.mode == "zookeeper":
+            zk = cfg.zookeeper_properties() | {"clientPortAddress": "0.0.0.0"}
+            cfg.properties_file("zookeeper").write_text(render_properties(zk, "kops sandbox (docker): ZooKeeper"))
+        for c in self.controller_ids:
+            props = cfg.controller_properties(c) | {
+                "listeners": f"CONTROLLER://0.0.0.0:{cfg.controller_port(c)}",
+                "controller.quorum.voters": self._voters(),
+            }
+            cfg.properties_file(c).write_text(render_properties(props, f"kops sandbox (docker): KRaft controller {c}"))
+        for b in self.broker_ids:
+            props = cfg.broker_properties(b) | self.broker_overrides(b)
+            cfg.properties_file(b).write_text(render_properties(props, f"kops sandbox (docker): broker {b}"))
+
+    def _voters(self) -> str:
+        return ",".join(f"{c}@{self.hostname(f'controller-{c}')}:{self.config.controller_port(c)}"
+                        for c in self.controller_ids)
+
+    def broker_overrides(self, b: int) -> dict[str, str]:
+        """Listeners of a broker in a container: INTERNAL (by name, between nodes) and EXTERNAL
+        (published on 127.0.0.1 with the same port, for clients on this machine)."""
+        cfg = self.config
+        port = cfg.broker_port(b)
+        host = self.hostname(f"broker-{b}")
+        out = {
+            "listeners": f"INTERNAL://0.0.0.0:{INTERNAL_PORT},EXTERNAL://0.0.0.0:{port}",
+            "advertised.listeners": f"INTERNAL://{host}:{INTERNAL_PORT},EXTERNAL://{cfg.host}:{port}",
+            "inter.broker.listener.name": "INTERNAL",
+        }
+        if self.mode == "zookeeper":
+            out["listener.security.protocol.map"] = "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"
+            out["zookeeper.connect"] = f"zookeeper:{cfg.zookeeper_port}{cfg.zk_chroot or ''}"
+        else:
+            out["listener.security.protocol.map"] = "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"
+            out["controller.quorum.voters"] = self._voters()
+        return out
+
+    @property
+    def internal_bootstrap(self) -> str:
+        """Bootstrap servers for a client inside the sandbox's network (e.g. kops in a container)."""
+        return ",".join(f"{self.hostname(f'broker-{b}')}:{INTERNAL_PORT}" for b in self.broker_ids)
+
+    @property
+    def internal_zookeeper(self) -> str | None:
+        if self.mode != "zookeeper":
+            return None
+        return f"zookeeper:{self.config.zookeeper_port}{self.config.zk_chroot or ''}"
+
+    # -- processes as containers --------------------------------------------------------------------
+    def _spawn(self, node: str | int, classpath: str) -> int:
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.network import Network
+
+        from kops.sandbox import image as img
+
+        cfg = self.config
+        key = _node_key(node, cfg)
+        for d in (cfg.log_dir(node), cfg.data_dir(node)):
+            d.mkdir(parents=True, exist_ok=True)
+        old = self._container(node)
+        if old is not None:
+            old.remove(force=True)
+        self._ensure_network()
+        cmd = cfg.jvm_command(node, java="java", classpath=f"{img.KAFKA_LIBS}/*")
+        shell = f"exec {shlex.join(cmd)} >> {shlex.quote(str(cfg.stdout_file(node)))} 2>&1"
+        server_log = cfg.log_dir(node) / "server.log"
+        log_offset = server_log.stat().st_size if server_log.exists() else 0
+        net = Network()
+        net.name = self.network_name
+        c = (
+            DockerContainer(self.image())
+            .with_name(self.container_name(node))
+            .with_network(net)
+            .with_network_aliases(self.hostname(key))
+            .with_command(["sh", "-c", shell])
+            .with_volume_mapping(str(self.workdir), str(self.workdir), "rw")
+            .with_kwargs(hostname=self.hostname(key), cap_add=["NET_ADMIN"], working_dir=str(cfg.node_dir(node)),
+                         labels={LABEL: self.prefix, "org.kops.node": key})
+        )
+        if Path("/etc/localtime").exists():
+            c.with_volume_mapping("/etc/localtime", "/etc/localtime", "ro")
+        port = self._port_of(node)
+        if node == "zookeeper" or node in self.broker_ids:
+            c.ports[f"{port}/tcp"] = (cfg.host, port)  # 127.0.0.1 only (with_bind_ports binds 0.0.0.0)
+        c.start()
+        info = c.get_wrapped_container()
+        info.reload()
+        self._procs[key] = {
+            "container": info.id,
+            "pid": info.attrs["State"]["Pid"],
+            "started": info.attrs["State"]["StartedAt"],
+            "launched_ms": int(time.time() * 1000),
+            "log_offset": log_offset,
+            "port": port,
+            "rack": cfg.rack_map.get(node) if isinstance(node, int) else None,
+        }
+        self._save_state()
+        self.started_now.append(key)
+        if self._faults():
+            self._apply_faults()
+        return info.attrs["State"]["Pid"]
+
+    def _running(self, node: str | int) -> bool:
+        rec = self._procs.get(_node_key(node, self.config))
+        if not rec or not rec.get("container"):
+            return False
+        c = self._container(node)
+        return c is not None and c.id == rec["container"] and c.status == "running"
+
+    def _signal_and_wait(self, nodes: list[Any], sig: int, t_end: float, timeout_s: float) -> None:
+        running = {n: self._container(n) for n in nodes if self._running(n)}
+        for c in running.values():
+            try:
+                c.kill(signal=sig)
+            except Exception:  # noqa: BLE001 - exited meanwhile
+                pass
+        for n, c in running.items():
+            if not self._wait_exited(c, t_end):
+                self.log(f"{_node_key(n, self.config)} did not stop within {timeout_s:.0f}s: SIGKILL")
+                try:
+                    c.kill(signal=9)
+                except Exception:  # noqa: BLE001
+                    pass
+                self._wait_exited(c, time.monotonic() + 20)
+
+    @staticmethod
+    def _wait_exited(c: Any, deadline: float) -> bool:
+        while True:
+            try:
+                c.reload()
+            except Exception:  # noqa: BLE001 - removed
+                return True
+            if c.status != "running":
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+
+    def _stop_started_now(self) -> None:
+        for key in list(self.started_now):
+            node: str | int = "zookeeper" if key == "zookeeper" else int(key.split("-", 1)[1])
+            c = self._container(node)
+            if c is not None:
+                c.remove(force=True)
+            self._procs.pop(key, None)
+        try:
+            self._save_state()
+        except OSError:
+            pass
+
+    def down(self, *, purge: bool = False, timeout_s: float | None = None) -> list[str]:
+        """Stop the nodes as the JVM sandbox does (controlled shutdown), then remove the
+        containers and the network (data and logs stay in the work dir unless ``purge``)."""
+        self._fault_list = []
+        stopped = super().down(purge=purge, timeout_s=timeout_s)
+        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}={self.prefix}"}):
+            c.remove(force=True)
+        for net in self.client.networks.list(names=[self.network_name]):
+            net.remove()
+        daemon = getattr(self, "_daemon", None) or self._recorded_daemon()
+        if daemon is not None:
+            daemon.stop()
+        return stopped
+
+    def _recorded_daemon(self) -> engine.PrivateDaemon | None:
+        rec = (self._recorded or {}).get("engine_daemon")
+        if not rec:
+            return None
+        return engine.PrivateDaemon(Path(rec["root"]), pid=rec.get("pid"))
+
+    # -- faults --------------------------------------------------------------------------------
+    def _targets(self, broker: int | None, rack: str | None) -> list[int]:
+        return self._select(broker, rack)
+
+    def _ip(self, node: str | int) -> str | None:
+        c = self._container(node)
+        if c is None or c.status != "running":
+            return None
+        return c.attrs["NetworkSettings"]["Networks"].get(self.network_name, {}).get("IPAddress") or None
+
+    def _exec(self, node: str | int, cmd: list[str], *, check: bool = True, detach: bool = False) -> tuple[int, str]:
+        c = self._container(node)
+        if c is None or c.status != "running":
+            return 0, ""
+        r = c.exec_run(cmd, detach=detach)
+        out = (r.output or b"").decode(errors="replace") if not detach else ""
+        if check and not detach and r.exit_code != 0:
+            raise ClusterError(f"in {self.container_name(node)}: {shlex.join(cmd)} failed (exit {r.exit_code})",
+                               details=out.strip().splitlines()[-5:])
+        return r.exit_code or 0, out
+
+    def partition(self, broker: int | None = None, *, rack: str | None = None, from_host: bool = False) -> list[int]:
+        """Cut brokers (one, or a rack) off from every other node of the cluster, both ways;
+        with ``from_host`` also from this machine (clients here lose them too)."""
+        ids = self._targets(broker, rack)
+        self._faults().append({"kind": "partition", "brokers": ids, "from_host": bool(from_host)})
+        self._save_state()
+        self._apply_faults()
+        self.log(f"brokers {ids} are cut off from the rest of the cluster" + (" and from this host" if from_host else ""))
+        return ids
+
+    def slow(self, broker: int | None = None, *, rack: str | None = None, delay_ms: float = 0.0,
+             loss_pct: float = 0.0) -> list[int]:
+        """Delay by ``delay_ms`` and drop ``loss_pct`` % of the packets the brokers send."""
+        ids = self._targets(broker, rack)
+        if delay_ms <= 0 and loss_pct <= 0:
+            raise BadInput("give a --delay above 0 or a --loss above 0%")
+        self._faults().append({"kind": "slow", "brokers": ids, "delay_ms": delay_ms, "loss_pct": loss_pct})
+        self._save_state()
+        self._apply_faults()
+        self.log(f"brokers {ids}: {delay_ms:.0f} ms delay, {loss_pct:g}% loss on what they send")
+        return ids
+
+    def heal(self) -> int:
+        """Remove every partition and slow link; returns how many faults were removed."""
+        n = len(self._faults())
+        self._fault_list = []
+        self._save_state()
+        self._apply_faults()
+        return n
+
+    def _apply_faults(self) -> None:
+        """Make every running container's fault rules match the recorded faults."""
+        running = [n for n in self._nodes() if self._running(n)]
+        ips = {n: self._ip(n) for n in running}
+        rules: dict[Any, list[list[str]]] = {n: [] for n in running}
+        slow: dict[Any, tuple[float, float]] = {}
+        gateway = self._gateway()
+        for f in self._faults():
+            cut = [b for b in f["brokers"] if b in ips]
+            if f["kind"] == "partition":
+                others = [n for n in running if n not in f["brokers"]]
+                for b in cut:
+                    for o in others:
+                        if ips.get(o):
+                            rules[b] += [["-s", ips[o], "-j", "DROP"], ["-d", ips[o], "-j", "DROP"]]
+                            rules[o] += [["-s", ips[b], "-j", "DROP"], ["-d", ips[b], "-j", "DROP"]] if ips[b] else []
+                    if f.get("from_host") and gateway:
+                        rules[b] += [["-s", gateway, "-j", "DROP"], ["-d", gateway, "-j", "DROP"]]
+            else:
+                for b in cut:
+                    slow[b] = (f["delay_ms"], f["loss_pct"])
+        for n in running:
+            self._set_rules(n, rules[n], *slow.get(n, (0.0, 0.0)))
+
+    def _gateway(self) -> str | None:
+        try:
+            net = self.client.networks.get(self.network_name)
+            return net.attrs["IPAM"]["Config"][0].get("Gateway")
+        except Exception:  # noqa: BLE001
+            return None
+
+    def _set_rules(self, node: str | int, drops: list[list[str]], delay_ms: float, loss_pct: float) -> None:
+        from kops.sandbox import image as img
+
+        script = [
+            f"iptables -N {FAULT_CHAIN} 2>/dev/null || iptables -F {FAULT_CHAIN}",
+            f"iptables -C INPUT -j {FAULT_CHAIN} 2>/dev/null || iptables -I INPUT -j {FAULT_CHAIN}",
+            f"iptables -C OUTPUT -j {FAULT_CHAIN} 2>/dev/null || iptables -I OUTPUT -j {FAULT_CHAIN}",
+            f"pkill -f '^python3 {img.NETDELAY}' || true",
+        ]
+        script += [f"iptables -A {FAULT_CHAIN} {shlex.join(r)}" for r in drops]
+        netem = False
+        if delay_ms > 0 or loss_pct > 0:
+            cmd = f"tc qdisc replace dev eth0 root netem delay {delay_ms:.0f}ms loss {loss_pct:g}%"
+            netem = self._exec(node, ["sh", "-c", cmd], check=False)[0] == 0
+            if not netem:  # no sch_netem in this kernel: iptables + the NFQUEUE delayer
+                if loss_pct > 0:
+                    script.append(f"iptables -A {FAULT_CHAIN} -o eth0 -m statistic --mode random "
+                                  f"--probability {loss_pct / 100:.4f} -j DROP")
+                if delay_ms > 0:
+                    script.append(f"iptables -A {FAULT_CHAIN} -o eth0 -j NFQUEUE --queue-num {NFQUEUE_NUM} "
+                                  "--queue-bypass")
+        if not netem:
+            script.append("tc qdisc del dev eth0 root 2>/dev/null || true")
+        self._exec(node, ["sh", "-ec", "\n".join(script)])
+        if delay_ms > 0 and not netem:
+            self._exec(node, ["sh", "-c", f"exec python3 {img.NETDELAY} {NFQUEUE_NUM} {delay_ms:.0f} "
+                                          ">/tmp/netdelay.log 2>&1"], detach=True)

@@ -1,0 +1,184 @@
+"""The Docker engine the containerised sandbox runs on.
+
+``client()`` connects to ``$DOCKER_HOST`` (or the default socket) and checks that the engine
+answers. Where no engine runs, :class:`PrivateDaemon` starts one: Debian's ``dockerd`` (package
+``docker.io``) as root with its defaults (overlay2, cgroupfs, bridge + iptables) and its own
+``--data-root`` (under the kops cache, so built images are kept between runs), ``--exec-root``
+and unix socket; it is stopped by its pid. The test suite and CI use it; an operator with a
+running engine never needs it.
+
+No image registry is needed anywhere: every image is built locally (:mod:`kops.sandbox.image`).
+testcontainers drives the engine; Ryuk (its reaper container) is disabled because its image
+cannot be pulled without a registry: the sandbox removes what it creates itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kops.errors import ClusterError
+
+
+def configure_testcontainers() -> None:
+    """Environment testcontainers reads at import: no Ryuk, talk to the engine's own address
+    (this host may itself be a container, where testcontainers would guess otherwise)."""
+    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+    os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+
+
+def client(timeout_s: float = 120.0) -> Any:
+    """A docker-py client of the engine at ``$DOCKER_HOST`` (default socket otherwise); a
+    ClusterError that says how to get one when the engine does not answer."""
+    import docker
+
+    try:
+        c = docker.from_env(timeout=int(timeout_s))
+        c.ping()
+        return c
+    except Exception as e:  # noqa: BLE001 - docker-py raises several kinds
+        where = os.environ.get("DOCKER_HOST") or "the default socket (/var/run/docker.sock)"
+        raise ClusterError(
+            f"no Docker engine answers at {where}: {e}",
+            details=[
+                "start one (`dockerd &` as root, or `systemctl start docker`) or point DOCKER_HOST at it;",
+                "the test suite starts a private one itself (kops.sandbox.engine.PrivateDaemon)",
+            ],
+        ) from None
+
+
+def answers(host: str | None = None) -> bool:
+    """Whether an engine answers at ``host`` (default ``$DOCKER_HOST`` / the default socket)."""
+    import docker
+
+    try:
+        c = docker.DockerClient(base_url=host, timeout=5) if host else docker.from_env(timeout=5)
+        try:
+            return bool(c.ping())
+        finally:
+            c.close()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@dataclass
+class PrivateDaemon:
+    """A ``dockerd`` of our own. ``root`` keeps its images (``data``) between runs; the exec
+    root and the socket live under a short path in /tmp (unix socket paths are limited to 107
+    bytes). Stop it with :meth:`stop` (by pid): its containers stop with it."""
+
+    root: Path
+    pid: int | None = None
+
+    @property
+    def sock(self) -> Path:
+        digest = hashlib.sha1(str(self.root.absolute()).encode()).hexdigest()[:10]
+        return Path("/tmp") / f"kops-dockerd-{digest}" / "docker.sock"
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.sock}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "dockerd.log"
+
+    def start(self, timeout_s: float = 60.0) -> PrivateDaemon:
+        dockerd = shutil.which("dockerd")
+        if dockerd is None:
+            raise ClusterError(
+                "dockerd is not installed: `apt-get install -y --no-install-recommends docker.io iptables "
+                "debootstrap` (Debian) gives the engine the containerised sandbox runs on"
+            )
+        if os.geteuid() != 0:
+            raise ClusterError("dockerd must be started as root (or point DOCKER_HOST at a running engine)")
+        exec_root = self.sock.parent
+        data_root = self.root / "data"
+        pidfile = exec_root / "dockerd.pid"
+        exec_root.mkdir(parents=True, exist_ok=True)
+        data_root.mkdir(parents=True, exist_ok=True)
+        if answers(self.host):  # one of ours from an earlier run still runs: use it
+            self.pid = _read_pid(pidfile)
+            return self
+        stale = _read_pid(pidfile)
+        if stale and _alive(stale):
+            _stop_pid(stale, 20.0)  # an earlier daemon of ours that no longer answers
+        for leftover in (self.sock, pidfile):
+            leftover.unlink(missing_ok=True)
+        cmd = [dockerd, "--data-root", str(data_root), "--exec-root", str(exec_root), "--pidfile", str(pidfile),
+               "-H", self.host, "--group", "root"]
+        with open(self.log_file, "ab") as log:
+            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
+        self.pid = p.pid
+        deadline = time.monotonic() + timeout_s
+        while not answers(self.host):
+            if p.poll() is not None:
+                raise ClusterError(f"dockerd exited at start-up (exit {p.returncode})", details=_tail(self.log_file))
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ClusterError(f"dockerd did not answer within {timeout_s:.0f}s", details=_tail(self.log_file))
+            time.sleep(0.2)
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.pid and _alive(self.pid):
+            _stop_pid(self.pid, timeout_s)
+        self.pid = None
+
+    def environ(self) -> dict[str, str]:
+        return {"DOCKER_HOST": self.host}
+
+
+def _read_pid(f: Path) -> int | None:
+    try:
+        return int(f.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _stop_pid(pid: int, timeout_s: float) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _tail(f: Path, n: int = 15) -> list[str]:
+    try:
+        return f.read_text(errors="replace").splitlines()[-n:]
+    except OSError:
+        return []
