@@ -19,6 +19,38 @@ TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
+class LogDir:
+    """One log dir of a broker and the volume it lives on (DescribeLogDirs). ``total_bytes`` /
+    ``usable_bytes`` are the volume's size and the bytes still usable on it (KIP-827: Kafka 3.3+
+    answers them from DescribeLogDirs v4); None when the broker does not report them."""
+
+    path: str
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
+    #: the broker reports the dir offline (a disk error): nothing can be written there
+    offline: bool = False
+
+    @property
+    def capacity_known(self) -> bool:
+        return self.total_bytes is not None and self.usable_bytes is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"path": self.path, "total_bytes": self.total_bytes, "usable_bytes": self.usable_bytes}
+        if self.offline:
+            d["offline"] = True
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LogDir:
+        return cls(
+            path=d["path"],
+            total_bytes=d.get("total_bytes"),
+            usable_bytes=d.get("usable_bytes"),
+            offline=bool(d.get("offline", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Broker:
     id: int
     rack: str | None = None
@@ -28,10 +60,14 @@ class Broker:
     capacity_bytes: int | None = None
     #: dynamic broker configs that matter to operations (replication throttle rates)
     configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: the broker's log dirs with their volumes' sizes, when read (empty: not known)
+    log_dirs: tuple[LogDir, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.configs, MappingProxyType):
             object.__setattr__(self, "configs", MappingProxyType(dict(self.configs or {})))
+        if not isinstance(self.log_dirs, tuple):
+            object.__setattr__(self, "log_dirs", tuple(self.log_dirs or ()))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -45,6 +81,8 @@ class Broker:
             d["capacity_bytes"] = self.capacity_bytes
         if self.configs:
             d["configs"] = dict(sorted(self.configs.items()))
+        if self.log_dirs:
+            d["log_dirs"] = [ld.to_dict() for ld in self.log_dirs]
         return d
 
 
@@ -201,6 +239,26 @@ class Topology:
             topics.append(replace(t, partitions=parts))
         return replace(self, topics=tuple(topics))
 
+    def with_sizes(self, sizes: Mapping[TopicPartition, int]) -> Topology:
+        """A copy whose partitions in ``sizes`` have that ``size_bytes``."""
+        if not sizes:
+            return self
+        topics = tuple(
+            replace(t, partitions=tuple(
+                replace(p, size_bytes=sizes[p.tp]) if p.tp in sizes else p for p in t.partitions))
+            for t in self.topics
+        )
+        return replace(self, topics=topics)
+
+    def with_log_dirs(self, log_dirs: Mapping[int, Iterable[LogDir]]) -> Topology:
+        """A copy whose brokers in ``log_dirs`` have those log dirs."""
+        if not log_dirs:
+            return self
+        brokers = tuple(
+            replace(b, log_dirs=tuple(log_dirs[b.id])) if b.id in log_dirs else b for b in self.brokers
+        )
+        return replace(self, brokers=brokers)
+
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -228,6 +286,7 @@ class Topology:
                 alive=bool(b.get("alive", True)),
                 capacity_bytes=b.get("capacity_bytes"),
                 configs=b.get("configs") or {},
+                log_dirs=tuple(LogDir.from_dict(d) for d in b.get("log_dirs") or ()),
             )
             for b in data["brokers"]
         )

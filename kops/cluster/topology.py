@@ -1,7 +1,8 @@
 """The one place that reads a live cluster's topology into a :class:`kops.model.Topology`.
 
 Admin API first (confluent-kafka: DescribeCluster, Metadata, DescribeConfigs; kafka-python:
-ListPartitionReassignments and DescribeLogDirs). With ``--zookeeper`` it also reads ZooKeeper
+ListPartitionReassignments and DescribeLogDirs: replica sizes, log dirs and, from Kafka 3.3
+(KIP-827), the total and usable bytes of each log dir's volume). With ``--zookeeper`` it also reads ZooKeeper
 (/brokers/ids, /brokers/topics, partition state, /controller, /admin/reassign_partitions) and
 reports every disagreement between the two sources in ``Topology.notes``.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 from kops.cluster.connection import AuthenticationError, Connection
 from kops.errors import AuthorizationError, ClusterError
-from kops.model import Broker, Partition, Topic, Topology
+from kops.model import Broker, LogDir, Partition, Topic, Topology
 
 #: topic configs that matter to operations; always read (effective value), even when default
 OPERATIONAL_TOPIC_CONFIGS = (
@@ -129,26 +130,21 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
 
     mode = None
     broker_configs: dict[int, dict[str, str]] = {}
-    sized = [t for t in topic_names if opts.size_topics is None or t in opts.size_topics]
-    sizes = partition_sizes(conn, alive_ids, sized) if opts.with_sizes and sized else None
+    disk = None
+    if opts.with_sizes:
+        # one DescribeLogDirs round: the log dirs' total/usable bytes (KIP-827) and the sizes of
+        # the partitions asked for and of those being reassigned (data in flight, for disk checks)
+        moving = {t for (t, _p), r in reassign.items() if r.get("adding_replicas")}
+        sized = [t for t in topic_names if opts.size_topics is None or t in opts.size_topics or t in moving]
+        disk = _describe_log_dirs(conn, alive_ids, sized)
     if opts.with_configs:
         broker_configs, mode = _broker_configs_collect(conn, broker_futures)
         topics = _with_topic_configs(conn, topics, topic_futures)
     brokers = {
-        bid: replace(b, configs=broker_configs.get(bid, {})) for bid, b in brokers.items()
+        bid: replace(b, configs=broker_configs.get(bid, {}),
+                     log_dirs=disk.dirs.get(bid, ()) if disk is not None else ())
+        for bid, b in brokers.items()
     }
-
-    if sizes is not None:
-        topics = [
-            replace(
-                t,
-                partitions=tuple(
-                    replace(p, size_bytes=sizes.get(p.tp)) if p.tp in sizes else p
-                    for p in t.partitions
-                ),
-            )
-            for t in topics
-        ]
 
     if mode is not None and hasattr(conn, "note_mode"):
         conn.note_mode(mode)  # the ZooKeeper-only checks need not ask again
@@ -157,7 +153,7 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         # KRaft brokers answer DescribeCluster with a random broker as "controller"; the active
         # controller is the leader of the metadata quorum
         controller = kraft_controller(conn)
-    return Topology(
+    topo = Topology(
         brokers=tuple(sorted(brokers.values(), key=lambda b: b.id)),
         topics=tuple(topics),
         controller=controller,
@@ -165,6 +161,7 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         mode=mode,
         captured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+    return topo.with_sizes(disk.partition_sizes()) if disk is not None else topo
 
 
 def _broker_configs_requests(conn: Connection, broker_ids: list[int]) -> dict:
@@ -250,17 +247,6 @@ def list_reassignments(conn: Connection) -> dict[tuple[str, int], dict[str, list
     except Exception as e:
         raise ClusterError(f"list partition reassignments: {e}") from None
     return {(tp.topic, tp.partition): v for tp, v in raw.items()}
-
-
-def partition_sizes(
-    conn: Connection, broker_ids: Iterable[int], topics: list[str]
-) -> dict[tuple[str, int], int]:
-    """Largest replica size on disk per partition (DescribeLogDirs, through kafka-python).
-    Empty when the brokers cannot be asked: sizes are a bonus for planning, never a failure."""
-    sizes: dict[tuple[str, int], int] = {}
-    for (topic, partition, _broker), size in replica_sizes(conn, broker_ids, topics).items():
-        sizes[(topic, partition)] = max(sizes.get((topic, partition), 0), size)
-    return sizes
 
 
 # ------------------------------------------------------------------------------------------
@@ -384,12 +370,8 @@ def replica_sizes(
     """Size on disk of each replica ``(topic, partition, broker)`` (DescribeLogDirs), e.g. to
     follow how far new replicas have caught up during a reassignment. Future (log-dir move)
     replicas are left out. Empty when the brokers cannot be asked."""
-    entries = _log_dir_entries(conn, broker_ids, topics)
-    sizes: dict[tuple[str, int, int], int] = {}
-    for key, _log_dir, size, future in entries or ():
-        if not future:
-            sizes[key] = max(sizes.get(key, 0), size)
-    return sizes
+    read = _describe_log_dirs(conn, broker_ids, topics) if topics else None
+    return read.replica_sizes() if read is not None else {}
 
 
 def replica_log_dirs(
@@ -400,37 +382,95 @@ def replica_log_dirs(
     move (AlterReplicaLogDirs) is complete when ``dir`` is the requested dir and ``future`` is
     None. A replica the broker does not hold is absent. None when the brokers cannot be asked
     (unknown, which is not "done")."""
-    entries = _log_dir_entries(conn, broker_ids, topics)
-    if entries is None:
+    if not topics or not list(broker_ids):
+        return {}
+    read = _describe_log_dirs(conn, broker_ids, topics)
+    if read is None:
         return None
     out: dict[tuple[str, int, int], dict[str, str | None]] = {}
-    for key, log_dir, _size, future in entries:
+    for key, log_dir, _size, future in read.entries:
         rec = out.setdefault(key, {"dir": None, "future": None})
         rec["future" if future else "dir"] = log_dir
     return out
 
 
-def _log_dir_entries(conn: Connection, broker_ids: Iterable[int], topics: list[str]):
-    """The one DescribeLogDirs reader: ``[((topic, partition, broker), log_dir, size,
-    is_future)]``, or None when the brokers cannot be asked."""
+def log_dir_usage(conn: Connection, broker_ids: Iterable[int], topics: Iterable[str] = ()) -> LogDirRead | None:
+    """The brokers' log dirs with their volumes' total and usable bytes (KIP-827), and where
+    and how big the replicas of ``topics`` on those brokers are, in one DescribeLogDirs round
+    (``topics`` empty: the log dirs only). None when the brokers cannot be asked."""
+    return _describe_log_dirs(conn, broker_ids, sorted(set(topics)))
+
+
+@dataclass(frozen=True)
+class LogDirRead:
+    """What the brokers answered to one DescribeLogDirs round."""
+
+    #: ``((topic, partition, broker), log_dir, size, is_future)`` per replica found
+    entries: list[tuple[tuple[str, int, int], str | None, int, bool]]
+    #: per broker that answered: its log dirs (sizes None where not reported)
+    dirs: dict[int, tuple[LogDir, ...]]
+
+    def replica_sizes(self) -> dict[tuple[str, int, int], int]:
+        """Size of each replica (future, log-dir move, replicas left out)."""
+        sizes: dict[tuple[str, int, int], int] = {}
+        for key, _log_dir, size, future in self.entries:
+            if not future:
+                sizes[key] = max(sizes.get(key, 0), size)
+        return sizes
+
+    def partition_sizes(self) -> dict[tuple[str, int], int]:
+        """Largest replica size per partition."""
+        sizes: dict[tuple[str, int], int] = {}
+        for (topic, partition, _broker), size in self.replica_sizes().items():
+            sizes[(topic, partition)] = max(sizes.get((topic, partition), 0), size)
+        return sizes
+
+    def on_disk(self) -> dict[tuple[str, int, int], tuple[str | None, int]]:
+        """Per replica: the log dir it lives in and its size (future replicas left out)."""
+        out: dict[tuple[str, int, int], tuple[str | None, int]] = {}
+        for key, log_dir, size, future in self.entries:
+            if not future and size >= out.get(key, (None, -1))[1]:
+                out[key] = (log_dir, size)
+        return out
+
+
+def _size_or_none(value: Any) -> int | None:
+    """KIP-827 sizes: -1 (or absent, DescribeLogDirs < v4: Kafka < 3.3) means not reported."""
+    return int(value) if isinstance(value, int) and value >= 0 else None
+
+
+def _describe_log_dirs(conn: Connection, broker_ids: Iterable[int], topics: list[str]) -> LogDirRead | None:
+    """The one DescribeLogDirs reader (kafka-python, which asks each broker with the highest
+    version both support: v4 carries total/usable bytes). ``topics`` empty: no replicas, only
+    the log dirs. None when the brokers cannot be asked."""
     ids = list(broker_ids)
-    if not ids or not topics:
-        return []
+    if not ids:
+        return LogDirRead([], {})
     try:
-        result = conn.kp_admin().describe_log_dirs(topic_partitions=list(topics), brokers=ids)
+        # a dict {} asks for no partitions at all; a list of names for every partition of them
+        result = conn.kp_admin().describe_log_dirs(topic_partitions=list(topics) if topics else {}, brokers=ids)
     except Exception:
         return None
     out = []
+    dirs: dict[int, tuple[LogDir, ...]] = {}
     for per_broker in result:
         b = int(per_broker.get("broker", -1))
+        found = []
         for d in per_broker.get("log_dirs", []):
+            found.append(LogDir(
+                path=d.get("log_dir"),
+                total_bytes=_size_or_none(d.get("total_bytes")),
+                usable_bytes=_size_or_none(d.get("usable_bytes")),
+                offline=bool(d.get("error_code")),
+            ))
             if d.get("error_code"):
                 continue  # an offline log dir lists nothing
             for t in d.get("topics", []):
                 for p in t.get("partitions", []):
                     out.append(((t["name"], p["partition_index"], b), d.get("log_dir"),
                                 int(p.get("partition_size", 0)), bool(p.get("is_future_key"))))
-    return out
+        dirs[b] = tuple(sorted(found, key=lambda ld: ld.path or ""))
+    return LogDirRead(out, dirs)
 
 
 def missing_topics_error(conn: Connection | None, missing: list[str], *, option: str = "--topic"):
