@@ -2,7 +2,8 @@
 
 Every problem is collected and reported at once (exit 2, nothing changed): unknown topics and
 partitions, unknown or down brokers, duplicate replicas, inconsistent ``log_dirs``, and
-conflicts with reassignments already in progress.
+conflicts with reassignments already in progress; then whether the data fits on the
+destination brokers' disks (:func:`check_disk`, also run before each later wave).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from kops.errors import BadInput
 from kops.model import PlanEntry, ReassignmentPlan, Topology, TopicPartition
+from kops.ops.progress import _human_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,3 +215,221 @@ def _entry_problems(e: PlanEntry, where: str) -> list[str]:
         if bad:
             out.append(f"{where}: log_dirs must be \"any\" or absolute paths, not {bad}")
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# free space on the destination brokers (DescribeLogDirs total/usable bytes, KIP-827)
+# ------------------------------------------------------------------------------------------
+
+#: share of each volume's total size the disk check keeps free (``--disk-reserve``), percent
+DEFAULT_DISK_RESERVE_PCT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class DiskFigure:
+    """The bytes heading for one log dir of one destination broker, and its room."""
+
+    broker: int
+    log_dir: str
+    #: replicas the plan (or the next wave) adds here
+    plan_bytes: int
+    #: still to arrive for reassignments already in progress that add replicas here
+    in_flight_bytes: int
+    usable_bytes: int
+    total_bytes: int
+    reserve_bytes: int
+    offline: bool = False
+
+    @property
+    def needed_bytes(self) -> int:
+        return self.plan_bytes + self.in_flight_bytes
+
+    @property
+    def room_bytes(self) -> int:
+        """What may still be written: usable bytes minus the reserve (0 on an offline dir)."""
+        return 0 if self.offline else self.usable_bytes - self.reserve_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes == 0 or self.needed_bytes <= self.room_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "broker": self.broker, "log_dir": self.log_dir, "needed_bytes": self.needed_bytes,
+            "plan_bytes": self.plan_bytes, "in_flight_bytes": self.in_flight_bytes,
+            "usable_bytes": self.usable_bytes, "total_bytes": self.total_bytes,
+            "reserve_bytes": self.reserve_bytes, "offline": self.offline, "fits": self.fits,
+        }
+
+    def describe(self, reserve_pct: float) -> str:
+        """One line naming the broker, the log dir and every figure (exact bytes and readable)."""
+        h = _human_bytes
+        where = f"broker {self.broker} log dir {self.log_dir}" + (" (offline)" if self.offline else "")
+        text = (
+            f"{where}: needs {self.needed_bytes} bytes ({h(self.needed_bytes)}: {h(self.plan_bytes)} "
+            f"to add + {h(self.in_flight_bytes)} in flight), usable {self.usable_bytes} bytes "
+            f"({h(self.usable_bytes)}) of {self.total_bytes} total ({h(self.total_bytes)}), "
+            f"{_pct(reserve_pct)} reserve {h(self.reserve_bytes)}"
+        )
+        if not self.fits:
+            text += f": {h(self.needed_bytes - max(self.room_bytes, 0))} short"
+        return text
+
+
+@dataclass(frozen=True)
+class DiskCheck:
+    """The outcome of :func:`check_disk`: figures per destination log dir, and what could not
+    be checked (``warnings``: a check that cannot be made never refuses)."""
+
+    figures: tuple[DiskFigure, ...]
+    warnings: tuple[str, ...]
+    reserve_pct: float
+
+    @property
+    def overflows(self) -> list[DiskFigure]:
+        return [f for f in self.figures if not f.fits]
+
+    def problems(self) -> list[str]:
+        return [f.describe(self.reserve_pct) for f in self.overflows]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reserve_pct": self.reserve_pct, "figures": [f.to_dict() for f in self.figures],
+                "warnings": list(self.warnings)}
+
+
+def _pct(p: float) -> str:
+    return f"{p:g} %"
+
+
+def _norm(path: str | None) -> str | None:
+    return path.rstrip("/") or "/" if path else path
+
+
+def check_disk(
+    moves: Iterable[Move],
+    topo: Topology,
+    *,
+    reserve_pct: float = DEFAULT_DISK_RESERVE_PCT,
+    on_disk: Mapping[tuple[str, int, int], tuple[str | None, int]] | None = None,
+) -> DiskCheck:
+    """Would the replicas that ``moves`` add fit on their destination brokers' disks?
+
+    Per destination broker and log dir: the size of every replica added there (a plan's
+    ``log_dirs`` entry names the dir; ``any`` lets Kafka pick one, counted against the broker's
+    online log dir with the most usable bytes), plus what is still to arrive for reassignments
+    already in progress that add replicas there (``topo``'s adding replicas; ``on_disk`` —
+    replica ``(topic, partition, broker)`` -> ``(log dir, bytes)`` already copied — is
+    subtracted when known, else they count in full). Nothing is credited for replicas leaving
+    a broker: during a move the source and the destination both hold the partition. A dir
+    fits when that total is at most its usable bytes minus ``reserve_pct`` % of its total
+    bytes (the volume's, from DescribeLogDirs v4, KIP-827).
+
+    Brokers whose log dirs or sizes are unknown (not read, Kafka < 3.3, an older snapshot)
+    and replicas of unknown size are not checked: each is named in ``warnings``.
+    """
+    moves = list(moves)
+    on_disk = on_disk or {}
+    planned = {m.tp for m in moves}
+    # broker -> [(explicit log dir or None, bytes, "plan" | "in_flight")]
+    incoming: dict[int, list[tuple[str | None, int, str]]] = {}
+    unsized: dict[int, list[str]] = {}
+    for m in moves:
+        for b in m.adding:
+            if m.size_bytes is None:
+                unsized.setdefault(b, []).append(m.name)
+            else:
+                incoming.setdefault(b, []).append((m.log_dir_moves.get(b), m.size_bytes, "plan"))
+    for p in topo.partitions():
+        if p.tp in planned:
+            continue
+        for b in p.adding_replicas:
+            if p.size_bytes is None:
+                unsized.setdefault(b, []).append(f"{p.topic}-{p.partition} (in flight)")
+                continue
+            where, have = on_disk.get((p.topic, p.partition, b), (None, 0))
+            incoming.setdefault(b, []).append((where, max(p.size_bytes - have, 0), "in_flight"))
+
+    warnings: list[str] = []
+    not_read: list[int] = []
+    not_reported: list[int] = []
+    sums: dict[tuple[int, str], list[int]] = {}  # (broker, dir) -> [plan, in flight]
+    dirs_of: dict[int, dict[str, Any]] = {}
+    for b in sorted(incoming):
+        broker = topo.broker(b)
+        dirs = {_norm(d.path): d for d in (broker.log_dirs if broker else ())}
+        if not dirs:
+            not_read.append(b)
+            continue
+        dirs_of[b] = dirs
+        online = [d for d in dirs.values() if not d.offline]
+        if any(not d.capacity_known for d in online):
+            not_reported.append(b)
+            continue
+        fallback = (max(online, key=lambda d: (d.usable_bytes, d.path)) if online
+                    else next(iter(dirs.values())))
+        for where, nbytes, kind in incoming[b]:
+            d = dirs.get(_norm(where)) if where else fallback
+            if d is None:
+                warnings.append(
+                    f"broker {b} has no log dir {where} (its log dirs: {', '.join(sorted(dirs))}): "
+                    "not counted there"
+                )
+                continue
+            acc = sums.setdefault((b, _norm(d.path)), [0, 0])
+            acc[0 if kind == "plan" else 1] += nbytes
+    figures = []
+    for (b, path), (plan_bytes, flight_bytes) in sorted(sums.items()):
+        d = dirs_of[b][path]
+        total = d.total_bytes or 0
+        figures.append(DiskFigure(
+            broker=b, log_dir=d.path, plan_bytes=plan_bytes, in_flight_bytes=flight_bytes,
+            usable_bytes=d.usable_bytes or 0, total_bytes=total,
+            reserve_bytes=-(-int(total * reserve_pct * 100) // 10000),  # ceil(total * pct / 100)
+            offline=d.offline,
+        ))
+    if not_read:
+        warnings.append(
+            f"free space of broker{'s' if len(not_read) > 1 else ''} {_ids(not_read)} unknown "
+            "(log dirs not read: broker down, not answering, or a snapshot without log_dirs): "
+            "not checked"
+        )
+    if not_reported:
+        warnings.append(
+            f"broker{'s' if len(not_reported) > 1 else ''} {_ids(not_reported)} "
+            f"{'do' if len(not_reported) > 1 else 'does'} not report the free space of "
+            "their log dirs (DescribeLogDirs v4, KIP-827: Kafka 3.3 or later): not checked"
+        )
+    for b in sorted(unsized):
+        names = unsized[b]
+        warnings.append(
+            f"broker {b}: size of {len(names)} partition{'s' if len(names) > 1 else ''} it "
+            f"receives unknown ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): not counted"
+        )
+    return DiskCheck(tuple(figures), tuple(warnings), reserve_pct)
+
+
+def validate_disk(
+    moves: Iterable[Move],
+    topo: Topology,
+    *,
+    reserve_pct: float = DEFAULT_DISK_RESERVE_PCT,
+    on_disk: Mapping[tuple[str, int, int], tuple[str | None, int]] | None = None,
+    source: str = "reassignment plan",
+) -> DiskCheck:
+    """:func:`check_disk`, raising :class:`BadInput` (exit 2, nothing changed) that names every
+    destination log dir the plan would overflow, with its figures."""
+    check = check_disk(moves, topo, reserve_pct=reserve_pct, on_disk=on_disk)
+    over = check.overflows
+    if over:
+        brokers = sorted({f.broker for f in over})
+        raise BadInput(
+            f"{source}: the data would not fit on the disk of destination broker"
+            f"{'s' if len(brokers) > 1 else ''} {_ids(brokers)} (keeping {_pct(reserve_pct)} of "
+            "each volume free, --disk-reserve); nothing was changed",
+            details=[
+                *check.problems(),
+                "needed: the replicas added there plus what reassignments in progress still copy "
+                "there; nothing is freed on a broker until its moves end",
+            ],
+        )
+    return check

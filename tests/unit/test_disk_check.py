@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from kops.cluster.snapshot import parse_topology, topology_schema
 from kops.cluster.topology import _describe_log_dirs
-from kops.model import Broker, LogDir, Topology
+from kops.errors import BadInput
+from kops.model import Broker, LogDir, Partition, PlanEntry, ReassignmentPlan, Topic, Topology
+from kops.ops.validate import DEFAULT_DISK_RESERVE_PCT, check_disk, validate_disk, validate_plan
 
 DATA = Path(__file__).parent / "data"
 GB = 1_000_000_000
@@ -99,3 +102,135 @@ def test_reader_asks_for_log_dirs_only_without_topics_and_gives_up_quietly():
     assert _describe_log_dirs(conn, [1], []).dirs == {}
     assert conn.admin.asked == [({}, [1])]  # {}: no partitions (a list asks for all of them)
     assert _describe_log_dirs(_Conn(RuntimeError("down")), [1], ["t"]) is None
+
+
+# -- the disk check (pure: moves + Topology) -------------------------------------------------------
+
+def _topo(log_dirs=None, sizes=(10 * GB, 20 * GB, 30 * GB), adding=None) -> Topology:
+    """Brokers 0-5, topic t with 3 partitions on 0,1,2; every broker one 100 GB dir with
+    ``log_dirs`` overriding; ``adding``: partition -> replicas being added (in flight)."""
+    dirs = {b: (LogDir(f"/data/{b}", 100 * GB, 80 * GB),) for b in range(6)}
+    dirs.update(log_dirs or {})
+    brokers = tuple(Broker(b, "abc"[b // 2], log_dirs=dirs[b]) for b in range(6))
+    adding = adding or {}
+    parts = tuple(
+        Partition("t", p, (0, 1, 2), isr=(0, 1, 2), leader=0, size_bytes=sizes[p],
+                  adding_replicas=tuple(adding.get(p, ())))
+        for p in range(3)
+    )
+    return Topology(brokers=brokers, topics=(Topic("t", parts),))
+
+
+def _moves(topo, *entries):
+    """entries: (partition, target replicas[, log dirs])"""
+    plan = ReassignmentPlan(tuple(
+        PlanEntry("t", e[0], tuple(e[1]), tuple(e[2]) if len(e) > 2 else None) for e in entries))
+    return validate_plan(plan, topo)
+
+
+def test_a_plan_that_fits_passes_with_figures_per_destination():
+    topo = _topo()
+    moves = _moves(topo, (0, [0, 1, 3]), (1, [0, 1, 3]), (2, [4, 1, 2]))
+    check = validate_disk(moves, topo)
+    assert check.warnings == () and check.overflows == []
+    by = {f.broker: f for f in check.figures}
+    assert sorted(by) == [3, 4]
+    assert by[3].plan_bytes == 30 * GB and by[3].in_flight_bytes == 0 and by[3].log_dir == "/data/3"
+    assert by[3].reserve_bytes == 5 * GB and by[3].room_bytes == 75 * GB  # 5 % of 100 GB kept free
+    assert by[4].plan_bytes == 30 * GB
+
+
+def test_a_plan_that_does_not_fit_is_refused_naming_every_overflowing_broker():
+    topo = _topo({3: (LogDir("/data/3", 100 * GB, 40 * GB),), 4: (LogDir("/data/4", 100 * GB, 32 * GB),)})
+    # 3 receives 10+20+30 = 60 GB > 40-5; 4 receives 30 GB > 32-5; 5 receives 10 GB: fits
+    moves = _moves(topo, (0, [3, 1, 5]), (1, [0, 3, 2]), (2, [3, 4, 2]))
+    with pytest.raises(BadInput) as ei:
+        validate_disk(moves, topo)
+    e = ei.value
+    assert e.exit_code == 2 and "nothing was changed" in e.message and "brokers 3,4" in e.message
+    lines = [d for d in e.details if d.startswith("broker ")]
+    assert len(lines) == 2
+    assert lines[0].startswith(f"broker 3 log dir /data/3: needs {60 * GB} bytes")
+    assert f"usable {40 * GB} bytes" in lines[0] and f"of {100 * GB} total" in lines[0]
+    assert "5 % reserve" in lines[0] and "short" in lines[0]
+    assert lines[1].startswith(f"broker 4 log dir /data/4: needs {30 * GB} bytes")
+    # the same plan with no reserve still overflows broker 3 only
+    assert [f.broker for f in check_disk(moves, topo, reserve_pct=0).overflows] == [3]
+
+
+def test_the_reserve_is_a_share_of_each_volume():
+    assert DEFAULT_DISK_RESERVE_PCT == 5.0
+    topo = _topo({3: (LogDir("/data/3", 100 * GB, 12 * GB),)})
+    moves = _moves(topo, (0, [0, 1, 3]))  # 10 GB to broker 3, 12 GB usable
+    assert not check_disk(moves, topo).figures[0].fits  # 12 - 5 % of 100 = 7 GB of room
+    assert check_disk(moves, topo, reserve_pct=2).figures[0].fits  # 12 - 2 = 10 GB
+    assert check_disk(moves, topo, reserve_pct=0).figures[0].fits
+    (f,) = check_disk(moves, topo, reserve_pct=100).figures  # keep it all free: nothing fits
+    assert f.reserve_bytes == 100 * GB and not f.fits
+    # a move that adds nothing never overflows, however full the disk
+    assert check_disk(_moves(topo, (0, [1, 0, 2])), topo, reserve_pct=100).figures == ()
+
+
+def test_data_in_flight_counts_and_what_is_on_disk_already_is_subtracted():
+    # partition 2 (30 GB) is being copied to broker 3 by an earlier reassignment
+    topo = _topo({3: (LogDir("/data/3", 100 * GB, 50 * GB),)}, adding={2: (3,)})
+    moves = _moves(topo, (0, [0, 1, 3]))  # 10 GB more: 40 GB of 45 GB room
+    check = check_disk(moves, topo)
+    (f,) = check.figures
+    assert (f.plan_bytes, f.in_flight_bytes, f.needed_bytes) == (10 * GB, 30 * GB, 40 * GB)
+    assert f.fits
+    moves = _moves(topo, (0, [0, 1, 3]), (1, [0, 1, 3]))  # 10 + 20 + 30 in flight = 60 > 45
+    assert not check_disk(moves, topo).overflows[0].fits
+    # 25 GB of the move in flight are on broker 3 already (and in its usable bytes): 5 GB to come
+    on_disk = {("t", 2, 3): ("/data/3", 25 * GB)}
+    (f,) = check_disk(moves, topo, on_disk=on_disk).figures
+    assert f.in_flight_bytes == 5 * GB and f.fits
+
+
+def test_nothing_is_freed_by_replicas_leaving_a_destination():
+    # a (10 GB) leaves broker 0 while b (10 GB) arrives there: both are on 0 until a's move ends
+    parts_a = (Partition("a", 0, (0, 1, 2), isr=(0, 1, 2), leader=0, size_bytes=10 * GB),)
+    parts_b = (Partition("b", 0, (3, 4, 5), isr=(3, 4, 5), leader=3, size_bytes=10 * GB),)
+    dirs = {b: (LogDir(f"/data/{b}", 100 * GB, 80 * GB),) for b in range(6)}
+    dirs[0] = (LogDir("/data/0", 100 * GB, 14 * GB),)  # 9 GB of room
+    topo = Topology(brokers=tuple(Broker(b, log_dirs=dirs[b]) for b in range(6)),
+                    topics=(Topic("a", parts_a), Topic("b", parts_b)))
+    plan = ReassignmentPlan((PlanEntry("a", 0, (3, 1, 2)), PlanEntry("b", 0, (0, 4, 5))))
+    over = check_disk(validate_plan(plan, topo), topo).overflows
+    assert [(f.broker, f.needed_bytes) for f in over] == [(0, 10 * GB)]
+
+
+def test_explicit_log_dir_against_any():
+    two = (LogDir("/big", 100 * GB, 60 * GB), LogDir("/small/", 100 * GB, 15 * GB))
+    topo = _topo({3: two})
+    # "any": Kafka picks; counted against the dir with the most usable bytes
+    (f,) = check_disk(_moves(topo, (1, [0, 1, 3])), topo).figures
+    assert f.log_dir == "/big" and f.fits
+    # the plan names the small dir (with or without a trailing slash): 20 GB > 15 - 5
+    for path in ("/small", "/small/"):
+        (f,) = check_disk(_moves(topo, (1, [0, 1, 3], ["any", "any", path])), topo).figures
+        assert f.log_dir == "/small/" and not f.fits
+    # a dir the broker lacks: not counted, said (the execution reports LogDirNotFound later)
+    check = check_disk(_moves(topo, (1, [0, 1, 3], ["any", "any", "/nope"])), topo)
+    assert check.figures == () and "broker 3 has no log dir /nope" in check.warnings[0]
+    # an offline dir has no room; "any" avoids it
+    topo = _topo({3: (LogDir("/big", None, None, offline=True), LogDir("/ok", 100 * GB, 50 * GB))})
+    assert check_disk(_moves(topo, (1, [0, 1, 3])), topo).figures[0].log_dir == "/ok"
+    (f,) = check_disk(_moves(topo, (1, [0, 1, 3], ["any", "any", "/big"])), topo).figures
+    assert f.offline and not f.fits
+
+
+def test_unknown_capacities_and_sizes_warn_and_never_refuse():
+    topo = _topo({3: (), 4: (LogDir("/data/4", None, None),)})
+    moves = _moves(topo, (0, [3, 4, 5]), (1, [3, 4, 5]))
+    check = validate_disk(moves, topo)  # no exception
+    assert [f.broker for f in check.figures] == [5]
+    assert any("broker 3 unknown" in w for w in check.warnings)
+    assert any("broker 4 does not report the free space" in w and "Kafka 3.3" in w for w in check.warnings)
+    # sizes unknown (DescribeLogDirs could not be read)
+    topo = _topo(sizes=(None, None, None))
+    check = check_disk(_moves(topo, (0, [0, 1, 3])), topo)
+    assert check.figures == () and check.warnings == ("broker 3: size of 1 partition it receives unknown (t-0): not counted",)
+    # a snapshot without log dirs: every destination warned about, nothing refused
+    bare = Topology(brokers=tuple(Broker(b) for b in range(6)), topics=_topo().topics)
+    assert "brokers 3,4 unknown" in check_disk(_moves(bare, (0, [3, 4, 2])), bare).warnings[0]
