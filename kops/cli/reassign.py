@@ -50,6 +50,15 @@ PollOpt = Annotated[
     float,
     typer.Option("--poll-interval", min=0.2, help="Seconds between progress checks."),
 ]
+DiskReserveOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--disk-reserve", min=0, max=100, metavar="PCT",
+        help="Percent of each destination volume to keep free: a plan (or a later wave) whose data "
+             "would not fit in the usable bytes minus this is refused (default 5; resume: the "
+             "execution's).",
+    ),
+]
 
 
 def _read_plan(path: str):
@@ -121,18 +130,20 @@ def execute(
                      "refused on a KRaft cluster)."),
     ] = "admin",
     poll_interval: PollOpt = 2.0,
+    disk_reserve: DiskReserveOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
     request_timeout: TimeoutOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Start the plan: validate it all first (exit 2, nothing changed, on any bad entry), set
-    throttles on the brokers and replicas in flight, start moves in waves within the limits
-    (health check before each wave), and record everything in the journal. Without --wait it
-    returns once the first wave started (follow with verify; resume drives further waves).
-    Exit 0 done/started, 1 failure or halted by the health check, 2 bad plan, 3 not done in
-    --timeout or another execution is running."""
+    """Start the plan: validate it all first (exit 2, nothing changed, on any bad entry or if
+    its data would not fit on a destination disk), set throttles on the brokers and replicas
+    in flight, start moves in waves within the limits (health and disk check before each
+    wave), and record everything in the journal. Without --wait it returns once the first
+    wave started (follow with verify; resume drives further waves). Exit 0 done/started, 1
+    failure or halted by the health or disk check, 2 bad plan, 3 not done in --timeout or
+    another execution is running."""
     from kops.ops import reassign as R
 
     c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
@@ -141,7 +152,7 @@ def execute(
         throttle=throttle, log_dir_throttle=replica_alter_log_dirs_throttle,
         max_moves_per_broker=max_moves_per_broker, max_moves_in_flight=max_moves_in_flight,
         wait=wait, timeout_s=timeout, allow_offline=allow_offline, poll_interval_s=poll_interval,
-        via=via,
+        via=via, disk_reserve_pct=disk_reserve,
     )
     with c.connection() as conn:
         if via == "zookeeper":
@@ -151,6 +162,25 @@ def execute(
         outcome = R.start(conn, prepared, opts, reporter=_reporter(c))
     _render_outcome(c, outcome)
     raise typer.Exit(outcome.exit_code)
+
+
+def _disk_lines(prepared, opts) -> list[str]:
+    """The destination disks: the tightest fit, and what could not be checked."""
+    from kops.ops.progress import _human_bytes
+
+    disk = prepared.disk
+    if disk is None:
+        return []
+    lines = []
+    if disk.figures:
+        f = min(disk.figures, key=lambda f: (f.room_bytes - f.needed_bytes, f.broker))
+        lines.append(
+            f"destination disks: {len(disk.figures)} log dir(s) checked, all fit keeping {opts.reserve_pct:g} % "
+            f"free (tightest: broker "
+            f"{f.broker} {f.log_dir}, {_human_bytes(f.needed_bytes)} of {_human_bytes(f.room_bytes)} room)"
+        )
+    lines.extend(f"warning: disk check: {w}" for w in disk.warnings)
+    return lines
 
 
 def _confirm(c, prepared, opts, yes: bool) -> None:
@@ -167,6 +197,7 @@ def _confirm(c, prepared, opts, yes: bool) -> None:
     if est:
         lines.append(f"at {_human_bytes(opts.throttle)}/s per broker that takes at least {est:.0f} s "
                      "(without waves)")
+    lines.extend(_disk_lines(prepared, opts))
     lines.append("Current assignment (save it to roll back): "
                  + _rollback_json(prepared))
     con = err_console()
@@ -283,19 +314,21 @@ def resume(
     throttle: Annotated[int | None, typer.Option("--throttle", min=1, help="Change the throttle (bytes/s).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Take over even if the owner looks alive.")] = False,
     poll_interval: PollOpt = 2.0,
+    disk_reserve: DiskReserveOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
     request_timeout: TimeoutOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Continue an execution that was interrupted (kops killed, --timeout, health stop) from
-    its journal in the cluster: re-applies its throttles, starts the remaining waves, waits,
-    and lifts the throttles at the end."""
+    """Continue an execution that was interrupted (kops killed, --timeout, health or disk
+    stop) from its journal in the cluster: re-applies its throttles, starts the remaining
+    waves (each after the health and disk checks), waits, and lifts the throttles at the end."""
     from kops.ops import reassign as R
 
     c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
-    opts = R.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, poll_interval_s=poll_interval)
+    opts = R.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, poll_interval_s=poll_interval,
+                            disk_reserve_pct=disk_reserve)
     with c.connection() as conn:
         outcome = R.resume(conn, opts, execution_id=execution_id, reporter=_reporter(c), force=force)
     _render_outcome(c, outcome)

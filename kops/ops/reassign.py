@@ -15,7 +15,7 @@ import os
 import socket
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,7 +25,7 @@ from kops.ops import failpoints
 from kops.ops import journal as J
 from kops.ops import throttle as T
 from kops.ops.progress import NullReporter, Snapshot, poll
-from kops.ops.validate import Move, validate_plan
+from kops.ops.validate import DEFAULT_DISK_RESERVE_PCT, DiskCheck, Move, check_disk, validate_disk, validate_plan
 
 #: after a submission, a partition that is not reassigning and not at its target yet is given
 #: this long before it counts as a mismatch (metadata propagates asynchronously)
@@ -64,6 +64,12 @@ class ExecuteOptions:
     stall_after_s: float = 60.0
     #: "admin" (AlterPartitionReassignments) or "zookeeper" (/admin/reassign_partitions)
     via: str = "admin"
+    #: percent of each destination volume the disk check keeps free (None: the default, 5 %)
+    disk_reserve_pct: float | None = None
+
+    @property
+    def reserve_pct(self) -> float:
+        return DEFAULT_DISK_RESERVE_PCT if self.disk_reserve_pct is None else self.disk_reserve_pct
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +80,7 @@ class ExecuteOptions:
             "max_moves_in_flight": self.max_moves_in_flight,
             "allow_offline": self.allow_offline,
             "poll_interval_s": self.poll_interval_s,
+            "disk_reserve_pct": self.reserve_pct,
         }
 
     def with_journal(self, opts: Mapping[str, Any]) -> ExecuteOptions:
@@ -89,6 +96,8 @@ class ExecuteOptions:
             poll_interval_s=self.poll_interval_s,
             stall_after_s=self.stall_after_s,
             via=opts.get("via", "admin"),
+            disk_reserve_pct=(self.disk_reserve_pct if self.disk_reserve_pct is not None
+                              else opts.get("disk_reserve_pct")),
         )
 
 
@@ -96,6 +105,11 @@ class HealthStop(KopsError):
     """The cluster is not healthy enough to start (more) moves."""
 
     exit_code = EXIT_FAILURE
+
+
+#: what halted an execution (``Runner.halted_by``)
+HALT_HEALTH = "health check"
+HALT_DISK = "disk check"
 
 
 # ------------------------------------------------------------------------------------------
@@ -477,6 +491,8 @@ class Prepared:
     moves: list[Move]
     #: when ``topology`` was read (time.monotonic): a fresh one serves the first wave too
     read_at: float = field(default_factory=time.monotonic)
+    #: the destination disks: figures and what could not be checked
+    disk: DiskCheck | None = None
 
     @property
     def work(self) -> list[Move]:
@@ -506,6 +522,11 @@ class Prepared:
 
     def brokers(self) -> list[int]:
         return sorted({b for m in self.work for b in (*m.original, *m.target)})
+
+
+def _alive(topo: Topology, broker: int) -> bool:
+    b = topo.broker(broker)
+    return b is not None and b.alive
 
 
 def _warm_up_journal_writer(conn) -> None:
@@ -544,6 +565,9 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
             )
     # the read above listed the reassignments in progress: the topology carries them
     moves = validate_plan(plan, topo, allow_offline=opts.allow_offline)
+    # the read also gave each broker's log dirs with their usable bytes and the sizes of the
+    # partitions moving: the whole plan must fit on its destinations (exit 2 otherwise)
+    disk = validate_disk(moves, topo, reserve_pct=opts.reserve_pct, on_disk=_in_flight_on_disk(conn, topo, moves))
     if not opts.allow_offline:
         problems = health_problems(topo)
         if problems:
@@ -552,7 +576,23 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
                 "--allow-offline to start anyway)",
                 details=problems,
             )
-    return Prepared(topo, moves)
+    return Prepared(topo, moves, disk=disk)
+
+
+def _in_flight_on_disk(conn, topo: Topology, moves: list[Move]) -> dict[tuple[str, int, int], tuple[str | None, int]]:
+    """What reassignments already in progress have copied to the plan's destinations so far
+    (one DescribeLogDirs round, only when there are such reassignments): the disk check counts
+    only the rest of them."""
+    from kops.cluster.topology import log_dir_usage
+
+    planned = {m.tp for m in moves}
+    dests = {b for m in moves for b in m.adding}
+    flights = [p for p in topo.partitions() if p.tp not in planned and set(p.adding_replicas) & dests]
+    if not flights:
+        return {}
+    brokers = {b for p in flights for b in p.adding_replicas if b in dests and _alive(topo, b)}
+    usage = log_dir_usage(conn, sorted(brokers), {p.topic for p in flights})
+    return usage.on_disk() if usage is not None else {}
 
 
 @dataclass
@@ -609,6 +649,7 @@ class Runner:
         self._log_dirs_started: set[tuple[str, int, int]] = set()
         self.bytes_total = sum(m.bytes_to_move for m in journal.moves if not m.noop) or None
         self.halted_reasons: list[str] = []
+        self.halted_by = HALT_HEALTH
         self.stalled = False
         self._watch: set[TopicPartition] = set()
         self._lagging: dict[TopicPartition, float] = {}
@@ -727,7 +768,8 @@ class Runner:
         ))
         self._ticked_at = time.monotonic()
         fresh, self.fresh = self.fresh, None
-        if wave_likely and fresh is not None and time.monotonic() - fresh[1] < FRESH_S:
+        validated = wave_likely and fresh is not None and time.monotonic() - fresh[1] < FRESH_S
+        if validated:
             topo = fresh[0]  # validated a moment ago (execute --yes): no second read for wave 1
         else:
             topo = read(self.conn) if wave_likely else read(self.conn, topics=self.topics)
@@ -760,6 +802,7 @@ class Runner:
                 problems = health_problems(full, baseline_offline=self.baseline_offline)
                 if problems and not (self.j.waves == 0 and self.opts.allow_offline):
                     self.halted_reasons = problems
+                    self.halted_by = HALT_HEALTH
                     self.j.state = J.HALTED
                     self.note(
                         f"stopped before wave {self.j.waves + 1}: {len(problems)} partition(s) "
@@ -767,6 +810,8 @@ class Runner:
                         "cluster, then `kops reassign resume`, or `kops reassign cancel`."
                     )
                     changed = True
+                elif not validated and self._disk_halt(full, wave):
+                    changed = True  # (a plan validated a moment ago was checked whole)
                 else:
                     # _start_wave syncs the throttles for in flight + wave (incl. removals)
                     # and saves the journal
@@ -791,6 +836,49 @@ class Runner:
         self._check_stall(topo, in_flight)
         self.save(force=changed)
         return self.snapshot(topo)
+
+    def _disk_halt(self, topo: Topology, wave: list[Move]) -> bool:
+        """The disk check before a later wave (or the first one of a resumed execution): would
+        the wave's new replicas, with what the moves in flight still copy, fit on their
+        destinations now? Reads the brokers' usable bytes, the partitions' sizes and what the
+        replicas being added hold already (one DescribeLogDirs round). If not, the execution
+        halts: nothing new starts, the moves in flight continue (a disk filling up mid-move
+        ends here: `cancel` rolls back, `resume` checks again). True when it halted."""
+        from kops.cluster.topology import log_dir_usage
+
+        data = [m for m in wave if m.moves_data]
+        if not data:
+            return False
+        dests = {b for m in data for b in m.adding}
+        flights = [p for p in topo.partitions() if set(p.adding_replicas) & dests]
+        brokers = {b for m in data for b in (*m.original, *m.adding)} | {b for p in flights for b in p.replicas}
+        usage = log_dir_usage(self.conn, sorted(b for b in brokers if _alive(topo, b)),
+                              {m.topic for m in data} | {p.topic for p in flights})
+        if usage is None:
+            self.note(f"disk check before wave {self.j.waves + 1} skipped: the brokers' log dirs "
+                      "could not be read (DescribeLogDirs)")
+            return False
+        sizes = usage.partition_sizes()
+        now = topo.with_log_dirs(usage.dirs).with_sizes(sizes)
+        check = check_disk([replace(m, size_bytes=sizes.get(m.tp, m.size_bytes)) for m in data], now,
+                           reserve_pct=self.opts.reserve_pct, on_disk=usage.on_disk())
+        for w in check.warnings:
+            self.note(f"disk check before wave {self.j.waves + 1}: {w}")
+        over = check.overflows
+        if not over:
+            return False
+        self.halted_reasons = check.problems()
+        self.halted_by = HALT_DISK
+        self.j.state = J.HALTED
+        brokers_over = ",".join(str(b) for b in sorted({f.broker for f in over}))
+        self.note(
+            f"stopped before wave {self.j.waves + 1}: its {len(data)} move(s) would not fit on the disk "
+            f"of broker(s) {brokers_over} (keeping {self.opts.reserve_pct:g} % free): "
+            + "; ".join(self.halted_reasons[:3])
+            + ". Moves in flight continue; nothing new is started. Free space, then `kops reassign "
+            "resume` (it checks again), or roll back with `kops reassign cancel`."
+        )
+        return True
 
     def _start_wave(self, topo: Topology, in_flight: list[Move], wave: list[Move]) -> None:
         # throttles first (as Kafka does), so that no byte moves unthrottled; and, unlike
@@ -1008,7 +1096,8 @@ class Runner:
             return Outcome(j, True, code, msg, self.notes, self.bytes_total, elapsed)
         if j.state == J.HALTED:
             return Outcome(j, False, EXIT_FAILURE,
-                           f"execution {j.id} halted by the health check: " + "; ".join(self.halted_reasons[:5]),
+                           f"execution {j.id} halted by the {self.halted_by}: " + "; ".join(self.halted_reasons[:5])
+                           + "; moves in flight continue: `kops reassign resume` once fixed, or `kops reassign cancel`",
                            self.notes, self.bytes_total, elapsed)
         c = j.counts()
         if not self.opts.wait:
@@ -1106,6 +1195,9 @@ def start(conn, prepared: Prepared, opts: ExecuteOptions, *, reporter=None) -> O
         raise
     runner = Runner(conn, store, journal, opts, reporter, lock)
     runner.fresh = (topo, prepared.read_at)
+    for w in prepared.disk.warnings if prepared.disk is not None else ():
+        runner.notes.append(f"disk check: {w}")  # shown before the confirmation already
+        journal.event(f"disk check: {w}")
     if not runner.work_left:
         runner.finish()
         return Outcome(journal, True, EXIT_OK, "nothing to do: every partition is already at its target",

@@ -4,6 +4,7 @@ DescribeLogDirs reader, and the pure disk check of a reassignment plan (no clust
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import jsonschema
@@ -234,3 +235,98 @@ def test_unknown_capacities_and_sizes_warn_and_never_refuse():
     # a snapshot without log dirs: every destination warned about, nothing refused
     bare = Topology(brokers=tuple(Broker(b) for b in range(6)), topics=_topo().topics)
     assert "brokers 3,4 unknown" in check_disk(_moves(bare, (0, [3, 4, 2])), bare).warnings[0]
+
+
+# -- before each later wave (the execution's wave loop, with the cluster stood in) ----------------
+
+
+class _Store:
+    def save(self, j):
+        pass
+
+
+def _wave_runner(monkeypatch, usable):
+    """An execution with t-0 (10 GB) in flight to broker 3, 4 GB of it copied, and t-1 (10 GB)
+    waiting for the next wave, also to broker 3, whose volume (100 GB) has ``usable`` bytes."""
+    from kops.cluster.topology import LogDirRead
+    from kops.ops import journal as J
+    from kops.ops import reassign as R
+    from kops.ops.validate import Move
+
+    a = Move("t", 0, (1, 2), (1, 3), size_bytes=10 * GB)
+    b = Move("t", 1, (1, 2), (1, 3), size_bytes=10 * GB)
+    topo = Topology(brokers=tuple(Broker(i) for i in (1, 2, 3)), topics=(Topic("t", (
+        Partition("t", 0, (1, 3, 2), isr=(1, 2), leader=1, adding_replicas=(3,), removing_replicas=(2,)),
+        Partition("t", 1, (1, 2), isr=(1, 2), leader=1),
+    )),))
+    monkeypatch.setattr(R, "read", lambda conn, topics=None, sizes=False: topo)
+    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: {})
+    asked = []
+
+    def usage(conn, brokers, topics=()):
+        asked.append((list(brokers), sorted(topics)))
+        return LogDirRead(
+            entries=[(("t", 0, 1), "/d", 10 * GB, False), (("t", 0, 2), "/d", 10 * GB, False),
+                     (("t", 0, 3), "/d", 4 * GB, False), (("t", 1, 1), "/d", 10 * GB, False),
+                     (("t", 1, 2), "/d", 10 * GB, False)],
+            dirs={1: (LogDir("/d", 100 * GB, 50 * GB),), 2: (LogDir("/d", 100 * GB, 50 * GB),),
+                  3: (LogDir("/d", 100 * GB, usable[0]),)},
+        )
+
+    monkeypatch.setattr("kops.cluster.topology.log_dir_usage", usage)
+    j = J.Journal(id="x", cluster_id="c", moves=[a, b])
+    j.progress[a.name] = J.IN_FLIGHT
+    j.submitted_at[a.name] = time.time()
+    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(), None, None)
+    started = []
+    monkeypatch.setattr(runner, "_start_wave", lambda topo, in_flight, wave: started.append([m.name for m in wave]))
+    monkeypatch.setattr(runner, "_sync_throttles", lambda *a, **kw: [])
+    return runner, started, asked
+
+
+def test_a_disk_filling_mid_move_stops_the_next_wave_and_says_so(monkeypatch):
+    from kops.errors import EXIT_FAILURE
+    from kops.ops import journal as J
+
+    usable = [12 * GB]  # 6 GB still to come for t-0 + 10 GB for t-1 > 12 - 5 GB
+    runner, started, asked = _wave_runner(monkeypatch, usable)
+    outcome = runner.run()  # without --wait: one tick
+    assert started == [] and runner.j.state == J.HALTED and runner.halted_by == "disk check"
+    assert asked == [([1, 2, 3], ["t"])]
+    assert outcome.exit_code == EXIT_FAILURE and not outcome.finished
+    assert "halted by the disk check: broker 3 log dir /d: needs 16000000000 bytes" in outcome.message
+    assert "kops reassign cancel" in outcome.message
+    note = next(n for n in runner.notes if n.startswith("stopped before wave"))
+    assert "broker(s) 3" in note and "Moves in flight continue" in note and "resume" in note
+    assert runner.j.progress["t-0"] == J.IN_FLIGHT and runner.j.progress["t-1"] == J.PENDING
+
+    # space was freed: a resume (state running again) checks again and starts the wave
+    usable[0] = 30 * GB
+    runner.j.state = J.RUNNING
+    runner.tick()
+    assert started == [["t-1"]] and runner.j.state == J.RUNNING
+
+
+def test_the_wave_check_follows_the_execution_reserve_and_degrades_to_a_note(monkeypatch):
+    from kops.ops import reassign as R
+
+    runner, started, _ = _wave_runner(monkeypatch, [12 * GB])
+    runner.opts = R.ExecuteOptions(disk_reserve_pct=0)  # 16 GB > 12 GB: still too much
+    runner.tick()
+    assert started == [] and runner.halted_by == "disk check"
+
+    runner, started, _ = _wave_runner(monkeypatch, [12 * GB])
+    monkeypatch.setattr("kops.cluster.topology.log_dir_usage", lambda conn, brokers, topics=(): None)
+    runner.tick()  # DescribeLogDirs failed: said, not a stop
+    assert started == [["t-1"]]
+    assert any("disk check before wave 1 skipped" in n for n in runner.notes)
+
+
+def test_execute_options_keep_the_reserve_in_the_journal():
+    from kops.ops import reassign as R
+
+    assert R.ExecuteOptions().reserve_pct == DEFAULT_DISK_RESERVE_PCT
+    recorded = R.ExecuteOptions(disk_reserve_pct=1.5).to_dict()
+    assert recorded["disk_reserve_pct"] == 1.5
+    assert R.ExecuteOptions().with_journal(recorded).reserve_pct == 1.5  # resume: the execution's
+    assert R.ExecuteOptions(disk_reserve_pct=0).with_journal(recorded).reserve_pct == 0  # unless given
