@@ -314,12 +314,12 @@ def check_disk(
 ) -> DiskCheck:
     """Would the replicas that ``moves`` add fit on their destination brokers' disks?
 
-    Per destination broker and log dir: the size of every replica added there (a plan's
-    ``log_dirs`` entry names the dir; ``any`` lets Kafka pick one, counted against the broker's
-    online log dir with the most usable bytes), plus what is still to arrive for reassignments
-    already in progress that add replicas there (``topo``'s adding replicas; ``on_disk`` —
-    replica ``(topic, partition, broker)`` -> ``(log dir, bytes)`` already copied — is
-    subtracted when known, else they count in full). Nothing is credited for replicas leaving
+    Per destination broker (one the moves add a replica to) and log dir: the size of every
+    replica added there (a plan's ``log_dirs`` entry names the dir; ``any`` lets Kafka pick
+    one, counted against the broker's online log dir with the most usable bytes), plus what is
+    still to arrive there for reassignments already in progress (``topo``'s adding replicas;
+    ``on_disk`` — replica ``(topic, partition, broker)`` -> ``(log dir, bytes)`` already
+    copied — is subtracted when known, else they count in full). Nothing is credited for replicas leaving
     a broker: during a move the source and the destination both hold the partition. A dir
     fits when that total is at most its usable bytes minus ``reserve_pct`` % of its total
     bytes (the volume's, from DescribeLogDirs v4, KIP-827).
@@ -339,10 +339,13 @@ def check_disk(
                 unsized.setdefault(b, []).append(m.name)
             else:
                 incoming.setdefault(b, []).append((m.log_dir_moves.get(b), m.size_bytes, "plan"))
+    dests = set(incoming) | set(unsized)
     for p in topo.partitions():
         if p.tp in planned:
             continue
         for b in p.adding_replicas:
+            if b not in dests:
+                continue  # a broker the moves do not add to: not theirs to check
             if p.size_bytes is None:
                 unsized.setdefault(b, []).append(f"{p.topic}-{p.partition} (in flight)")
                 continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -435,6 +436,113 @@ def test_log_dirs_are_verified(sandbox, bootstrap, unique_topic, tmp_path, kops_
         st = json.loads(v.stdout)["partitions"][0]
         assert st["state"] == "mismatch" and st["log_dirs"] == {str(leader0): "elsewhere"}
     finally:
+        delete_topic(bootstrap, topic)
+
+
+_DISK_LINE = re.compile(r"broker (\d+) log dir (\S+): needs (\d+) bytes .*usable (\d+) bytes .* of (\d+) total")
+
+
+def test_plan_that_would_not_fit_a_destination_disk_is_refused(sandbox, bootstrap, unique_topic, tmp_path, kops_home):
+    """Free space comes from DescribeLogDirs (total and usable bytes, KIP-827). The sandbox's
+    brokers share one roomy disk, so the plan is made too big for it with the documented knob,
+    never a faked answer: ``--disk-reserve 100`` keeps the whole volume free, and any data is too
+    much. Refused before any write (exit 2), every destination named with its figures."""
+    topic = unique_topic("reassign-disk")
+    try:
+        before = create_topic(bootstrap, topic, partitions=3, mb_per_partition=1)
+        target = same_rack_swap(sandbox, before)
+        incoming: dict[int, int] = {}
+        for p, r in target.items():
+            for b in r:
+                if b not in before[p]:
+                    incoming[b] = incoming.get(b, 0) + 1
+        plan = write_plan(tmp_path / "plan.json", topic, target)
+
+        r = kops("execute", "--reassignment-json-file", str(plan), "--throttle", "1000000", "--yes",
+                 "--disk-reserve", "100", "--bootstrap-server", bootstrap, "--output", "json")
+        assert r.returncode == 2, r.stdout + r.stderr
+        err = json.loads(r.stdout)["error"]
+        assert err["type"] == "bad_input" and "would not fit" in err["message"], err
+        assert "nothing was changed" in err["message"]
+        lines = {int(m.group(1)): m for d in err["details"] if (m := _DISK_LINE.match(d))}
+        assert sorted(lines) == sorted(incoming), err["details"]
+        for b, m in lines.items():
+            data_dir = str(sandbox.broker_data_dir(b))
+            assert m.group(2).rstrip("/") == data_dir.rstrip("/")
+            needed, usable, total = int(m.group(3)), int(m.group(4)), int(m.group(5))
+            assert needed >= incoming[b] * 1_000_000  # ~1 MB per partition it receives
+            st = os.statvfs(data_dir)  # the broker's volume, seen from here
+            assert total == st.f_blocks * st.f_frsize
+            assert 0 < usable <= total
+        # nothing changed
+        assert replicas(bootstrap, topic) == before
+        assert topic_throttles(bootstrap, topic) == {}
+        assert broker_throttles(bootstrap, sandbox.broker_ids) == {}
+        assert not any(tp[0] == topic for tp in ongoing(bootstrap))
+        assert not (kops_home / "journal").exists() or not list((kops_home / "journal").rglob("*.json"))
+
+        # with the default reserve (5 %) the same plan fits; without --yes and a terminal kops
+        # stops after the check and the figures it shows, still before any write
+        st = os.statvfs(str(sandbox.broker_data_dir(sorted(incoming)[0])))
+        if st.f_bavail * st.f_frsize > 0.05 * st.f_blocks * st.f_frsize + 100 * MB:
+            r = kops("execute", "--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap)
+            assert r.returncode == 2 and "without --yes" in r.stderr, r.stderr
+            assert f"destination disks: {len(incoming)} log dir(s) checked, all fit keeping 5 % free" in r.stderr
+            assert replicas(bootstrap, topic) == before
+    finally:
+        delete_topic(bootstrap, topic)
+
+
+def test_a_later_wave_that_would_not_fit_halts_and_cancel_rolls_back(sandbox, bootstrap, unique_topic, tmp_path, kops_home):
+    """Before each later wave kops reads the destinations' usable bytes again (a disk may fill
+    up mid-move). Provoked honestly with ``resume --disk-reserve 100``: the execution halts
+    before wave 2 (exit 1, said), submits nothing new, the move in flight goes on, and
+    ``cancel`` rolls it back and cleans up."""
+    topic = unique_topic("reassign-diskwave")
+    try:
+        before = create_topic(bootstrap, topic, partitions=3, mb_per_partition=1)
+        # 6 MB more on partition 1: its move still copies when partition 0's is done
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "compression.type": "none"})
+        for _ in range(60):
+            p.produce(topic, value=os.urandom(100_000), partition=1)
+            p.poll(0)
+        assert p.flush(60) == 0
+        target = same_rack_swap(sandbox, before)
+        plan = write_plan(tmp_path / "plan.json", topic, target)
+        r = kops("execute", "--reassignment-json-file", str(plan), "--throttle", "300000", "--max-moves-in-flight", "2",
+                 "--yes", "--bootstrap-server", bootstrap, "--output", "json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        exec_id = json.loads(r.stdout)["execution_id"]
+        wait_for(lambda: (topic, 0) not in ongoing(bootstrap), 60, 0.3, "partition 0's move to finish")
+        assert (topic, 1) in ongoing(bootstrap), "partition 1's move ended too soon for this test"
+
+        r = kops("resume", "--disk-reserve", "100", "--poll-interval", "1", "--timeout", "60",
+                 "--bootstrap-server", bootstrap, "--output", "json", timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["execution_id"] == exec_id and doc["state"] == "halted", doc
+        assert "halted by the disk check" in doc["message"] and "kops reassign cancel" in doc["message"]
+        assert doc["progress"] == {"done": 1, "in_flight": 1, "pending": 1}, doc["progress"]
+        assert any(n.startswith("stopped before wave 2") for n in doc["notes"]), doc["notes"]
+        assert "stopped before wave 2" in r.stderr  # said to the operator too
+        now = ongoing(bootstrap)
+        assert (topic, 2) not in now  # nothing new was submitted
+        moving = (topic, 1) in now  # the move in flight goes on (~17 s left), under its throttle
+        if moving:
+            assert broker_throttles(bootstrap, sandbox.broker_ids)
+
+        r = kops("cancel", "--bootstrap-server", bootstrap, "--output", "json", timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["execution_state"] == "cancelled"
+        assert not any(tp[0] == topic for tp in ongoing(bootstrap))
+        after = replicas(bootstrap, topic)
+        assert after[0] == target[0] and after[2] == before[2]  # a finished move stays
+        assert after[1] == (before[1] if moving else target[1])  # rolled back if it was still moving
+        assert topic_throttles(bootstrap, topic) == {}
+        assert broker_throttles(bootstrap, sandbox.broker_ids) == {}
+        assert_lock_released(bootstrap)
+    finally:
+        kops("cancel", "--bootstrap-server", bootstrap)
         delete_topic(bootstrap, topic)
 
 

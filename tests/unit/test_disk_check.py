@@ -182,6 +182,9 @@ def test_data_in_flight_counts_and_what_is_on_disk_already_is_subtracted():
     assert f.fits
     moves = _moves(topo, (0, [0, 1, 3]), (1, [0, 1, 3]))  # 10 + 20 + 30 in flight = 60 > 45
     assert not check_disk(moves, topo).overflows[0].fits
+    # data in flight to a broker the plan does not add to is not the plan's to check
+    crowded = _topo({4: (LogDir("/data/4", 100 * GB, 1 * GB),)}, adding={2: (4,)})
+    assert [f.broker for f in check_disk(_moves(crowded, (0, [0, 1, 3])), crowded).figures] == [3]
     # 25 GB of the move in flight are on broker 3 already (and in its usable bytes): 5 GB to come
     on_disk = {("t", 2, 3): ("/data/3", 25 * GB)}
     (f,) = check_disk(moves, topo, on_disk=on_disk).figures
