@@ -272,7 +272,7 @@ class DiskFigure:
             f"{_pct(reserve_pct)} reserve {h(self.reserve_bytes)}"
         )
         if not self.fits:
-            text += f": {h(self.needed_bytes - max(self.room_bytes, 0))} short"
+            text += f": {h(self.needed_bytes - self.room_bytes)} short"
         return text
 
 
