@@ -333,3 +333,14 @@ def test_execute_options_keep_the_reserve_in_the_journal():
     assert recorded["disk_reserve_pct"] == 1.5
     assert R.ExecuteOptions().with_journal(recorded).reserve_pct == 1.5  # resume: the execution's
     assert R.ExecuteOptions(disk_reserve_pct=0).with_journal(recorded).reserve_pct == 0  # unless given
+
+
+def test_offline_on_a_snapshot_with_log_dirs():
+    """A snapshot (``cluster describe --output json``) carries the capacities: the check works
+    on it as on a live read."""
+    doc = _topo({3: (LogDir("/data/3", 100 * GB, 20 * GB),)}).to_dict()
+    topo = parse_topology(json.loads(json.dumps(doc)))
+    plan = ReassignmentPlan((PlanEntry("t", 2, (0, 1, 3)),))  # 30 GB onto broker 3
+    with pytest.raises(BadInput) as ei:
+        validate_disk(validate_plan(plan, topo), topo)
+    assert ei.value.details[0].startswith(f"broker 3 log dir /data/3: needs {30 * GB} bytes")
