@@ -855,15 +855,15 @@ class Runner:
         usage = log_dir_usage(self.conn, sorted(b for b in brokers if _alive(topo, b)),
                               {m.topic for m in data} | {p.topic for p in flights})
         if usage is None:
-            self.note(f"disk check before wave {self.j.waves + 1} skipped: the brokers' log dirs "
-                      "could not be read (DescribeLogDirs)")
+            self.note("disk check skipped before a wave: the brokers' log dirs could not be read "
+                      "(DescribeLogDirs)")
             return False
         sizes = usage.partition_sizes()
         now = topo.with_log_dirs(usage.dirs).with_sizes(sizes)
         check = check_disk([replace(m, size_bytes=sizes.get(m.tp, m.size_bytes)) for m in data], now,
                            reserve_pct=self.opts.reserve_pct, on_disk=usage.on_disk())
         for w in check.warnings:
-            self.note(f"disk check before wave {self.j.waves + 1}: {w}")
+            self.note(f"disk check: {w}")  # said once, not before every wave
         over = check.overflows
         if not over:
             return False
