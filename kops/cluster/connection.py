@@ -268,6 +268,28 @@ class Connection:
                 f"{self.timeout_s:.0f} s (kafka-python: {redact(str(e)) or type(e).__name__})"
             ) from None
 
+    def kp_controller(self, call):
+        """``call(kp_admin)`` for an RPC that goes to the controller (ListPartitionReassignments,
+        AlterPartitionReassignments). kafka-python remembers the controller id it found first
+        and retries only on NOT_CONTROLLER; when that controller was killed or lost its role
+        (its id unknown in the metadata, no connection), the id is forgotten so the next attempt
+        asks the metadata for the new controller, and the call is tried once more. Re-sending
+        these requests is safe: the same targets again change nothing."""
+        from kafka import errors as ke
+
+        stale = (ke.UnknownBrokerIdError, ke.KafkaConnectionError, ke.NodeNotReadyError, ke.NotControllerError,
+                 ke.RequestTimedOutError, ke.KafkaTimeoutError, ke.BrokerNotAvailableError)
+        admin = self.kp_admin()
+        try:
+            return call(admin)
+        except stale:
+            pass
+        except RuntimeError as e:  # kafka-python: "Failed to find active controller id!"
+            if "controller" not in str(e):
+                raise
+        admin._controller_id = None  # kafka-python's cached controller (refreshed from metadata when None)
+        return call(admin)
+
     def warm_up(self) -> None:
         """Create kafka-python's client in a background thread now. Importing kafka-python and
         its bootstrap take 0.2-0.3 s, which then overlap the caller's first confluent-kafka
@@ -355,7 +377,10 @@ class Connection:
             zk = KazooClient(
                 hosts=self.zookeeper,
                 timeout=self.timeout_s,
-                connection_retry={"max_tries": 3, "delay": 0.2, "backoff": 2, "max_delay": 2},
+                # reconnect for as long as the client lives (a ZooKeeper restart, a leader
+                # election): with a bounded count kazoo closes the client for good after a few
+                # seconds down; each command stays bounded by command_retry's deadline
+                connection_retry={"max_tries": -1, "delay": 0.2, "backoff": 2, "max_delay": 2},
                 command_retry={"max_tries": 5, "delay": 0.2, "backoff": 2, "max_delay": 2,
                                "deadline": self.timeout_s},
                 read_only=False,
@@ -385,8 +410,29 @@ class Connection:
                     f"cannot reach ZooKeeper at {self.zookeeper} within {self.timeout_s:.0f} s{hint}"
                 ) from None
             self._check_zk_session(zk)
+            zk.retry = self._zk_errors_as_cluster_errors(zk.retry)
             self._zk = zk
         return self._zk
+
+    def _zk_errors_as_cluster_errors(self, retry):
+        """kazoo's ``retry`` with ZooKeeper being unreachable past the command deadline reported
+        as a :class:`ClusterError` (what the polling loop retries and the CLI reports as a cluster
+        failure) instead of kazoo's own exception types."""
+        from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
+        from kazoo.handlers.threading import KazooTimeoutError
+        from kazoo.retry import RetryFailedError
+
+        def retry_mapped(*args, **kwargs):
+            try:
+                return retry(*args, **kwargs)
+            except (ConnectionLoss, ConnectionClosedError, SessionExpiredError, OperationTimeoutError,
+                    RetryFailedError, KazooTimeoutError) as e:
+                raise ClusterError(
+                    f"ZooKeeper at {self.zookeeper} did not answer within {self.timeout_s:.0f} s "
+                    f"({type(e).__name__}{': ' + str(e) if str(e) else ''})"
+                ) from None
+
+        return retry_mapped
 
     def _check_zk_session(self, zk) -> None:
         """One read right after the start: a ZooKeeper that enforces SASL closes the session of

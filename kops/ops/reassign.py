@@ -407,7 +407,8 @@ def submit(conn, targets: Mapping[TopicPartition, tuple[int, ...] | None], *,
         chunk = items[n:n + chunk_size]
         req = {KTP(t, p): (list(r) if r is not None else None) for (t, p), r in chunk}
         try:
-            res.update(conn.kp_admin().alter_partition_reassignments(req, timeout_ms=timeout_ms) or {})
+            res.update(conn.kp_controller(
+                lambda a, req=req: a.alter_partition_reassignments(req, timeout_ms=timeout_ms)) or {})
         except ClusterError:
             raise
         except Exception as e:
