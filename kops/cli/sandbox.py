@@ -29,6 +29,11 @@ class Mode(str, Enum):
     kraft = "kraft"
 
 
+class Engine(str, Enum):
+    jvm = "jvm"
+    docker = "docker"
+
+
 class Security(str, Enum):
     none = "none"
     sasl_plaintext = "sasl_plaintext"
@@ -154,6 +159,18 @@ def up(
             ),
         ),
     ] = None,
+    engine: Annotated[
+        Engine | None,
+        typer.Option(
+            "--engine",
+            help=(
+                "jvm (default): local JVM processes. docker: one container per node on a network the "
+                "sandbox creates, ports published on 127.0.0.1; the image is built locally the first "
+                "time (see `kops sandbox image build`); allows network faults (partition, slow, heal). "
+                "Uses the engine at DOCKER_HOST, or starts a private dockerd (root) when none answers."
+            ),
+        ),
+    ] = None,
     timeout: TimeoutSOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -179,6 +196,7 @@ def up(
         "controller_base_port": controller_port,
         "state_change_log_level": state_change_log_level.upper() if state_change_log_level else None,
         "security": security.value if security else None,
+        "engine": engine.value if engine else None,
     }
     sb = open_sandbox(workdir, log=_log, **overrides)
     t0 = time.monotonic()
@@ -190,7 +208,8 @@ def up(
         return
     con = out_console()
     head = "already running" if already else f"started {len(sb.started_now)} processes in {secs}s"
-    con.print(f"sandbox up ({sb.mode} mode, Kafka {sb.kafka_version}, {head}) in {sb.workdir}", soft_wrap=True)
+    where = f", engine {sb.config.engine}" if sb.config.engine != "jvm" else ""
+    con.print(f"sandbox up ({sb.mode} mode, Kafka {sb.kafka_version}{where}, {head}) in {sb.workdir}", soft_wrap=True)
     con.print(f"bootstrap servers:  {sb.bootstrap_servers}", soft_wrap=True)
     if sb.zookeeper_connect:
         con.print(f"zookeeper connect:  {sb.zookeeper_connect}", soft_wrap=True)
@@ -328,3 +347,113 @@ def _report(action: str, sb, done: list[int], as_json: bool, *, kill: bool = Fal
     else:
         out_console().print(f"nothing to do: the brokers were already {'stopped' if action == 'stop' else 'running'}", soft_wrap=True)
     _render_status(rows)
+
+
+# -- faults on the containerised sandbox ------------------------------------------------------------
+def _attach_docker(workdir: str | None):
+    from kops.errors import BadInput
+
+    sb = _attach(workdir)
+    if sb.config.engine != "docker":
+        raise BadInput(
+            f"the sandbox in {sb.workdir} runs on local JVMs: network faults need containers "
+            "(`kops sandbox down --purge`, then `kops sandbox up --engine docker`)"
+        )
+    return sb
+
+
+def _faults_report(sb, as_json: bool, text: str) -> None:
+    if as_json:
+        emit_json({"faults": sb.to_dict()["faults"], "message": text})
+    else:
+        out_console().print(text, soft_wrap=True)
+
+
+@app.command()
+@handle_errors
+def partition(
+    ctx: typer.Context,
+    broker: BrokerOpt = None,
+    rack: RackOpt = None,
+    from_host: Annotated[
+        bool, typer.Option("--from-host", help="Also cut them off from this machine (clients here lose them too).")
+    ] = False,
+    workdir: WorkdirOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Cut one broker (--broker) or a whole rack (--rack) off from every other node of the
+    cluster (brokers, ZooKeeper or controllers), both ways, until `kops sandbox heal`. The
+    brokers keep running: a network partition, not a crash. Needs --engine docker."""
+    c = make_context(ctx, output=output)
+    _one_target(broker, rack)
+    sb = _attach_docker(workdir)
+    ids = sb.partition(broker, rack=rack, from_host=from_host)
+    _faults_report(sb, c.json, f"partitioned brokers {', '.join(map(str, ids))} from the rest of the cluster"
+                   + (" and from this host" if from_host else "") + "; `kops sandbox heal` ends it")
+
+
+@app.command()
+@handle_errors
+def slow(
+    ctx: typer.Context,
+    broker: BrokerOpt = None,
+    rack: RackOpt = None,
+    delay: Annotated[str, typer.Option("--delay", help="Added delay of every packet they send: 300ms, 1s.")] = "0ms",
+    loss: Annotated[str, typer.Option("--loss", help="Share of the packets they send that is dropped: 5%.")] = "0%",
+    workdir: WorkdirOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """A slow, lossy link for one broker or a whole rack, until `kops sandbox heal`: every packet
+    they send is delayed by --delay and --loss of them are dropped (netem inside the containers;
+    where the kernel has no netem, iptables drops and an NFQUEUE delayer). Needs --engine docker."""
+    c = make_context(ctx, output=output)
+    _one_target(broker, rack)
+    from kops.sandbox.containers import parse_duration_ms, parse_percent
+
+    delay_ms, loss_pct = parse_duration_ms(delay), parse_percent(loss)
+    sb = _attach_docker(workdir)
+    ids = sb.slow(broker, rack=rack, delay_ms=delay_ms, loss_pct=loss_pct)
+    _faults_report(sb, c.json, f"brokers {', '.join(map(str, ids))}: +{delay_ms:.0f} ms, {loss_pct:g}% loss "
+                   "on what they send; `kops sandbox heal` ends it")
+
+
+@app.command()
+@handle_errors
+def heal(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = None) -> None:
+    """End every network fault of the sandbox (partitions and slow links). Needs --engine docker."""
+    c = make_context(ctx, output=output)
+    sb = _attach_docker(workdir)
+    n = sb.heal()
+    _faults_report(sb, c.json, f"healed: {n} fault(s) removed" if n else "no fault to heal")
+
+
+image_app = typer.Typer(help="The container image of `kops sandbox up --engine docker`, built locally.",
+                        no_args_is_help=True)
+app.add_typer(image_app, name="image")
+
+
+@image_app.command("build")
+@handle_errors
+def image_build(
+    ctx: typer.Context,
+    kafka_version: Annotated[
+        str | None, typer.Option("--kafka-version", help="Kafka version of the image (default 3.9.1).")
+    ] = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Build even when an image of the same inputs exists.")] = False,
+    output: OutputOpt = None,
+) -> None:
+    """Build the sandbox image (once; again only when an input changed): a minimal Debian from
+    debootstrap (mirror taken from this machine's apt sources, or KOPS_DEBIAN_MIRROR), a Java 17
+    runtime and network tools from Debian, and Kafka's jars from the Maven cache. Tags it
+    kops/kafka:<version>-<digest> and kops/kafka:<version> (what docker/compose.yml runs)."""
+    c = make_context(ctx, output=output)
+    from kops.sandbox import dist, engine, image
+
+    engine.configure_testcontainers()
+    version = kafka_version or dist.DEFAULT_VERSION
+    t0 = time.monotonic()
+    tag = image.kafka_image(engine.client(), version, rebuild=rebuild, log=_log)
+    if c.json:
+        emit_json({"image": tag, "kafka_version": version, "seconds": round(time.monotonic() - t0, 1)})
+    else:
+        out_console().print(f"{tag} (also tagged {image.IMAGE_REPO}:{version})", soft_wrap=True)

@@ -106,26 +106,13 @@ class DockerSandbox(Sandbox):
         return self._client
 
     def _engine_client(self) -> Any:
-        """The engine at $DOCKER_HOST; else the private dockerd this sandbox started (recorded in
-        the state), or a new one when none answers (root and Debian's docker.io needed)."""
-        import os
-
-        engine.configure_testcontainers()
-        if os.environ.get("DOCKER_HOST") or engine.answers():
-            return engine.client()
+        """The engine at $DOCKER_HOST (or the default socket); else the private dockerd this
+        sandbox started earlier (recorded in the state), or a new one (root and docker.io)."""
         rec = (self._recorded or {}).get("engine_daemon") or {}
-        daemon = engine.PrivateDaemon(Path(rec.get("root") or (self._cache_root() / "docker" / "engine")))
-        self.log(f"no Docker engine answers: starting dockerd ({daemon.host}, data in {daemon.root})")
-        daemon.start()
-        os.environ["DOCKER_HOST"] = daemon.host
-        self._daemon = daemon
+        daemon = engine.ensure(Path(rec["root"]) if rec.get("root") else None, log=self.log)
+        if daemon is not None:
+            self._daemon = daemon
         return engine.client()
-
-    @staticmethod
-    def _cache_root() -> Path:
-        from kops.sandbox import dist
-
-        return dist.cache_root()
 
     def image(self) -> str:
         if self._image is None:
@@ -349,6 +336,33 @@ class DockerSandbox(Sandbox):
         if not rec:
             return None
         return engine.PrivateDaemon(Path(rec["root"]), pid=rec.get("pid"))
+
+    def restart_zookeeper(self, *, down_s: float = 0.0, kill: bool = False, timeout_s: float = 60.0) -> None:
+        """Stop ZooKeeper (SIGTERM, or SIGKILL with ``kill``), keep it down ``down_s`` seconds,
+        start the same container again (its data is in the work dir) and wait until it answers."""
+        from kops.sandbox import probe
+
+        if self.mode != "zookeeper":
+            raise BadInput("a KRaft sandbox has no ZooKeeper")
+        c = self._container("zookeeper")
+        if c is None:
+            raise ClusterError("ZooKeeper's container does not exist; run `kops sandbox up`")
+        self.log(("killing" if kill else "stopping") + f" ZooKeeper for {down_s:g}s")
+        c.kill(signal=9 if kill else 15)
+        self._wait_exited(c, time.monotonic() + timeout_s)
+        time.sleep(down_s)
+        c.start()
+        deadline = time.monotonic() + timeout_s
+        while not probe.zk_ruok(self.config.host, self.config.zookeeper_port):
+            if time.monotonic() > deadline:
+                raise ClusterError("ZooKeeper did not answer after its restart", details=self._failure_details("zookeeper"))
+            time.sleep(0.2)
+        c.reload()
+        self._procs["zookeeper"]["pid"] = c.attrs["State"]["Pid"]
+        self._save_state()
+        if self._faults():
+            self._apply_faults()
+        self.log("ZooKeeper is back")
 
     # -- faults --------------------------------------------------------------------------------
     def _targets(self, broker: int | None, rack: str | None) -> list[int]:

@@ -68,6 +68,28 @@ def answers(host: str | None = None) -> bool:
         return False
 
 
+def ensure(root: Path | None = None, *, log=None) -> PrivateDaemon | None:
+    """Make sure an engine answers: the one at ``$DOCKER_HOST`` or the default socket, else a
+    private dockerd under ``root`` (default ``<kops cache>/docker/engine``), whose address is
+    then put in ``$DOCKER_HOST`` for this process and its children. Returns the daemon this call
+    started (the caller stops it), or None when one already answered."""
+    configure_testcontainers()
+    if answers():
+        return None
+    if os.environ.get("DOCKER_HOST"):
+        client()  # raises, naming the address that does not answer
+    if root is None:
+        from kops.sandbox.dist import cache_root
+
+        root = cache_root() / "docker" / "engine"
+    daemon = PrivateDaemon(Path(root))
+    if log:
+        log(f"no Docker engine answers: starting dockerd ({daemon.host}, images kept in {daemon.root})")
+    daemon.start()
+    os.environ["DOCKER_HOST"] = daemon.host
+    return daemon
+
+
 @dataclass
 class PrivateDaemon:
     """A ``dockerd`` of our own. ``root`` keeps its images (``data``) between runs; the exec

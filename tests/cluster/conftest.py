@@ -15,8 +15,9 @@
 Tests must leave the cluster healthy: restart whatever they stop, in ``finally``.
 
 Environment:
-- ``KOPS_TEST_CLUSTER=docker``: use ``docker/compose.yml`` through testcontainers' DockerCompose
-  (needs a Docker engine) instead of local JVMs.
+- ``KOPS_TEST_CLUSTER=docker``: the same cluster in containers (``--engine docker``,
+  :mod:`kops.sandbox.containers`) instead of local JVMs; the engine at ``$DOCKER_HOST`` or a
+  private dockerd started for the session (root and Debian's docker.io).
 - ``KOPS_TEST_CLUSTER=kraft``: the same cluster shape in KRaft mode (Kafka 4.x, one controller);
   ``zk_connect`` skips; ``kraft_sandbox`` is that same cluster (one cluster for the session).
 - ``KOPS_TEST_KRAFT_DIR=DIR``: ``kraft_sandbox`` is the KRaft sandbox already running in DIR
@@ -43,7 +44,8 @@ from kops.errors import KopsError
 
 
 def _local_sandbox(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, mode: str = "zookeeper"
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, mode: str = "zookeeper",
+    engine: str = "jvm",
 ) -> Iterator:
     """Start the cluster; when it does not come up, say why (a warning in the run's summary, with
     the first error and log tails of the node that failed) and try once more on new ports in a
@@ -62,7 +64,7 @@ def _local_sandbox(
     signal.signal(signal.SIGTERM, on_term)
     try:
         try:
-            sb, workdir, teardown = _start_local(tmp_path_factory, mode, current)
+            sb, workdir, teardown = _start_local(tmp_path_factory, mode, current, engine)
         except KopsError as e:
             warnings.warn(
                 f"the {mode} test cluster did not start; trying once more on other ports without "
@@ -71,7 +73,7 @@ def _local_sandbox(
             )
             os.environ["KOPS_SANDBOX_CDS"] = "0"
             try:
-                sb, workdir, teardown = _start_local(tmp_path_factory, mode, current)
+                sb, workdir, teardown = _start_local(tmp_path_factory, mode, current, engine)
             except KopsError as again:  # pytest shows only str(e)
                 raise type(again)(_explained(again), details=again.details) from again
         try:
@@ -89,11 +91,12 @@ def _explained(e: KopsError) -> str:
     return "\n".join([e.message, *e.details])
 
 
-def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: list) -> tuple:
+def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: list, engine: str = "jvm") -> tuple:
     """A started sandbox in a new work dir on free ports: (sandbox, work dir, teardown). When it
     does not come up, whatever started is stopped (the work dir stays, for its logs) and the
     error is raised."""
-    from kops.sandbox import Sandbox, SandboxConfig
+    from kops.sandbox import SandboxConfig
+    from kops.sandbox.cluster import sandbox_class
     from kops.sandbox.procs import free_ports
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
@@ -106,8 +109,9 @@ def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: l
         controller_ports=[ports[0]] if mode == "kraft" else None,
         broker_ports=ports[1:],
         heap=os.environ.get("KOPS_TEST_HEAP", "384m"),
+        engine=engine,
     )
-    sb = Sandbox(cfg, log=lambda m: print(f"[sandbox] {m}", flush=True))
+    sb = sandbox_class(cfg)(cfg, log=lambda m: print(f"[sandbox] {m}", flush=True))
     watchdog = spawn_watchdog(workdir)
     torn_down = False
 
@@ -131,26 +135,12 @@ def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: l
     return sb, workdir, teardown
 
 
-def _docker_sandbox() -> Iterator:
-    from kops.sandbox.docker import DockerComposeSandbox
-
-    sb = DockerComposeSandbox()
-    try:
-        try:
-            sb.up()
-        except KopsError as e:  # pytest shows only str(e)
-            raise type(e)(_explained(e), details=e.details) from e
-        yield sb
-    finally:
-        sb.down()
-
-
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
     """The session's real cluster (see the module doc)."""
     kind = os.environ.get("KOPS_TEST_CLUSTER", "local").lower()
     if kind == "docker":
-        yield from _docker_sandbox()
+        yield from _local_sandbox(tmp_path_factory, request, engine="docker")
     elif kind == "existing":
         from kops.sandbox import Sandbox
 

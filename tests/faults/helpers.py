@@ -1,0 +1,117 @@
+"""What the fault scenarios share: topics, kops as a user runs it, the checks after a fault."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from tests.cluster.kafka_helpers import admin, assert_lock_released, create_topic, delete_topic, ongoing, wait_for
+from tests.cluster.test_reassign import broker_throttles, replicas, same_rack_swap, topic_throttles, write_plan
+
+__all__ = [
+    "KopsRun", "admin", "assert_clean", "create_topic", "delete_topic", "fully_replicated", "kops", "kops_bg",
+    "ongoing", "replicas", "same_rack_swap", "unique", "wait_for", "wait_in_flight", "wait_recovered",
+    "write_plan", "workload_topics",
+]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def kops(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The real CLI in a fresh process, as a user or cron runs it."""
+    return subprocess.run([sys.executable, "-m", "kops", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+class KopsRun:
+    """kops in the background (``kops_bg(...)``); ``finish(timeout)`` -> (exit code, stdout, stderr)
+    and how long it ran."""
+
+    def __init__(self, args: list[str], out: Path):
+        self.args = args
+        self.out = out
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "kops", *args], stdout=open(out, "w"),
+                                     stderr=open(f"{out}.err", "w"), stdin=subprocess.DEVNULL, env=dict(os.environ))
+        self.elapsed: float | None = None
+
+    def finish(self, timeout: float) -> tuple[int, str, str]:
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(f"kops {' '.join(self.args[:2])} did not end within {timeout:.0f}s "
+                                 f"(stderr: {Path(f'{self.out}.err').read_text()[-2000:]})") from None
+        self.elapsed = time.monotonic() - self.t0
+        return rc, self.out.read_text(), Path(f"{self.out}.err").read_text()
+
+
+def kops_bg(*args: str, out: Path) -> KopsRun:
+    return KopsRun(list(args), out)
+
+
+def workload_topics(bootstrap: str, n: int = 2, partitions: int = 6) -> list[str]:
+    """Topics for the workload: RF 3 over the 3 racks, min.insync.replicas=2."""
+    names = [unique("work") for _ in range(n)]
+    for t in names:
+        create_topic(bootstrap, t, partitions=partitions, rf=3, min_isr=2)
+    return names
+
+
+def wait_in_flight(bootstrap: str, topic: str, timeout: float = 60) -> None:
+    """Until the cluster shows a reassignment of ``topic`` in progress."""
+    wait_for(lambda: any(t == topic for t, _ in ongoing(bootstrap)), timeout, 0.2,
+             f"a reassignment of {topic} in flight")
+
+
+def fully_replicated(bootstrap: str) -> bool:
+    """Every partition has a leader and its whole replica set in the ISR."""
+    try:
+        md = admin(bootstrap).list_topics(timeout=10)
+    except Exception:  # noqa: BLE001 - the cluster is still recovering
+        return False
+    for tm in md.topics.values():
+        if tm.error is not None:
+            return False
+        for pm in tm.partitions.values():
+            if pm.leader < 0 or set(pm.isrs) != set(pm.replicas):
+                return False
+    return True
+
+
+def wait_recovered(bootstrap: str, since: float, timeout: float = 180) -> float:
+    """Seconds from ``since`` (a monotonic time) until every partition is fully replicated."""
+    wait_for(lambda: fully_replicated(bootstrap), timeout, 0.5, "every partition fully replicated again")
+    return round(time.monotonic() - since, 1)
+
+
+def assert_clean(sb, bootstrap: str, topics: list[str]) -> int:
+    """No throttle kops could have set is left (topics and every broker), no reassignment in
+    progress, no kops execution unfinished, the lock released. Returns the number of throttle
+    settings found (0) for the record."""
+    for t in topics:
+        assert topic_throttles(bootstrap, t) == {}, f"throttles left on topic {t}"
+    wait_for(lambda: broker_throttles(bootstrap, sb.broker_ids, fresh=True) == {}, 30, 0.5, "no broker throttle left")
+    assert ongoing(bootstrap) == {}, "a reassignment is still in progress"
+    r = kops("reassign", "list", "--bootstrap-server", bootstrap, "--output", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["kops_executions"] == [], "the journal still shows an unfinished execution"
+    assert_lock_released(bootstrap)
+    return 0
+
+
+def data_topic(bootstrap: str, sb, tmp_path: Path, *, partitions: int = 3, mb: int = 6):
+    """A topic with real data and a plan that moves one replica of each partition to the other
+    broker of its rack: (topic, before, target, plan file)."""
+    topic = unique("moved")
+    before = create_topic(bootstrap, topic, partitions=partitions, rf=3, min_isr=2, mb_per_partition=mb)
+    target = same_rack_swap(sb, before)
+    return topic, before, target, write_plan(tmp_path / "plan.json", topic, target)

@@ -1,0 +1,253 @@
+"""Reassignments and elections under real faults, on the containerised cluster (issue 16, item 4).
+
+Every scenario runs the workload (idempotent acks=all producer + consumer, RF 3 over 3 racks,
+min.insync.replicas=2) from before the fault to after recovery, and asserts: no acknowledged
+message lost, kops' exit code and message as documented (docs/reassignment.md), nothing of
+kops' left behind (throttles, reassignments, unfinished journal, lock), the cluster at the
+plan's target, and kops within its documented time bounds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from tests.faults.helpers import (
+    assert_clean,
+    data_topic,
+    delete_topic,
+    kops,
+    kops_bg,
+    replicas,
+    wait_for,
+    wait_in_flight,
+    wait_recovered,
+    workload_topics,
+)
+from tests.faults.workload import Workload
+
+pytestmark = pytest.mark.faults
+
+THROTTLE = "1000000"  # 1 MB/s: 6 MB partitions take several seconds to move, long enough to hit
+EXEC_TIMEOUT = 240
+
+
+def _execute_args(bootstrap: str, plan, *extra: str) -> list[str]:
+    return ["reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", THROTTLE, "--wait",
+            "--timeout", str(EXEC_TIMEOUT), "--yes", "--poll-interval", "1", "--bootstrap-server", bootstrap,
+            "--output", "json", *extra]
+
+
+def _cleanup(bootstrap: str, topics: list[str]) -> None:
+    kops("reassign", "cancel", "--bootstrap-server", bootstrap)
+    for t in topics:
+        delete_topic(bootstrap, t)
+
+
+def test_controller_killed_mid_execute(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """a. The active controller is SIGKILLed while `execute --wait` has moves in flight, and
+    restarted: a new controller takes over the reassignment; kops completes (exit 0)."""
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic, _before, target, plan = data_topic(bs, sb, tmp_path)
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            run = kops_bg(*_execute_args(bs, plan), out=tmp_path / "execute.json")
+            wait_in_flight(bs, topic)
+            ctrl = sb.controller_id()
+            t_fault = time.monotonic()
+            sb.stop(broker=ctrl, kill=True)
+            new_ctrl = sb.controller_id()
+            sb.start(broker=ctrl)
+            rc, out, err = run.finish(EXEC_TIMEOUT + 60)
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        record(scenario="a. controller killed mid `reassign execute --wait`", mode="zookeeper", workload=res,
+               kops_exit=rc, recover_s=recover_s, kops_s=round(run.elapsed, 1),
+               detail=f"controller {ctrl} killed, {new_ctrl} took over", throttles_left=None)
+        assert rc == 0, err[-3000:]
+        doc = json.loads(out)
+        assert doc["state"] == "complete", doc
+        assert new_ctrl != ctrl
+        assert replicas(bs, topic) == target
+        assert run.elapsed < EXEC_TIMEOUT
+        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert res.lost == 0, res.lost_examples
+    finally:
+        _cleanup(bs, [topic, *work])
+
+
+def test_destination_broker_killed_mid_move_then_resume(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """b. A destination broker is SIGKILLed mid-move and stays down: `execute --wait` stops
+    waiting once every move in flight waits on it (exit 3, documented: 60 s), instead of
+    hanging; the broker comes back; `resume` completes and removes every throttle."""
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic, before, target, plan = data_topic(bs, sb, tmp_path)
+    dest = next(b for p in sorted(target) for b in target[p] if b not in before[p])
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            run = kops_bg(*_execute_args(bs, plan), out=tmp_path / "execute.json")
+            wait_in_flight(bs, topic)
+            t_fault = time.monotonic()
+            sb.stop(broker=dest, kill=True)
+            rc, out, err = run.finish(EXEC_TIMEOUT + 60)
+            stalled_s = round(time.monotonic() - t_fault, 1)
+            doc = json.loads(out)
+            sb.start(broker=dest)
+            r = kops("reassign", "resume", "--poll-interval", "1", "--timeout", str(EXEC_TIMEOUT),
+                     "--bootstrap-server", bs, "--output", "json", timeout=EXEC_TIMEOUT + 60)
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        record(scenario="b. destination broker killed mid-move, back later; `resume`", mode="zookeeper",
+               workload=res, kops_exit=f"execute {rc}, resume {r.returncode}", recover_s=recover_s,
+               kops_s=round(run.elapsed, 1), detail=f"broker {dest} killed; execute stopped waiting after "
+               f"{stalled_s}s", throttles_left=None)
+        assert rc == 3, err[-3000:]
+        assert doc["state"] != "complete", doc
+        assert "down" in err or any("down" in n for n in doc.get("notes", [])), err[-2000:]
+        assert stalled_s < 60 + 30, "execute --wait waited on the dead broker past its documented bound"
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert json.loads(r.stdout)["state"] == "complete"
+        assert replicas(bs, topic) == target
+        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert res.lost == 0, res.lost_examples
+    finally:
+        sb.start(broker=dest)
+        _cleanup(bs, [topic, *work])
+
+
+def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """c. A whole rack (b, where moves land) is cut off from the rest of the cluster for 60 s
+    while `execute --wait` runs, then healed. Documented outcomes: kops completes (exit 0), or
+    stops waiting on the unreachable destinations (exit 3) and `resume` completes."""
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic, _before, target, plan = data_topic(bs, sb, tmp_path)
+    rack = "b"
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            run = kops_bg(*_execute_args(bs, plan), out=tmp_path / "execute.json")
+            wait_in_flight(bs, topic)
+            t_fault = time.monotonic()
+            sb.partition(rack=rack)
+            try:
+                time.sleep(60)
+            finally:
+                sb.heal()
+            rc, out, err = run.finish(EXEC_TIMEOUT + 60)
+            codes = f"execute {rc}"
+            if rc == 3:
+                r = kops("reassign", "resume", "--poll-interval", "1", "--timeout", str(EXEC_TIMEOUT),
+                         "--bootstrap-server", bs, "--output", "json", timeout=EXEC_TIMEOUT + 60)
+                codes += f", resume {r.returncode}"
+                assert r.returncode == 0, r.stderr[-3000:]
+                out = r.stdout
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        record(scenario="c. rack partitioned from the others for 60 s mid-reassignment, then healed",
+               mode="zookeeper", workload=res, kops_exit=codes, recover_s=recover_s, kops_s=round(run.elapsed, 1),
+               detail=f"rack {rack} (brokers {sb.brokers_in_rack(rack)}) cut off", throttles_left=None)
+        assert rc in (0, 3), err[-3000:]
+        assert json.loads(out)["state"] == "complete"
+        assert replicas(bs, topic) == target
+        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert res.lost == 0, res.lost_examples
+    finally:
+        sb.heal()
+        _cleanup(bs, [topic, *work])
+
+
+def _restart_zookeeper_soon(sb, delay_s: float, down_s: float) -> threading.Thread:
+    def go():
+        time.sleep(delay_s)
+        sb.restart_zookeeper(down_s=down_s)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def test_zookeeper_restarted_during_execute_via_zookeeper(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """d1. ZooKeeper is restarted (down ~4 s) while `execute --via zookeeper --wait` runs: kops'
+    ZooKeeper client rides over it (kazoo retries), the execution completes (exit 0)."""
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic, _before, target, plan = data_topic(bs, sb, tmp_path)
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            run = kops_bg(*_execute_args(bs, plan, "--via", "zookeeper", "--zookeeper", sb.zookeeper_connect),
+                          out=tmp_path / "execute.json")
+            wait_in_flight(bs, topic)
+            t_fault = time.monotonic()
+            sb.restart_zookeeper(down_s=4)
+            rc, out, err = run.finish(EXEC_TIMEOUT + 60)
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        record(scenario="d. ZooKeeper restarted during `reassign execute --via zookeeper`", mode="zookeeper",
+               workload=res, kops_exit=rc, recover_s=recover_s, kops_s=round(run.elapsed, 1),
+               detail="ZooKeeper down ~4 s", throttles_left=None)
+        assert rc == 0, err[-3000:]
+        assert json.loads(out)["state"] == "complete"
+        assert replicas(bs, topic) == target
+        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert res.lost == 0, res.lost_examples
+    finally:
+        _cleanup(bs, [topic, *work])
+
+
+def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """d2. Leadership is skewed (a broker restarted: it leads nothing); ZooKeeper restarts just as
+    `kops leader rebalance --zookeeper` starts: kops retries within its request timeout and
+    restores the preferred leaders (exit 0), or says the cluster is unreachable (exit 1) and the
+    next cron run does it; it never hangs."""
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs, partitions=12)
+    victim = 2
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            sb.stop(broker=victim)
+            sb.start(broker=victim)
+            t_fault = time.monotonic()
+            restart = _restart_zookeeper_soon(sb, 0.0, 4)
+            time.sleep(0.5)  # ZooKeeper is going down
+            t0 = time.monotonic()
+            r = kops("leader", "rebalance", "--bootstrap-server", bs, "--zookeeper", sb.zookeeper_connect,
+                     "--imbalance-threshold", "0", "--output", "json", timeout=120)
+            took = time.monotonic() - t0
+            restart.join(60)
+            codes = f"rebalance {r.returncode}"
+            if r.returncode == 1:  # the cron job's next run
+                r = kops("leader", "rebalance", "--bootstrap-server", bs, "--zookeeper", sb.zookeeper_connect,
+                         "--imbalance-threshold", "0", "--output", "json", timeout=120)
+                codes += f", next run {r.returncode}"
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        record(scenario="d. ZooKeeper restarted during `leader rebalance`", mode="zookeeper", workload=res,
+               kops_exit=codes, recover_s=recover_s, kops_s=round(took, 1), detail="ZooKeeper down ~4 s",
+               throttles_left=0)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert took < 60, "leader rebalance waited past its bounds"
+        from tests.cluster.kafka_helpers import admin
+
+        def preferred():
+            md = admin(bs).list_topics(timeout=10)
+            return all(pm.leader == pm.replicas[0] for t in work for pm in md.topics[t].partitions.values())
+
+        wait_for(preferred, 30, 0.5, "every workload partition led by its preferred replica")
+        assert res.lost == 0, res.lost_examples
+    finally:
+        sb.start(broker=victim)
+        _cleanup(bs, work)

@@ -1,0 +1,114 @@
+"""The containerised sandbox's pure parts: the Debian mirror from apt sources, fault options,
+the listeners of a broker in a container, the reliability table (no engine needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from kops.errors import BadInput
+from kops.sandbox.config import SandboxConfig, parse_properties
+from kops.sandbox.containers import DockerSandbox, parse_duration_ms, parse_percent
+from kops.sandbox.image import mirrors_in_apt_sources
+
+DEB822 = """\
+Types: deb
+# http://snapshot.debian.org/archive/debian/20250520T000000Z
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+
+def test_mirror_from_deb822_sources_skips_security_and_other_suites():
+    texts = [("debian.sources", DEB822), ("nodesource.sources",
+             "Types: deb\nURIs: https://deb.nodesource.com/node_20.x\nSuites: nodistro\nComponents: main\n")]
+    assert mirrors_in_apt_sources(texts) == ["http://deb.debian.org/debian"]
+
+
+def test_mirror_from_one_line_lists_with_options_and_comments():
+    text = ("# deb http://old.example/debian bookworm main\n"
+            "deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian/ bookworm main contrib\n"
+            "deb-src http://mirror.example/debian bookworm main\n"
+            "deb http://mirror.example/debian bookworm-updates main\n")
+    assert mirrors_in_apt_sources([("sources.list", text)]) == ["http://mirror.example/debian"]
+    assert mirrors_in_apt_sources([("sources.list", "deb cdrom:[x]/ bookworm main\n")]) == []
+
+
+@pytest.mark.parametrize("text,ms", [("300ms", 300), ("0.3s", 300), ("1s", 1000), ("250", 250), ("0ms", 0)])
+def test_durations(text, ms):
+    assert parse_duration_ms(text) == pytest.approx(ms)
+
+
+@pytest.mark.parametrize("text", ["fast", "-5ms", "2h", "nanms", "61s"])
+def test_bad_durations(text):
+    with pytest.raises(BadInput, match="--delay"):
+        parse_duration_ms(text)
+
+
+def test_percentages():
+    assert parse_percent("5%") == 5.0 and parse_percent("0.5") == 0.5
+    for bad in ("101%", "-1", "lots"):
+        with pytest.raises(BadInput, match="--loss"):
+            parse_percent(bad)
+
+
+def test_a_broker_in_a_container_has_an_internal_and_a_published_listener(tmp_path):
+    sb = DockerSandbox(SandboxConfig(engine="docker", workdir=tmp_path, broker_ports=[19092 + i for i in range(6)],
+                                     zookeeper_port=12181))
+    o = sb.broker_overrides(2)
+    assert o["listeners"] == "INTERNAL://0.0.0.0:9091,EXTERNAL://0.0.0.0:19094"
+    assert o["advertised.listeners"] == "INTERNAL://broker-2:9091,EXTERNAL://127.0.0.1:19094"
+    assert o["inter.broker.listener.name"] == "INTERNAL"
+    assert o["zookeeper.connect"] == "zookeeper:12181"
+    assert sb.bootstrap_servers.startswith("127.0.0.1:19092,")
+    assert sb.internal_bootstrap.split(",")[0] == "broker-0:9091"
+    # the rest of the broker's settings are the JVM sandbox's own (rack, data dir in the work dir)
+    props = sb.config.broker_properties(2) | o
+    assert props["broker.rack"] == "b" and props["log.dirs"] == str(tmp_path / "broker-2" / "data")
+    assert "broker-2" in parse_properties(f"advertised.listeners={o['advertised.listeners']}")["advertised.listeners"]
+
+
+def test_kraft_brokers_in_containers_reach_the_controllers_by_name(tmp_path):
+    sb = DockerSandbox(SandboxConfig(engine="docker", mode="kraft", workdir=tmp_path, controllers=3))
+    o = sb.broker_overrides(0)
+    assert o["controller.quorum.voters"] == "1000@controller-1000:9192,1001@controller-1001:9193,1002@controller-1002:9194"
+    assert "CONTROLLER:PLAINTEXT" in o["listener.security.protocol.map"] and "zookeeper.connect" not in o
+
+
+def test_engine_and_security_are_checked(tmp_path):
+    with pytest.raises(BadInput, match="engine 'podman'"):
+        SandboxConfig(engine="podman", workdir=tmp_path).validate()
+    with pytest.raises(BadInput, match="--security is not available with --engine docker"):
+        DockerSandbox(SandboxConfig(engine="docker", security="sasl_ssl", workdir=tmp_path))
+
+
+def _reliability():
+    path = Path(__file__).resolve().parents[2] / "scripts" / "reliability.py"
+    spec = importlib.util.spec_from_file_location("reliability", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_reliability_table_is_written_from_results_and_flags_problems():
+    rel = _reliability()
+    doc = {"results": [
+        {"test": "t::a", "started": "2026-11-23T17:00:00Z", "scenario": "a. controller killed", "mode": "zookeeper",
+         "acknowledged": 4850, "lost": 0, "kops_exit": 0, "recover_s": 19.6, "kops_s": 25.1, "throttles_left": 0,
+         "outcome": "passed", "detail": "controller 0 killed"},
+        {"test": "t::b", "started": "2026-11-23T17:02:00Z", "scenario": "b. broker killed", "mode": "zookeeper",
+         "acknowledged": 10, "lost": 2, "kops_exit": "execute 3, resume 0", "throttles_left": 1, "outcome": "failed"},
+    ]}
+    md = rel.render(doc, "build/fault-results.json")
+    assert "| a. controller killed | zookeeper | 4850 | 0 | 0 | 19.6 | 25.1 | 0 | passed | controller 0 killed |" in md
+    assert rel.problems(doc) == ["b. broker killed: failed", "b. broker killed: 2 acknowledged messages lost",
+                                 "b. broker killed: 1 throttles left"]
