@@ -1,4 +1,4 @@
-"""``kops sandbox up | down | status | stop | start``: a real local multi-rack Kafka cluster.
+"""``kops sandbox up | down | status | stop | start | add | remove``: a real local multi-rack Kafka cluster.
 
 Light imports only; the implementation (kops.sandbox.cluster) is imported inside the commands.
 """
@@ -333,13 +333,81 @@ def start(
     _report("start", sb, done, c.json)
 
 
-def _report(action: str, sb, done: list[int], as_json: bool, *, kill: bool = False) -> None:
+@app.command()
+@handle_errors
+def add(
+    ctx: typer.Context,
+    broker: Annotated[int, typer.Option("--broker", min=0, help="Id of the new broker (not in use).")],
+    rack: Annotated[str, typer.Option("--rack", help="Its rack: a new rack or one of the others' (same shape: "
+                                                     "plain ids, or /dc/rack paths of the same depth).")],
+    port: Annotated[
+        int | None,
+        typer.Option("--port", min=1024, max=65535,
+                     help="Its port on 127.0.0.1 (default: the first free port above the sandbox's ports)."),
+    ] = None,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Grow the running sandbox by a new broker id in a rack (both engines, ZooKeeper and KRaft
+    mode): its config is written like the other brokers', it is started and the command returns
+    once it is registered and in the cluster metadata, as `start` does. The broker is recorded in
+    the work dir, so stop/start/status/down know it from then on. It starts empty: moving replicas
+    onto it is kops' work (`kops playbook run add-brokers` or `replace-broker`). An id taken out
+    earlier with `remove` (without --purge) comes back with its data.
+
+    Exit 2 (nothing changed) for an id in use, a malformed rack or a --port that is taken; exit 1
+    when the broker does not come up (it is stopped and forgotten again, its logs are kept)."""
+    c = make_context(ctx, output=output)
+    sb = _attach(workdir)
+    got = sb.add(broker, rack, port=port, timeout_s=timeout)
+    _report("add", sb, [broker], c.json, extra={"rack": sb.rack_of(broker), "port": got,
+                                                 "bootstrap_servers": sb.bootstrap_servers})
+
+
+@app.command()
+@handle_errors
+def remove(
+    ctx: typer.Context,
+    broker: Annotated[int, typer.Option("--broker", help="The broker to take out of the sandbox for good.")],
+    purge: Annotated[bool, typer.Option("--purge", help="Also delete its data, logs and config file.")] = False,
+    kill: Annotated[bool, typer.Option("--kill", help="SIGKILL it if it runs, instead of a controlled shutdown.")] = False,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Take a broker out of the sandbox for good (a broker lost, or decommissioned): stop it if it
+    runs (returns once it left the cluster) and forget it, so start/up/status no longer know it.
+    Its data and logs stay in the work dir unless --purge. The cluster still assigns it its
+    replicas until they are moved (`kops playbook run replace-broker` or `decommission-broker`).
+    Exit 2 for an unknown broker or the sandbox's last one."""
+    c = make_context(ctx, output=output)
+    sb = _attach(workdir)
+    was_running = sb.remove(broker, purge=purge, kill=kill, timeout_s=timeout)
+    _report("remove", sb, [broker], c.json, extra={"was_running": was_running, "purged": purge,
+                                                    "bootstrap_servers": sb.bootstrap_servers})
+
+
+def _report(action: str, sb, done: list[int], as_json: bool, *, kill: bool = False,
+            extra: dict[str, Any] | None = None) -> None:
     rows = _status_rows(sb)
     if as_json:
-        doc: dict[str, Any] = {"action": action, "brokers": done, "processes": rows}
+        doc: dict[str, Any] = {"action": action, "brokers": done, **(extra or {}), "processes": rows}
         if action == "stop":
             doc["kill"] = kill
         emit_json(doc)
+        return
+    if action == "add":
+        out_console().print(f"added broker {done[0]} in rack {extra['rack']} on port {extra['port']}; "  # type: ignore[index]
+                            f"bootstrap servers: {sb.bootstrap_servers}", soft_wrap=True)
+        _render_status(rows)
+        return
+    if action == "remove":
+        x = extra or {}
+        out_console().print(f"removed broker {done[0]}" + (" (stopped it)" if x.get("was_running") else "")
+                            + ("; its data and logs deleted" if x.get("purged") else "; its data and logs kept")
+                            + f"; bootstrap servers: {sb.bootstrap_servers}", soft_wrap=True)
+        _render_status(rows)
         return
     verb = {"stop": "killed" if kill else "stopped", "start": "started"}[action]
     if done:

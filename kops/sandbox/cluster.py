@@ -189,6 +189,20 @@ class Sandbox:
         self._procs = dict(state.get("processes", {})) if state else {}
         self._cluster_id = state.get("cluster_id") if state else None
         self._recorded = state
+        if state:
+            self._adopt_membership(state.get("config") or {})
+
+    def _adopt_membership(self, recorded: dict[str, Any]) -> None:
+        """Brokers added or removed since this object was made (``kops sandbox add/remove`` in
+        another process) are the work dir's truth: take them over, as long as the recorded
+        sandbox has the same base shape (otherwise ``up`` reports the difference)."""
+        cfg = self.config
+        if (recorded.get("brokers"), recorded.get("first_broker_id", 0)) != (cfg.brokers, cfg.first_broker_id):
+            return
+        probe = cfg.with_(extra_brokers=recorded.get("extra_brokers") or {},
+                          removed_brokers=recorded.get("removed_brokers") or ())
+        if (probe.extra_brokers, probe.removed_brokers) != (cfg.extra_brokers, cfg.removed_brokers):
+            self.config = probe
 
     def _save_state(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -783,21 +797,24 @@ class Sandbox:
         brokers see it gone. ``kill=True``: SIGKILL (a crash; the registration goes away when
         the ZooKeeper session expires, ~6 s). Returns the brokers that were running and stopped.
         """
-        ids = self._select(broker, rack, brokers)
         timeout_s = timeout_s or self.config.stop_timeout_s
         with self._lock():
             self._load_state()
-            running = [b for b in ids if self._running(b)]
-            if not running:
-                self.log(f"brokers {ids} are not running")
-                return []
-            how = "killing (SIGKILL)" if kill else "stopping (controlled shutdown)"
-            self.log(f"{how} brokers {running}")
-            t_end = time.monotonic() + timeout_s
-            for batch in ([running] if kill else self._shutdown_batches(running)):
-                self._signal_and_wait(batch, 9 if kill else 15, t_end, timeout_s)
-            if wait:
-                self._wait_deregistered(set(running), time.monotonic() + max(30.0, timeout_s))
+            ids = self._select(broker, rack, brokers)
+            return self._stop_locked(ids, kill=kill, wait=wait, timeout_s=timeout_s)
+
+    def _stop_locked(self, ids: list[int], *, kill: bool, wait: bool, timeout_s: float) -> list[int]:
+        running = [b for b in ids if self._running(b)]
+        if not running:
+            self.log(f"brokers {ids} are not running")
+            return []
+        how = "killing (SIGKILL)" if kill else "stopping (controlled shutdown)"
+        self.log(f"{how} brokers {running}")
+        t_end = time.monotonic() + timeout_s
+        for batch in ([running] if kill else self._shutdown_batches(running)):
+            self._signal_and_wait(batch, 9 if kill else 15, t_end, timeout_s)
+        if wait:
+            self._wait_deregistered(set(running), time.monotonic() + max(30.0, timeout_s))
         return running
 
     def _shutdown_batches(self, brokers: list[int]) -> list[list[int]]:
@@ -855,16 +872,12 @@ class Sandbox:
     ) -> list[int]:
         """(Re)start stopped brokers with their config and data; wait until they are registered.
         Brokers already running are left alone. Returns the brokers that were started."""
-        ids = self._select(broker, rack, brokers)
         timeout_s = timeout_s or self.config.start_timeout_s
         self.started_now = []
         with self._lock():
             self._load_state()
-            base = "zookeeper" if self.mode == "zookeeper" else None
-            if base and not self._running(base):
-                raise ClusterError("ZooKeeper of the sandbox is not running; run `kops sandbox up` to start everything")
-            if self.mode == "kraft" and not any(self._running(c) for c in self.controller_ids):
-                raise ClusterError("the KRaft controllers are not running; run `kops sandbox up` to start everything")
+            ids = self._select(broker, rack, brokers)
+            self._require_base_running()
             todo = [b for b in ids if not self._running(b)]
             if not todo:
                 self.log(f"brokers {ids} are already running")
@@ -880,6 +893,86 @@ class Sandbox:
             since = {b: self._procs[f"broker-{b}"]["launched_ms"] for b in todo}
             self._wait_registered(todo, time.monotonic() + timeout_s, since=since)
         return todo
+
+    def _require_base_running(self) -> None:
+        if self.mode == "zookeeper" and not self._running("zookeeper"):
+            raise ClusterError("ZooKeeper of the sandbox is not running; run `kops sandbox up` to start everything")
+        if self.mode == "kraft" and not any(self._running(c) for c in self.controller_ids):
+            raise ClusterError("the KRaft controllers are not running; run `kops sandbox up` to start everything")
+
+    # -- grow / shrink ---------------------------------------------------------------------------
+    def add(self, broker_id: int, rack: str, *, port: int | None = None, timeout_s: float | None = None) -> int:
+        """Grow the running sandbox by a new broker id in ``rack``: its config is written like
+        the others', it is started and waited for exactly as :meth:`start` does (registered,
+        start-up finished, in every broker's metadata), and it is recorded in the state file so
+        later ``stop/start/status/down`` and :meth:`attach` know it. ``port``: default the first
+        free port above the sandbox's ports. An id removed earlier without ``purge`` comes back
+        with its data. If the broker does not come up it is stopped and forgotten again (its logs
+        stay) and ClusterError is raised. Returns the broker's port.
+
+        BadInput (nothing changed) for an id in use, a malformed rack or one of another shape
+        than the others', or a port that is the sandbox's or taken on this machine."""
+        timeout_s = timeout_s or self.config.start_timeout_s
+        self.started_now = []
+        with self._lock():
+            self._load_state()
+            host = self.config.host
+            if port is None:
+                port = self.config.next_free_port(lambda p: procs.port_in_use(host, p))
+            new_cfg = self.config.with_broker_added(broker_id, rack, port)
+            if procs.port_in_use(host, port):
+                raise BadInput(f"--port {port} is in use by another process on {host}; pick another port")
+            self._require_base_running()
+            if not self._recorded:
+                raise ClusterError(f"no sandbox in {self.workdir}; run `kops sandbox up` first")
+            old_cfg = self.config
+            kept = self.config.data_dir(broker_id).exists()
+            self.config = new_cfg
+            try:
+                dist.ensure_kafka(self.kafka_version, log=self.log)
+                self._write_configs()
+                if self.mode == "kraft":
+                    from kops.sandbox import kraft
+
+                    if not (new_cfg.data_dir(broker_id) / "meta.properties").exists():
+                        kraft._write_broker_meta(self, broker_id)
+                self._save_state()
+                self.log(f"adding broker {broker_id} (rack {new_cfg.rack_map[broker_id]}, port {port})"
+                         + (" with the data it had" if kept else ""))
+                self._spawn(broker_id, dist.kafka_classpath(self.kafka_version))
+                since = {broker_id: self._procs[f"broker-{broker_id}"]["launched_ms"]}
+                self._wait_registered([broker_id], time.monotonic() + timeout_s, since=since)
+            except BaseException:
+                self._stop_started_now()
+                self.config = old_cfg
+                self._save_state()
+                raise
+        return port
+
+    def remove(self, broker_id: int, *, purge: bool = False, kill: bool = False,
+               timeout_s: float | None = None) -> bool:
+        """Take a broker out of the sandbox for good: stop it if it runs (controlled shutdown, or
+        SIGKILL with ``kill``; waits until it left the cluster) and forget it in the state file,
+        so ``start``, ``up`` and ``status`` no longer know it. Its data and logs stay in the work
+        dir (``add`` of the same id brings them back) unless ``purge``. The cluster's metadata
+        still assigns it its replicas: moving them is kops' work (replace-broker /
+        decommission-broker playbooks). Returns whether the broker was running."""
+        timeout_s = timeout_s or self.config.stop_timeout_s
+        with self._lock():
+            self._load_state()
+            new_cfg = self.config.with_broker_removed(broker_id)
+            was_running = bool(self._stop_locked([broker_id], kill=kill, wait=True, timeout_s=timeout_s))
+            self._procs.pop(f"broker-{broker_id}", None)
+            props = self.config.properties_file(broker_id)
+            node_dir = self.config.node_dir(broker_id)
+            self.config = new_cfg
+            self._save_state()
+            if purge:
+                shutil.rmtree(node_dir, ignore_errors=True)
+                props.unlink(missing_ok=True)
+            self.log(f"broker {broker_id} removed from the sandbox"
+                     + ("; its data and logs deleted" if purge else f"; its data and logs stay in {node_dir}"))
+        return was_running
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:
@@ -941,6 +1034,8 @@ def open_sandbox(workdir: str | Path | None = None, *, log: Log | None = None, *
         if "brokers" in overrides and overrides["brokers"] != base.brokers:
             overrides.setdefault("racks", None)
             overrides.setdefault("broker_ports", None)
+            overrides.setdefault("extra_brokers", {})
+            overrides.setdefault("removed_brokers", ())
         cfg = base.with_(**overrides) if overrides else base
         return sandbox_class(cfg)(cfg, log=log)
     if overrides.get("mode") == "kraft" and "kafka_version" not in overrides:

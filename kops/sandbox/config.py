@@ -6,7 +6,7 @@ Pure (no processes, no network): everything here is unit-tested without a cluste
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -111,10 +111,19 @@ def parse_racks(spec: str | Sequence[str] | Mapping[int, str] | None, broker_ids
     if empty:
         raise BadInput(f"--racks: brokers {empty} have an empty rack id")
     for b, r in racks.items():
-        if any(c.isspace() or c in ",:=\\'\"" for c in r) and not r.startswith("/"):
-            raise BadInput(f"--racks: broker {b} rack {r!r} contains a space or one of , : = \\ ' \"")
+        check_rack_id(r, f"--racks: broker {b}")
     validate_racks(racks, require_all=True)
     return {b: racks[b] for b in ids}
+
+
+def check_rack_id(rack: str, where: str) -> None:
+    """A rack id the sandbox can write into a properties file and a ``--racks`` spec: not empty,
+    and (plain ids) no space or one of ``, : = \\ ' "``; multi-level paths are checked by
+    :func:`kops.placement.racks.validate_racks`."""
+    if not rack:
+        raise BadInput(f"{where}: empty rack id")
+    if any(c.isspace() or c in ",:=\\'\"" for c in rack) and not rack.startswith("/"):
+        raise BadInput(f"{where} rack {rack!r} contains a space or one of , : = \\ ' \"")
 
 
 def parse_heap(heap: str) -> str:
@@ -140,6 +149,12 @@ class SandboxConfig:
     ``racks`` maps broker id -> rack id (plain ``a`` or multi-level ``/dc1/r1``); ``None``
     means :func:`default_racks`. ``broker_ports`` overrides ``base_port + index`` per broker
     (used by the tests to run on free ports); the same for ``controller_ports`` in KRaft mode.
+
+    The brokers are the *base* ids ``first_broker_id .. first_broker_id + brokers - 1`` (racks
+    and ports by index) minus ``removed_brokers`` (taken out for good: ``kops sandbox remove``),
+    plus ``extra_brokers`` (grown later: ``kops sandbox add``), a mapping ``id -> {"rack": R,
+    "port": P}`` with each added broker's own rack and port. An id removed from the base may be
+    added again (it then lives in both: removed from the base, back as an extra).
     """
 
     brokers: int = DEFAULT_BROKERS
@@ -167,6 +182,8 @@ class SandboxConfig:
     stop_timeout_s: float = 60.0
     security: str = "none"  # none | sasl_plaintext | sasl_ssl (kops.sandbox.security)
     engine: str = "jvm"  # jvm (local processes) | docker (containers: kops.sandbox.containers)
+    extra_brokers: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # id -> {rack, port}
+    removed_brokers: Sequence[int] = ()
 
     # -- derived -----------------------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -174,7 +191,7 @@ class SandboxConfig:
         if self.kafka_version is None:
             object.__setattr__(self, "kafka_version", DEFAULT_KRAFT_VERSION if self.mode == "kraft" else DEFAULT_VERSION)
         if isinstance(self.racks, (str, list, tuple)):  # CLI-style spec: "a,a,b,b" / "0:/dc1/r1,..."
-            object.__setattr__(self, "racks", parse_racks(self.racks, self.broker_ids) if self.racks else None)
+            object.__setattr__(self, "racks", parse_racks(self.racks, self.base_broker_ids) if self.racks else None)
         if self.racks is not None:
             object.__setattr__(self, "racks", {int(k): str(v) for k, v in dict(self.racks).items()})
         if self.broker_ports is not None:
@@ -184,6 +201,12 @@ class SandboxConfig:
         object.__setattr__(self, "jvm_flags", tuple(self.jvm_flags))
         object.__setattr__(self, "extra_jvm_flags", tuple(self.extra_jvm_flags))
         object.__setattr__(self, "extra_properties", {str(k): v for k, v in dict(self.extra_properties).items()})
+        object.__setattr__(self, "extra_brokers", _normalise_extra_brokers(self.extra_brokers))
+        try:
+            removed = tuple(sorted({int(b) for b in self.removed_brokers}))
+        except (TypeError, ValueError):
+            raise BadInput(f"removed brokers {self.removed_brokers!r}: expected broker ids") from None
+        object.__setattr__(self, "removed_brokers", removed)
 
     def validate(self) -> SandboxConfig:
         """Raise :class:`BadInput` naming every problem; return self."""
@@ -225,6 +248,7 @@ class SandboxConfig:
                 raise BadInput(f"controllers {self.controllers}: use a quorum of 1, 3 or 5")
             if self.controller_ports is not None and len(self.controller_ports) != self.controllers:
                 raise BadInput(f"{len(self.controller_ports)} controller ports for {self.controllers} controllers")
+        self._validate_membership()
         self.rack_map  # validates racks
         ports = self.all_ports()
         for name, p in ports.items():
@@ -239,9 +263,35 @@ class SandboxConfig:
             raise BadInput(f"bad broker property names {bad_keys}")
         return self
 
+    def _validate_membership(self) -> None:
+        base = self.base_broker_ids
+        stray = [b for b in self.removed_brokers if b not in base]
+        if stray:
+            raise BadInput(f"removed brokers {stray} are not among the first brokers {base}")
+        kept = set(base) - set(self.removed_brokers)
+        for b in self.extra_brokers:
+            if b < 0:
+                raise BadInput(f"broker id {b} must be >= 0")
+            if b in kept:
+                raise BadInput(f"broker {b} exists already (rack {self.base_rack_map[b]}, port {self.broker_port(b)})")
+            if b in self.controller_ids:
+                raise BadInput(f"id {b} is a KRaft controller's node id (controllers {self.controller_ids}); "
+                               "pick another broker id")
+        if not self.broker_ids:
+            raise BadInput("a sandbox needs at least one broker; every broker would be removed")
+        if len(self.broker_ids) > 100:
+            raise BadInput(f"{len(self.broker_ids)} brokers: the sandbox runs at most 100")
+
+    @property
+    def base_broker_ids(self) -> list[int]:
+        """The ids ``up`` was created with (``first_broker_id`` and ``brokers``), removed ones included."""
+        return list(range(self.first_broker_id, self.first_broker_id + self.brokers))
+
     @property
     def broker_ids(self) -> list[int]:
-        return list(range(self.first_broker_id, self.first_broker_id + self.brokers))
+        """Every broker of the sandbox, in id order: the base ids not removed, and the added ones."""
+        gone = set(self.removed_brokers)
+        return sorted({b for b in self.base_broker_ids if b not in gone} | set(self.extra_brokers))
 
     @property
     def controller_ids(self) -> list[int]:
@@ -249,12 +299,84 @@ class SandboxConfig:
         return [1000 + i for i in range(self.controllers)] if self.mode == "kraft" else []
 
     @property
+    def base_rack_map(self) -> dict[int, str]:
+        """Racks of the base ids (``racks`` as given to ``up``; what the state file keeps)."""
+        return parse_racks(self.racks, self.base_broker_ids)
+
+    @property
     def rack_map(self) -> dict[int, str]:
-        return parse_racks(self.racks, self.broker_ids)
+        """Broker id -> rack of every broker (base ids not removed, and the added ones)."""
+        gone = set(self.removed_brokers)
+        racks = {b: r for b, r in self.base_rack_map.items() if b not in gone}
+        if not self.extra_brokers:
+            return racks
+        from kops.placement.racks import validate_racks
+
+        for b, e in self.extra_brokers.items():
+            check_rack_id(e["rack"], f"broker {b}")
+            racks[b] = e["rack"]
+        validate_racks(racks, require_all=True)
+        return {b: racks[b] for b in sorted(racks)}
 
     def broker_port(self, broker_id: int) -> int:
-        i = self.broker_ids.index(broker_id)
+        if broker_id in self.extra_brokers:
+            return self.extra_brokers[broker_id]["port"]
+        base = self.base_broker_ids
+        if broker_id not in base or broker_id in self.removed_brokers:
+            raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
+        i = base.index(broker_id)
         return self.broker_ports[i] if self.broker_ports is not None else self.base_port + i
+
+    # -- growing and shrinking (kops sandbox add / remove) -------------------------------------------
+    def with_broker_added(self, broker_id: int, rack: str, port: int) -> SandboxConfig:
+        """This config with one more broker (``kops sandbox add``); BadInput when the id is taken
+        (a broker or a KRaft controller), the rack is malformed or of another shape than the
+        others' (plain ids vs ``/dc/rack`` paths of the same depth), or the port is already the
+        sandbox's (whether the port is free on this machine is the caller's check)."""
+        if isinstance(broker_id, bool) or not isinstance(broker_id, int):
+            raise BadInput(f"--broker {broker_id!r}: expected an integer broker id")
+        if broker_id < 0:
+            raise BadInput(f"--broker {broker_id}: a broker id is >= 0")
+        if broker_id in self.broker_ids:
+            raise BadInput(f"broker {broker_id} exists already (rack {self.rack_map[broker_id]}, "
+                           f"port {self.broker_port(broker_id)}); brokers: {self.broker_ids}")
+        rack = str(rack).strip()
+        check_rack_id(rack, f"--rack for broker {broker_id}:")
+        _check_port("--port", port)
+        users = {p: name for name, p in self.all_ports().items()}
+        if port in users:
+            raise BadInput(f"--port {port} is the sandbox's {users[port]} already")
+        extra = {**self.extra_brokers, broker_id: {"rack": rack, "port": port}}
+        return self.with_(extra_brokers=extra).validate()
+
+    def with_broker_removed(self, broker_id: int) -> SandboxConfig:
+        """This config without ``broker_id`` (``kops sandbox remove``); BadInput for an unknown
+        broker or the last one."""
+        if broker_id not in self.broker_ids:
+            raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
+        if self.broker_ids == [broker_id]:
+            raise BadInput(f"broker {broker_id} is the sandbox's last broker; `kops sandbox down` stops it all")
+        extra = {b: e for b, e in self.extra_brokers.items() if b != broker_id}
+        removed = tuple(self.removed_brokers)
+        if broker_id in self.base_broker_ids and broker_id not in removed:
+            removed = (*removed, broker_id)
+        return self.with_(extra_brokers=extra, removed_brokers=removed).validate()
+
+    def next_free_port(self, in_use: Callable[[int], bool] = lambda _p: False) -> int:
+        """A port for a new broker: the first above every port of the sandbox that is not the
+        sandbox's and for which ``in_use`` is false (the caller asks the machine)."""
+        taken = set(self.all_ports().values())
+        port = max(taken) + 1
+        while port <= 65535:
+            if port not in taken and not in_use(port):
+                return port
+            port += 1
+        port = 1024
+        while port < max(taken):
+            if port not in taken and not in_use(port):
+                return port
+            port += 1
+        raise BadInput("no free port left for a new broker; give one with --port")
 
     def controller_port(self, node_id: int) -> int:
         i = self.controller_ids.index(node_id)
@@ -495,7 +617,9 @@ class SandboxConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["workdir"] = str(self.workdir)
-        d["racks"] = {str(k): v for k, v in self.rack_map.items()}
+        d["racks"] = {str(k): v for k, v in self.base_rack_map.items()}
+        d["extra_brokers"] = {str(b): dict(e) for b, e in self.extra_brokers.items()}
+        d["removed_brokers"] = list(self.removed_brokers)
         d["broker_ports"] = list(self.broker_ports) if self.broker_ports is not None else None
         d["controller_ports"] = list(self.controller_ports) if self.controller_ports is not None else None
         d["jvm_flags"] = list(self.jvm_flags)
@@ -513,6 +637,24 @@ class SandboxConfig:
 
     def with_(self, **changes: Any) -> SandboxConfig:
         return replace(self, **changes)
+
+
+def _normalise_extra_brokers(extra: Mapping[Any, Any] | None) -> dict[int, dict[str, Any]]:
+    """``{id: {"rack": R, "port": P}}`` with int ids and ports, str racks, in id order."""
+    out: dict[int, dict[str, Any]] = {}
+    for k, v in dict(extra or {}).items():
+        try:
+            b = int(k)
+        except (TypeError, ValueError):
+            raise BadInput(f"added broker id {k!r} is not an integer") from None
+        if not isinstance(v, Mapping) or "rack" not in v or "port" not in v:
+            raise BadInput(f"added broker {b}: expected {{'rack': ..., 'port': ...}}, got {v!r}")
+        try:
+            port = int(v["port"])
+        except (TypeError, ValueError):
+            raise BadInput(f"added broker {b}: port {v['port']!r} is not a number") from None
+        out[b] = {"rack": str(v["rack"]), "port": port}
+    return dict(sorted(out.items()))
 
 
 def _heap_mb(heap: str) -> int:

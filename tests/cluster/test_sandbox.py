@@ -174,3 +174,64 @@ def test_cli_against_the_session_cluster(sandbox, bootstrap):
         r = kops("sandbox", "start", "--broker", "5", "--workdir", wd)
     assert r.returncode == 0, r.stderr
     assert kops("sandbox", "status", "--workdir", wd).returncode == 0
+
+
+def test_add_and_remove_a_broker(sandbox, zk):
+    """`kops sandbox add` grows the running cluster by a new broker id in a rack (registered with
+    its rack, in the metadata, known to status/stop/start and to another process); `remove`
+    stops and forgets it, data kept (an add of the same id brings it back) or purged. The
+    session's cluster is left as found."""
+    if not isinstance(sandbox, Sandbox) or getattr(sandbox.config, "engine", "jvm") != "jvm":
+        pytest.skip("local JVM sandbox only (the containerised one: tests/faults/test_playbook_faults.py)")
+    wd = str(sandbox.workdir)
+    new = max(sandbox.broker_ids) + 1
+    base = list(sandbox.broker_ids)
+    try:
+        r = kops("sandbox", "add", "--broker", str(new), "--rack", "b", "--workdir", wd, "--output", "json")
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        port = doc["port"]
+        assert doc["brokers"] == [new] and doc["rack"] == "b"
+        assert doc["bootstrap_servers"].endswith(f",127.0.0.1:{port}")
+        row = next(p for p in doc["processes"] if p["id"] == new)
+        assert row["alive"] and row["rack"] == "b" and row["port"] == port
+        racks, _ = zk_state(zk, sandbox)
+        assert racks.get(new) == "b"  # registered with broker.rack = b (in the metadata: add waited for it)
+        # the session's Sandbox object learns it from the state file at its next operation
+        assert by_name(sandbox)[f"broker-{new}"].alive
+        assert sandbox.brokers_in_rack("b") == [2, 3, new] and sandbox.broker_port(new) == port
+        assert Sandbox.attach(wd).broker_ids == [*base, new]
+        props = (sandbox.workdir / "config" / f"broker-{new}.properties").read_text()
+        assert "broker.rack=b" in props and f":{port}" in props
+        # an id in use, a taken port: exit 2, nothing changed
+        r = kops("sandbox", "add", "--broker", str(new), "--rack", "c", "--workdir", wd)
+        assert r.returncode == 2 and "exists already" in r.stderr
+        r = kops("sandbox", "add", "--broker", str(new + 1), "--rack", "c", "--port", str(port), "--workdir", wd)
+        assert r.returncode == 2 and "already" in r.stderr
+        # stop / start know it
+        assert sandbox.stop(broker=new) == [new]
+        assert new not in zk_state(zk, sandbox)[0]
+        assert sandbox.start(broker=new) == [new]
+        # remove, data kept: gone from the cluster and the sandbox; add brings the same data back
+        r = kops("sandbox", "remove", "--broker", str(new), "--workdir", wd, "--output", "json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["was_running"] is True
+        assert new not in zk_state(zk, sandbox)[0]
+        assert f"broker-{new}" not in by_name(sandbox) and sandbox.broker_ids == base  # (status reads the state)
+        data = sandbox.config.data_dir(new)
+        assert (data / "meta.properties").exists()
+        r = kops("sandbox", "status", "--workdir", wd)
+        assert r.returncode == 0, r.stdout  # every broker the sandbox knows is alive
+        meta = (data / "meta.properties").read_text()
+        r = kops("sandbox", "add", "--broker", str(new), "--rack", "b", "--port", str(port), "--workdir", wd)
+        assert r.returncode == 0, r.stderr
+        assert zk_state(zk, sandbox)[0].get(new) == "b"
+        assert "cluster.id" in meta and (data / "meta.properties").read_text().split("cluster.id")[1] == meta.split("cluster.id")[1]
+    finally:
+        r = kops("sandbox", "remove", "--broker", str(new), "--purge", "--workdir", wd)
+    assert r.returncode == 0, r.stderr
+    assert not sandbox.config.node_dir(new).exists()
+    assert not (sandbox.workdir / "config" / f"broker-{new}.properties").exists()
+    assert sandbox.broker_ids == base
+    assert set(zk_state(zk, sandbox)[0]) == set(base)
+    assert all(s.alive for s in sandbox.status())
