@@ -944,16 +944,20 @@ class Runner:
                 self.note(f"{k[0]}-{k[1]}: broker {k[2]} has no log dir {reqs[k]} ({err})")
 
     def _check_stall(self, topo: Topology, in_flight: list[Move]) -> None:
+        """Stalled: every data move in flight has a down broker among its *target* replicas — a
+        destination, or a replica that stays (Kafka completes a reassignment only once every
+        target replica is in the ISR, found by the fault lab: a kept replica on a killed broker
+        blocks the move as surely as a dead destination)."""
+        def is_down(b: int) -> bool:
+            return not (topo.broker(b) and topo.broker(b).alive)
+
         data_moves = [m for m in in_flight if m.moves_data]
-        stuck = [
-            m for m in data_moves
-            if any(not (topo.broker(b) and topo.broker(b).alive) for b in m.adding)
-        ]
+        stuck = [m for m in data_moves if any(is_down(b) for b in m.target)]
         if data_moves and len(stuck) == len(data_moves) and not self.j.moves_in(J.PENDING):
             if self._stalled_since is None:
                 self._stalled_since = time.monotonic()
-                down = sorted({b for m in stuck for b in m.adding if not (topo.broker(b) and topo.broker(b).alive)})
-                self.note(f"every move in flight waits on down broker(s) {down}")
+                dead = sorted({b for m in stuck for b in m.target if is_down(b)})
+                self.note(f"every move in flight waits on down broker(s) {dead}")
             elif time.monotonic() - self._stalled_since > self.opts.stall_after_s:
                 self.stalled = True
         else:

@@ -182,6 +182,29 @@ def test_runner_stops_waiting_when_every_move_waits_on_a_down_broker():
     assert not r2.stalled
 
 
+def test_a_kept_replica_on_a_down_broker_stalls_a_move_too():
+    """Kafka completes a move only once every target replica is in the ISR: a move whose new
+    replica is on a live broker but which keeps a replica on a dead one waits as long as one
+    whose destination is dead (found by the fault lab); moving off a dead broker does not."""
+    from kops.ops.reassign import ExecuteOptions, Runner
+
+    keeps_dead = mv(0, (0, 1, 2), (0, 3, 2))  # broker 2 stays, and is down
+    into_dead = mv(1, (0, 1, 3), (0, 4, 3))  # destination 4 is down
+    off_dead = mv(2, (0, 1, 2), (0, 1, 5))  # moves off the dead broker 2: completes without it
+    topo = Topology(brokers=(Broker(0), Broker(1), Broker(2, alive=False), Broker(3), Broker(4, alive=False),
+                             Broker(5)), topics=())
+    for moves, stalls in (([keeps_dead, into_dead], True), ([keeps_dead, off_dead], False)):
+        j = J.Journal(id="x", cluster_id="c", moves=list(moves))
+        for m in moves:
+            j.progress[m.name] = J.IN_FLIGHT
+        r = Runner(conn=None, store=None, journal=j, opts=ExecuteOptions(stall_after_s=0.0))
+        r._check_stall(topo, list(moves))
+        r._check_stall(topo, list(moves))
+        assert r.stalled is stalls, moves
+        if stalls:
+            assert r.notes == ["every move in flight waits on down broker(s) [2, 4]"]
+
+
 class _Store:
     def __init__(self, journals):
         self.journals = {j.id: j for j in journals}
