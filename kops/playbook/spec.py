@@ -31,7 +31,7 @@ _REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # field -> (kind, required). kinds: str, int, bool, duration, bytes, brokers, list, choice:<a|b>, step
 _COMMON = {"id": ("str", True), "type": ("str", True), "description": ("str", False)}
 STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
-    "health_gate": {"allow": ("list", False), "timeout": ("duration", False)},
+    "health_gate": {"allow": ("list", False), "timeout": ("duration", False), "tolerate_down": ("brokers", False)},
     "plan": {
         "goal": ("choice:rebalance|decommission|add-brokers|drain-rack|replace-broker", True),
         "brokers": ("brokers", False),

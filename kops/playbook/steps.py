@@ -84,7 +84,15 @@ def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunCon
         rep = check_health(topo)
         allow = set(fields.get("allow") or [])
         bad = [f for f in rep.findings if f.severity != "warning" and f.check not in allow]
-        return (not bad, "healthy" if not bad else f"{len(bad)} findings, e.g. {bad[0].subject}: {bad[0].message}")
+        lost = set(fields.get("tolerate_down") or []) - alive
+        tolerated = [f for f in bad if lost and _only_because_down(f, topo, lost)]
+        bad = [f for f in bad if f not in tolerated]
+        if bad:
+            return False, f"{len(bad)} findings, e.g. {bad[0].subject}: {bad[0].message}"
+        if tolerated:
+            return True, (f"healthy but for broker(s) {sorted(lost)} being down ({len(tolerated)} findings "
+                          "that only their replicas cause)")
+        return True, "healthy"
     if condition == "no_leaders":
         led = [p for p in topo.partitions() if p.leader in brokers]
         return (not led, f"{len(led)} partitions still led by brokers {brokers}")
@@ -103,6 +111,22 @@ def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunCon
         moving = [p for p in topo.partitions() if p.reassigning]
         return (not moving, f"{len(moving)} partitions being reassigned")
     raise BadInput(f"unknown condition {condition!r}")  # pragma: no cover - spec validated
+
+
+def _only_because_down(f: Any, topo: Topology, lost: set[int]) -> bool:
+    """A health finding that the brokers ``lost`` being down explains entirely: one of them is
+    down, or a partition misses from its ISR only replicas on them (under-replicated, at or
+    under min.insync.replicas) while it still has a leader. An offline partition, or one that
+    also misses a replica elsewhere, is never explained away."""
+    if f.check == "broker_down":
+        return f.broker in lost
+    if f.check not in ("under_replicated", "at_min_isr", "under_min_isr") or f.topic is None:
+        return False
+    p = topo.partition(f.topic, f.partition)
+    if p is None or p.offline:
+        return False
+    missing = set(p.replicas) - set(p.isr)
+    return bool(missing) and missing <= lost
 
 
 def wait_until(condition: str, fields: dict[str, Any], ctx: RunContext, timeout: float, interval: float) -> str:
@@ -130,7 +154,8 @@ def _health_gate(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     topo = ctx.topology()
     ok, why = evaluate("healthy", f, topo, ctx)
     if ok:
-        return {"summary": "cluster healthy" + (f" (allowed: {', '.join(f['allow'])})" if f.get("allow") else "")}
+        what = "cluster healthy" if why == "healthy" else f"cluster {why}"
+        return {"summary": what + (f" (allowed: {', '.join(f['allow'])})" if f.get("allow") else "")}
     if ctx.dry_run:
         return {"summary": f"would STOP here unless it becomes healthy: {why}", "would_fail": True}
     if timeout > 0:
