@@ -337,32 +337,73 @@ class DockerSandbox(Sandbox):
             return None
         return engine.PrivateDaemon(Path(rec["root"]), pid=rec.get("pid"))
 
-    def restart_zookeeper(self, *, down_s: float = 0.0, kill: bool = False, timeout_s: float = 60.0) -> None:
-        """Stop ZooKeeper (SIGTERM, or SIGKILL with ``kill``), keep it down ``down_s`` seconds,
-        start the same container again (its data is in the work dir) and wait until it answers."""
+    def stop_node(self, node: str | int, *, kill: bool = False, timeout_s: float = 60.0) -> None:
+        """Stop ZooKeeper (``"zookeeper"``) or a KRaft controller (its id): SIGTERM, or SIGKILL with
+        ``kill``; the container stays, for :meth:`start_node`. Brokers: use :meth:`stop`."""
+        key = _node_key(node, self.config)
+        if node != "zookeeper" and node not in self.controller_ids:
+            raise BadInput(f"{node!r} is not ZooKeeper or a controller of this sandbox (brokers: stop/start)")
+        c = self._container(node)
+        if c is None or not self._running(node):
+            raise ClusterError(f"{key} is not running")
+        self.log(("killing " if kill else "stopping ") + key)
+        c.kill(signal=9 if kill else 15)
+        if not self._wait_exited(c, time.monotonic() + timeout_s):
+            c.kill(signal=9)
+            self._wait_exited(c, time.monotonic() + 20)
+
+    def start_node(self, node: str | int, *, timeout_s: float = 60.0) -> None:
+        """Start the same container of ZooKeeper or a KRaft controller again (data in the work
+        dir) and wait until it serves (ZooKeeper answers ruok; a controller listens)."""
         from kops.sandbox import probe
 
-        if self.mode != "zookeeper":
-            raise BadInput("a KRaft sandbox has no ZooKeeper")
-        c = self._container("zookeeper")
+        key = _node_key(node, self.config)
+        c = self._container(node)
         if c is None:
-            raise ClusterError("ZooKeeper's container does not exist; run `kops sandbox up`")
-        self.log(("killing" if kill else "stopping") + f" ZooKeeper for {down_s:g}s")
-        c.kill(signal=9 if kill else 15)
-        self._wait_exited(c, time.monotonic() + timeout_s)
-        time.sleep(down_s)
+            raise ClusterError(f"{key} has no container; run `kops sandbox up`")
         c.start()
         deadline = time.monotonic() + timeout_s
-        while not probe.zk_ruok(self.config.host, self.config.zookeeper_port):
+        port = self._port_of(node)
+        while True:
+            c.reload()
+            up = (probe.zk_ruok(self.config.host, port) if node == "zookeeper"
+                  else self._exec(node, ["sh", "-c", f"nc -z 127.0.0.1 {port}"], check=False)[0] == 0)
+            if up:
+                break
+            if c.status != "running":
+                raise ClusterError(f"{key} exited after its restart", details=self._failure_details(node))
             if time.monotonic() > deadline:
-                raise ClusterError("ZooKeeper did not answer after its restart", details=self._failure_details("zookeeper"))
+                raise ClusterError(f"{key} did not serve within {timeout_s:.0f}s of its restart",
+                                   details=self._failure_details(node))
             time.sleep(0.2)
-        c.reload()
-        self._procs["zookeeper"]["pid"] = c.attrs["State"]["Pid"]
+        self._procs[key]["pid"] = c.attrs["State"]["Pid"]
         self._save_state()
         if self._faults():
             self._apply_faults()
-        self.log("ZooKeeper is back")
+        self.log(f"{key} is back")
+
+    def restart_zookeeper(self, *, down_s: float = 0.0, kill: bool = False, timeout_s: float = 60.0) -> None:
+        """Stop ZooKeeper, keep it down ``down_s`` seconds, start it again and wait for it."""
+        if self.mode != "zookeeper":
+            raise BadInput("a KRaft sandbox has no ZooKeeper")
+        self.stop_node("zookeeper", kill=kill, timeout_s=timeout_s)
+        time.sleep(down_s)
+        self.start_node("zookeeper", timeout_s=timeout_s)
+
+    def active_controller(self) -> int | None:
+        """ZooKeeper mode: the controller broker; KRaft: the leader of the metadata quorum
+        (DescribeMetadataQuorum through the brokers)."""
+        if self.mode == "zookeeper":
+            return self.controller_id()
+        from kops.cluster.connection import Connection
+        from kops.cluster.topology import kraft_controller
+
+        conn = Connection.from_options(bootstrap_server=self.bootstrap_servers, command_config=None, zookeeper=None,
+                                       timeout_s=10.0)
+        try:
+            return kraft_controller(conn)
+        finally:
+            conn.close()
 
     # -- faults --------------------------------------------------------------------------------
     def _targets(self, broker: int | None, rack: str | None) -> list[int]:

@@ -9,7 +9,8 @@ Two layers, each built once and kept by the engine:
 2. ``kops/kafka:<kafka version>-<digest>``: the base plus a Java 17 runtime and the network
    tools the fault verbs use (iproute2, iptables, python3 with fnfqueue for delays where the
    kernel has no netem), and Kafka's jars from the same Maven cache the local sandbox uses
-   (``~/.cache/kops/kafka-<version>/libs``) in ``/opt/kafka/libs``. The digest covers every
+   (``~/.cache/kops/kafka-<version>/libs``) in ``/opt/kafka/libs``, and ``kafka-entry`` (run
+   ZooKeeper or a broker configured from environment variables, for ``docker/compose.yml``). The digest covers every
    input (Dockerfile, jar names and sizes, helper scripts, base image id): when one changes, a
    new image is built; otherwise the cached one is used. ``kops/kafka:<kafka version>`` is
    also tagged, for ``docker/compose.yml``.
@@ -48,6 +49,8 @@ RUN apt-get update -qq \\
  && rm -rf /var/lib/apt/lists/*
 COPY py/ {PY_LIBS}/
 COPY netdelay.py {NETDELAY}
+COPY log4j.properties /opt/kops/log4j.properties
+COPY kafka-entry.sh /usr/local/bin/kafka-entry
 COPY libs/ {KAFKA_LIBS}/
 ENV PYTHONPATH={PY_LIBS} KAFKA_LIBS={KAFKA_LIBS}
 LABEL org.kops.image=kafka org.kops.kafka-version={{version}}
@@ -190,8 +193,8 @@ def kafka_image(client: Any, version: str = dist.DEFAULT_VERSION, *, rebuild: bo
     base_id = client.images.get(base).id
     cache = dist.cache_root() / "docker"
     wheel = _fnfqueue_wheel(cache)
-    netdelay = dist.resource_path("netdelay.py")
-    tag = f"{IMAGE_REPO}:{version}-{image_digest(version, libs, base_id, [netdelay, wheel])}"
+    resources = [dist.resource_path(n) for n in ("netdelay.py", "kafka-entry.sh", "log4j.properties")]
+    tag = f"{IMAGE_REPO}:{version}-{image_digest(version, libs, base_id, [*resources, wheel])}"
     if not rebuild and _has_image(client, tag):
         _tag_plain(client, tag, version)
         return tag
@@ -200,7 +203,9 @@ def kafka_image(client: Any, version: str = dist.DEFAULT_VERSION, *, rebuild: bo
     with tempfile.TemporaryDirectory(prefix="kops-image-") as tmp:
         ctx = Path(tmp)
         (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base, version=version))
-        shutil.copyfile(netdelay, ctx / "netdelay.py")
+        for r in resources:
+            shutil.copyfile(r, ctx / r.name)
+        (ctx / "kafka-entry.sh").chmod(0o755)
         shutil.unpack_archive(str(wheel), str(ctx / "py"), format="zip")
         (ctx / "libs").mkdir()
         for jar in libs.glob("*.jar"):

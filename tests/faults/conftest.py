@@ -70,8 +70,7 @@ def docker_engine():
             daemon.stop()
 
 
-@pytest.fixture(scope="session")
-def dsandbox(docker_engine, tmp_path_factory, request):
+def _docker_sandbox(tmp_path_factory, request, **config):
     from kops.sandbox import SandboxConfig
     from kops.sandbox.containers import DockerSandbox
     from kops.sandbox.procs import free_ports
@@ -80,7 +79,7 @@ def dsandbox(docker_engine, tmp_path_factory, request):
     workdir = tmp_path_factory.mktemp("kops-docker-sandbox", numbered=True)
     ports = free_ports(7)
     cfg = SandboxConfig(engine="docker", workdir=workdir, zookeeper_port=ports[0], broker_ports=ports[1:],
-                        heap=os.environ.get("KOPS_TEST_HEAP", "384m"))
+                        heap=os.environ.get("KOPS_TEST_HEAP", "384m"), **config)
     sb = DockerSandbox(cfg, log=lambda m: print(f"[docker sandbox] {m}", flush=True))
     failed_before = request.session.testsfailed
     watchdog = spawn_watchdog(workdir)  # removes the containers if this test run is killed outright
@@ -97,6 +96,21 @@ def dsandbox(docker_engine, tmp_path_factory, request):
             stop_watchdog(watchdog)
             if not os.environ.get("KOPS_TEST_KEEP_LOGS") and request.session.testsfailed == failed_before:
                 shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def dsandbox(docker_engine, tmp_path_factory, request):
+    """ZooKeeper + 6 brokers (Kafka 3.9) in containers."""
+    yield from _docker_sandbox(tmp_path_factory, request)
+
+
+@pytest.fixture(scope="session")
+def dsandbox_kraft(docker_engine, tmp_path_factory, request):
+    """A KRaft quorum of 3 controllers + 6 brokers (Kafka 4.x) in containers, started by the first
+    test that asks for it."""
+    from kops.sandbox.procs import free_ports
+
+    yield from _docker_sandbox(tmp_path_factory, request, mode="kraft", controllers=3, controller_ports=free_ports(3))
 
 
 @pytest.fixture

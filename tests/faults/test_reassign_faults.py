@@ -207,10 +207,10 @@ def test_zookeeper_restarted_during_execute_via_zookeeper(dsandbox, dbootstrap, 
 
 
 def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_path, kops_home, record):
-    """d2. Leadership is skewed (a broker restarted: it leads nothing); ZooKeeper restarts just as
-    `kops leader rebalance --zookeeper` starts: kops retries within its request timeout and
-    restores the preferred leaders (exit 0), or says the cluster is unreachable (exit 1) and the
-    next cron run does it; it never hangs."""
+    """d2. Leadership is skewed (a broker restarted: it leads nothing, back in every ISR); ZooKeeper
+    restarts just as `kops leader rebalance --zookeeper` starts. kops never hangs; documented
+    outcomes of that run: 0 (it rode over the restart), 1 (cluster unreachable) or 3 (an election
+    failed); the next cron run restores every preferred leader (exit 0)."""
     sb, bs = dsandbox, dbootstrap
     work = workload_topics(bs, partitions=12)
     victim = 2
@@ -219,6 +219,7 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
             w.wait_acknowledged(200)
             sb.stop(broker=victim)
             sb.start(broker=victim)
+            wait_recovered(bs, time.monotonic())  # back in every ISR: only ZooKeeper's restart is in the way
             t_fault = time.monotonic()
             restart = _restart_zookeeper_soon(sb, 0.0, 4)
             time.sleep(0.5)  # ZooKeeper is going down
@@ -227,8 +228,9 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
                      "--imbalance-threshold", "0", "--output", "json", timeout=120)
             took = time.monotonic() - t0
             restart.join(60)
-            codes = f"rebalance {r.returncode}"
-            if r.returncode == 1:  # the cron job's next run
+            first = r.returncode
+            codes = f"rebalance {first}"
+            if first != 0:  # the cron job's next run
                 r = kops("leader", "rebalance", "--bootstrap-server", bs, "--zookeeper", sb.zookeeper_connect,
                          "--imbalance-threshold", "0", "--output", "json", timeout=120)
                 codes += f", next run {r.returncode}"
@@ -238,7 +240,8 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
         record(scenario="d. ZooKeeper restarted during `leader rebalance`", mode="zookeeper", workload=res,
                kops_exit=codes, recover_s=recover_s, kops_s=round(took, 1), detail="ZooKeeper down ~4 s",
                throttles_left=0)
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert first in (0, 1, 3), _rebalance_failures(r.stdout) + r.stderr[-2000:]
+        assert r.returncode == 0, _rebalance_failures(r.stdout) + r.stderr[-2000:]
         assert took < 60, "leader rebalance waited past its bounds"
         from tests.cluster.kafka_helpers import admin
 
@@ -251,3 +254,14 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
     finally:
         sb.start(broker=victim)
         _cleanup(bs, work)
+
+
+def _rebalance_failures(stdout: str) -> str:
+    """What a `leader rebalance --output json` run says went wrong (for an assertion message)."""
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        return stdout[-2000:]
+    failed = [o for o in (doc.get("elections") or {}).get("outcomes", []) if o.get("status") != "elected"]
+    return json.dumps({k: doc.get(k) for k in ("status", "exit_code", "summary", "reason", "unreachable_brokers",
+                                               "blocked")} | {"not elected": failed[:10]})[:3000]
