@@ -171,6 +171,17 @@ def up(
             ),
         ),
     ] = None,
+    data_disk: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--data-disk",
+            help=(
+                "ID:SIZE, repeatable (--engine docker): broker ID gets a data disk of its own of SIZE "
+                "(e.g. 5:256MB), a loop-mounted ext4 file system, so that it can really fill "
+                "(`kops sandbox fill-disk`). Needs root."
+            ),
+        ),
+    ] = None,
     timeout: TimeoutSOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -197,6 +208,7 @@ def up(
         "state_change_log_level": state_change_log_level.upper() if state_change_log_level else None,
         "security": security.value if security else None,
         "engine": engine.value if engine else None,
+        "data_disk_mb": _data_disks(data_disk) if data_disk else None,
     }
     sb = open_sandbox(workdir, log=_log, **overrides)
     t0 = time.monotonic()
@@ -282,6 +294,31 @@ def status(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = N
             out_console().print(f"zookeeper connect: {sb.zookeeper_connect}", soft_wrap=True)
     if not all_alive:
         raise typer.Exit(3)
+
+
+def _size_bytes(value: str, what: str) -> int:
+    from kops.errors import BadInput
+    from kops.playbook.spec import parse_bytes
+
+    try:
+        n = parse_bytes(value)
+    except ValueError as e:
+        raise BadInput(f"{what}: {e}") from None
+    if n < 0:
+        raise BadInput(f"{what}: {value!r} is negative")
+    return n
+
+
+def _data_disks(specs: list[str]) -> dict[int, int]:
+    from kops.errors import BadInput
+
+    out: dict[int, int] = {}
+    for spec in specs:
+        bid, sep, size = spec.partition(":")
+        if not sep or not bid.strip().isdigit():
+            raise BadInput(f"--data-disk {spec!r}: expected BROKER_ID:SIZE, e.g. 5:256MB")
+        out[int(bid)] = _size_bytes(size, f"--data-disk {spec!r}") // 2**20
+    return out
 
 
 def _one_target(broker: int | None, rack: str | None) -> None:
@@ -493,6 +530,40 @@ def heal(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = Non
     sb = _attach_docker(workdir)
     n = sb.heal()
     _faults_report(sb, c.json, f"healed: {n} fault(s) removed" if n else "no fault to heal")
+
+
+@app.command("fill-disk")
+@handle_errors
+def fill_disk(
+    ctx: typer.Context,
+    broker: Annotated[int, typer.Option("--broker", help="A broker started with --data-disk.")],
+    leave: Annotated[
+        str | None, typer.Option("--leave", help="Free space to leave on its disk, e.g. 20MB.")
+    ] = None,
+    release: Annotated[bool, typer.Option("--release", help="Give the space taken back.")] = False,
+    workdir: WorkdirOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Fill a broker's small data disk (given at `up --data-disk ID:SIZE`) until only --leave is
+    free, as if other data had grown there, or --release the space again. The broker's own data
+    stays; Kafka sees the disk filling (DescribeLogDirs usable bytes), and so do kops' checks."""
+    from kops.errors import BadInput
+
+    c = make_context(ctx, output=output)
+    if (leave is None) == (not release):
+        raise BadInput("give --leave SIZE (fill) or --release (give the space back)")
+    sb = _attach_docker(workdir)
+    if release:
+        done = sb.release_disk(broker)
+        text = f"broker {broker}: data disk space given back" if done else f"broker {broker}: nothing to release"
+    else:
+        taken = sb.fill_disk(broker, leave_bytes=_size_bytes(leave, "--leave"))
+        text = f"broker {broker}: took {taken / 2**20:.1f} MiB, {leave} left free"
+    total, free = sb.disk_usage(broker)
+    if c.json:
+        emit_json({"broker": broker, "total_bytes": total, "free_bytes": free, "message": text})
+    else:
+        out_console().print(f"{text} (disk {total / 2**20:.0f} MiB, {free / 2**20:.1f} MiB free)", soft_wrap=True)
 
 
 image_app = typer.Typer(help="The container image of `kops sandbox up --engine docker`, built locally.",

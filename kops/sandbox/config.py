@@ -182,6 +182,7 @@ class SandboxConfig:
     stop_timeout_s: float = 60.0
     security: str = "none"  # none | sasl_plaintext | sasl_ssl (kops.sandbox.security)
     engine: str = "jvm"  # jvm (local processes) | docker (containers: kops.sandbox.containers)
+    data_disk_mb: Mapping[int, int] = field(default_factory=dict)  # broker -> MiB of its own disk (docker)
     extra_brokers: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # id -> {rack, port}
     removed_brokers: Sequence[int] = ()
 
@@ -203,6 +204,11 @@ class SandboxConfig:
         object.__setattr__(self, "extra_properties", {str(k): v for k, v in dict(self.extra_properties).items()})
         object.__setattr__(self, "extra_brokers", _normalise_extra_brokers(self.extra_brokers))
         try:
+            disks = {int(b): int(mb) for b, mb in dict(self.data_disk_mb or {}).items()}
+        except (TypeError, ValueError):
+            raise BadInput(f"data disks {self.data_disk_mb!r}: expected broker id -> MiB") from None
+        object.__setattr__(self, "data_disk_mb", disks)
+        try:
             removed = tuple(sorted({int(b) for b in self.removed_brokers}))
         except (TypeError, ValueError):
             raise BadInput(f"removed brokers {self.removed_brokers!r}: expected broker ids") from None
@@ -214,6 +220,15 @@ class SandboxConfig:
             raise BadInput(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if self.engine not in ENGINES:
             raise BadInput(f"engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
+        if self.data_disk_mb:
+            if self.engine != "docker":
+                raise BadInput("--data-disk needs --engine docker (the containers see the small disk as their data dir)")
+            unknown = sorted(set(self.data_disk_mb) - set(self.broker_ids))
+            if unknown:
+                raise BadInput(f"--data-disk names brokers {unknown} that the sandbox does not have ({self.broker_ids})")
+            small = sorted(b for b, mb in self.data_disk_mb.items() if not 16 <= mb <= 1024 * 1024)
+            if small:
+                raise BadInput(f"--data-disk of brokers {small}: a size from 16 MiB to 1 TiB")
         from kops.sandbox.security import SECURITY_MODES
 
         if self.security not in SECURITY_MODES:
@@ -620,6 +635,7 @@ class SandboxConfig:
         d["racks"] = {str(k): v for k, v in self.base_rack_map.items()}
         d["extra_brokers"] = {str(b): dict(e) for b, e in self.extra_brokers.items()}
         d["removed_brokers"] = list(self.removed_brokers)
+        d["data_disk_mb"] = {str(b): mb for b, mb in self.data_disk_mb.items()}
         d["broker_ports"] = list(self.broker_ports) if self.broker_ports is not None else None
         d["controller_ports"] = list(self.controller_ports) if self.controller_ports is not None else None
         d["jvm_flags"] = list(self.jvm_flags)

@@ -166,6 +166,8 @@ class DockerSandbox(Sandbox):
 
     # -- configuration inside the containers -----------------------------------------------------
     def _write_configs(self) -> None:
+        for b in self.config.data_disk_mb:
+            self._mount_disk(b)  # before anything is written into the data dir (KRaft: meta.properties)
         super()._write_configs()
         cfg = self.config
         if self.mode == "zookeeper":
@@ -224,6 +226,8 @@ class DockerSandbox(Sandbox):
 
         cfg = self.config
         key = _node_key(node, cfg)
+        if isinstance(node, int) and node in cfg.data_disk_mb:
+            self._mount_disk(node)
         for d in (cfg.log_dir(node), cfg.data_dir(node)):
             d.mkdir(parents=True, exist_ok=True)
         old = self._container(node)
@@ -321,15 +325,61 @@ class DockerSandbox(Sandbox):
         """Stop the nodes as the JVM sandbox does (controlled shutdown), then remove the
         containers and the network (data and logs stay in the work dir unless ``purge``)."""
         self._fault_list = []
-        stopped = super().down(purge=purge, timeout_s=timeout_s)
+        stopped = super().down(purge=False, timeout_s=timeout_s)
         for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}={self.prefix}"}):
             c.remove(force=True)
         for net in self.client.networks.list(names=[self.network_name]):
             net.remove()
+        self._unmount_disks()
+        if purge:
+            with self._lock():
+                self._purge_files()
         daemon = getattr(self, "_daemon", None) or self._recorded_daemon()
         if daemon is not None:
             daemon.stop()
         return stopped
+
+    # -- small data disks (kops.sandbox.disks) ------------------------------------------------------
+    def _disk(self, b: int) -> tuple[Path, Path]:
+        """(image file, mount point = the broker's data dir)."""
+        return self.config.node_dir(b) / "disk.img", self.config.data_dir(b)
+
+    def _mount_disk(self, b: int) -> None:
+        from kops.sandbox import disks
+
+        size = self.config.data_disk_mb.get(b)
+        if size:
+            disks.ensure(*self._disk(b), size)
+
+    def _unmount_disks(self) -> None:
+        from kops.sandbox import disks
+
+        for b in self.config.data_disk_mb:
+            disks.unmount(self._disk(b)[1])
+
+    def fill_disk(self, broker: int, *, leave_bytes: int) -> int:
+        """Fill the small data disk of ``broker`` until ``leave_bytes`` are free (its replicas
+        stay); returns the bytes taken. Only brokers started with a data disk."""
+        from kops.sandbox import disks
+
+        self._check_broker(broker)
+        if broker not in self.config.data_disk_mb:
+            raise BadInput(f"broker {broker} has no data disk of its own (`kops sandbox up --engine docker "
+                           f"--data-disk {broker}:256m`); its data dir is on this machine's disk")
+        taken = disks.fill(self._disk(broker)[1], leave_bytes)
+        self.log(f"broker {broker}: data disk filled, {leave_bytes / 2**20:.1f} MiB left free")
+        return taken
+
+    def release_disk(self, broker: int) -> bool:
+        from kops.sandbox import disks
+
+        self._check_broker(broker)
+        return disks.release(self._disk(broker)[1])
+
+    def disk_usage(self, broker: int) -> tuple[int, int]:
+        from kops.sandbox import disks
+
+        return disks.usage(self._disk(broker)[1])
 
     def _recorded_daemon(self) -> engine.PrivateDaemon | None:
         rec = (self._recorded or {}).get("engine_daemon")

@@ -100,8 +100,9 @@ def _docker_sandbox(tmp_path_factory, request, **config):
 
 @pytest.fixture(scope="session")
 def dsandbox(docker_engine, tmp_path_factory, request):
-    """ZooKeeper + 6 brokers (Kafka 3.9) in containers."""
-    yield from _docker_sandbox(tmp_path_factory, request)
+    """ZooKeeper + 6 brokers (Kafka 3.9) in containers; broker 5 has a 256 MiB data disk of its
+    own (test_disk_faults.py fills it)."""
+    yield from _docker_sandbox(tmp_path_factory, request, data_disk_mb={5: 256})
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,98 @@
+"""Small data disks for sandbox brokers, so that a disk can really fill (``--data-disk ID:SIZE``).
+
+A broker's data dir becomes the mount point of its own ext4 file system of ``SIZE`` MiB: a file
+``<node dir>/disk.img`` (made once, ``mkfs.ext4``) loop-mounted on ``<node dir>/data``. The
+containerised sandbox mounts the work dir into the containers recursively, so the broker sees a
+disk of that size, and Kafka's DescribeLogDirs reports its real total and usable bytes.
+:func:`fill` takes the free space down to what is asked (a ``.kops-filler`` file at the root
+of the file system, which Kafka ignores: it loads directories only) and :func:`release` gives
+it back. Needs root (mount) and util-linux/e2fsprogs, as on Debian.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from kops.errors import BadInput, ClusterError
+
+FILLER = ".kops-filler"
+MIN_MB = 16
+
+
+def is_mounted(mount_point: Path) -> bool:
+    target = str(mount_point.absolute())
+    try:
+        with open("/proc/self/mounts") as fh:
+            return any(line.split()[1] == target for line in fh if len(line.split()) > 1)
+    except OSError:
+        return False
+
+
+def _run(cmd: list[str], what: str) -> None:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    if p.returncode != 0:
+        raise ClusterError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}",
+                           details=(p.stdout + p.stderr).strip().splitlines()[-5:])
+
+
+def ensure(image: Path, mount_point: Path, size_mb: int) -> None:
+    """``mount_point`` is an ext4 file system of ``size_mb`` MiB backed by ``image`` (made and
+    mounted when needed; an existing image keeps its data)."""
+    if size_mb < MIN_MB:
+        raise BadInput(f"a data disk needs at least {MIN_MB} MiB, not {size_mb}")
+    if is_mounted(mount_point):
+        return
+    if os.geteuid() != 0:
+        raise ClusterError("small data disks are loop-mounted file systems: that needs root")
+    for tool in ("mkfs.ext4", "mount"):
+        if shutil.which(tool) is None:
+            raise ClusterError(f"{tool} is not installed (e2fsprogs / util-linux): needed for --data-disk")
+    mount_point.mkdir(parents=True, exist_ok=True)
+    if not image.exists():
+        if any(mount_point.iterdir()):
+            raise BadInput(f"{mount_point} already holds data: a data disk can only be given to a new broker "
+                           "(`kops sandbox down --purge` first)")
+        with open(image, "wb") as fh:
+            fh.truncate(size_mb * 1024 * 1024)
+        _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-L", "kops-data", str(image)], "making the data disk")
+    _run(["mount", "-o", "loop", str(image), str(mount_point)], f"mounting the data disk on {mount_point}")
+    lost = mount_point / "lost+found"
+    if lost.is_dir() and not any(lost.iterdir()):
+        lost.rmdir()  # Kafka would take it for a log directory it cannot parse
+
+
+def unmount(mount_point: Path) -> None:
+    if is_mounted(mount_point):
+        _run(["umount", "-l", str(mount_point)], f"unmounting the data disk on {mount_point}")
+
+
+def usage(mount_point: Path) -> tuple[int, int]:
+    """(total bytes, free bytes) of the file system at ``mount_point``."""
+    st = os.statvfs(mount_point)
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+def fill(mount_point: Path, leave_bytes: int) -> int:
+    """Take the free space of the data disk down to about ``leave_bytes``; returns the filler's
+    size. Only for a mounted data disk (never the machine's own file system)."""
+    if not is_mounted(mount_point):
+        raise BadInput(f"{mount_point} is not a sandbox data disk (start the sandbox with --data-disk ID:SIZE)")
+    release(mount_point)
+    _total, free = usage(mount_point)
+    size = max(0, free - leave_bytes)
+    if size:
+        with open(mount_point / FILLER, "wb") as fh:
+            os.posix_fallocate(fh.fileno(), 0, size)
+    return size
+
+
+def release(mount_point: Path) -> bool:
+    """Remove the filler; True if there was one."""
+    f = mount_point / FILLER
+    if f.exists():
+        f.unlink()
+        return True
+    return False

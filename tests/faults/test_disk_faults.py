@@ -1,0 +1,122 @@
+"""f. Disks that cannot take the data (issue 16): broker 5 of the fault sandbox has a data disk of
+its own (256 MiB, `--data-disk 5:256MB`), filled on purpose with `fill_disk` (a file next to
+Kafka's data, as if other data had grown there). Kafka reports the real total and usable bytes
+(DescribeLogDirs, KIP-827); kops must refuse a plan that would not fit before any write, and stop
+submitting when the disk fills mid-move, with `cancel` rolling back cleanly."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from tests.faults.helpers import (
+    assert_clean,
+    create_topic,
+    kops,
+    kops_bg,
+    ongoing,
+    replicas,
+    unique,
+    wait_in_flight,
+    wait_recovered,
+    workload_topics,
+    write_plan,
+)
+from tests.faults.test_reassign_faults import _cleanup
+from tests.faults.workload import Workload
+
+pytestmark = pytest.mark.faults
+
+SMALL = 5  # the broker with a small disk (rack c, with broker 4)
+MB = 2**20
+
+
+def _onto_small(before: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Replace broker 4 (rack c) by broker 5 in every partition: the new replicas land on 5."""
+    return {p: [SMALL if b == 4 else b for b in r] for p, r in before.items()}
+
+
+def _topic_on_4(bs: str, partitions: int, mb: int) -> tuple[str, dict[int, list[int]]]:
+    """A topic whose partitions all have a replica on broker 4 and none on 5."""
+    name = unique("disk")
+    racks = {"a": [0, 1], "b": [2, 3]}
+    assignment = {p: [racks["a"][p % 2], racks["b"][(p // 2) % 2], 4] for p in range(partitions)}
+    return name, create_topic(bs, name, assignment=assignment, min_isr=2, mb_per_partition=mb)
+
+
+def test_plan_that_would_not_fit_the_destination_disk_is_refused_before_any_write(
+        dsandbox, dbootstrap, tmp_path, kops_home, record):
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic, before = _topic_on_4(bs, 3, 6)
+    plan = write_plan(tmp_path / "plan.json", topic, _onto_small(before))
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            sb.fill_disk(SMALL, leave_bytes=20 * MB)  # 18 MiB to copy, 20 MiB free, 5 % (12 MiB) kept
+            t0 = time.monotonic()
+            r = kops("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "1000000",
+                     "--wait", "--yes", "--bootstrap-server", bs, "--output", "json", timeout=120)
+            took = time.monotonic() - t0
+            w.wait_acknowledged(100)
+            res = w.finish()
+        record(scenario="f. a plan that would not fit the destination disk", mode="zookeeper", workload=res,
+               kops_exit=r.returncode, recover_s=0.0, kops_s=round(took, 1),
+               detail=f"broker {SMALL}: 20 MiB free of {sb.disk_usage(SMALL)[0] // MB} MiB, 18 MiB to copy; refused",
+               throttles_left=None)
+        assert r.returncode == 2, r.stdout + r.stderr
+        err = json.loads(r.stdout)["error"]
+        assert f"destination broker {SMALL}" in err["message"] and "nothing was changed" in err["message"], err
+        assert replicas(bs, topic) == before and ongoing(bs) == {}
+        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert res.lost == 0, res.lost_examples
+    finally:
+        sb.release_disk(SMALL)
+        _cleanup(bs, [topic, *work])
+
+
+def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, dbootstrap, tmp_path, kops_home,
+                                                                        record):
+    """One move at a time onto broker 5 (waves); once the first is copying, its disk fills to 24
+    MiB free: the in-flight move still fits, the next wave does not. kops stops submitting (exit
+    1, state halted, says why), the waves after it are never submitted, `cancel` rolls back what
+    is still in flight and removes every throttle."""
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic, before = _topic_on_4(bs, 4, 8)
+    target = _onto_small(before)
+    plan = write_plan(tmp_path / "plan.json", topic, target)
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            run = kops_bg("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "1000000",
+                          "--max-moves-per-broker", "1", "--wait", "--timeout", "240", "--yes", "--poll-interval", "1",
+                          "--bootstrap-server", bs, "--output", "json", out=tmp_path / "execute.json")
+            wait_in_flight(bs, topic)
+            t_fault = time.monotonic()
+            sb.fill_disk(SMALL, leave_bytes=24 * MB)
+            rc, out, err = run.finish(300)
+            doc = json.loads(out)
+            c = kops("reassign", "cancel", "--bootstrap-server", bs, "--output", "json", timeout=120)
+            sb.release_disk(SMALL)
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        after = replicas(bs, topic)
+        moved = sorted(p for p in after if after[p] == target[p])
+        record(scenario="f. destination disk filling mid-move; `cancel`", mode="zookeeper", workload=res,
+               kops_exit=f"execute {rc}, cancel {c.returncode}", recover_s=recover_s, kops_s=round(run.elapsed, 1),
+               detail=f"broker {SMALL} left with 24 MiB free during wave 1; partitions moved before the stop: {moved}",
+               throttles_left=None)
+        assert rc == 1, err[-3000:]
+        assert doc["state"] == "halted", doc
+        assert "would not fit on the disk" in err, err[-3000:]
+        assert c.returncode == 0, c.stdout + c.stderr
+        assert len(moved) < len(target), "the waves after the disk filled were submitted"
+        assert all(after[p] in (before[p], target[p]) for p in after), after  # each partition whole
+        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert res.lost == 0, res.lost_examples
+    finally:
+        sb.release_disk(SMALL)
+        _cleanup(bs, [topic, *work])
