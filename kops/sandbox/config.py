@@ -371,6 +371,9 @@ class SandboxConfig:
             raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
         if self.broker_ids == [broker_id]:
             raise BadInput(f"broker {broker_id} is the sandbox's last broker; `kops sandbox down` stops it all")
+        if broker_id in self.data_disk_mb:
+            raise BadInput(f"broker {broker_id} has a data disk of its own (--data-disk): it stays in the sandbox "
+                           "until `kops sandbox down`, which unmounts the disk")
         extra = {b: e for b, e in self.extra_brokers.items() if b != broker_id}
         removed = tuple(self.removed_brokers)
         if broker_id in self.base_broker_ids and broker_id not in removed:

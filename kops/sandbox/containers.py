@@ -129,6 +129,16 @@ class DockerSandbox(Sandbox):
         except docker.errors.NotFound:
             return None
 
+    def network(self) -> Any:
+        """The sandbox's network as a testcontainers ``Network`` (for ``with_network``), e.g. to
+        run a client in a container next to the brokers (``internal_bootstrap``)."""
+        from testcontainers.core.network import Network
+
+        self._ensure_network()
+        net = Network()
+        net.name = self.network_name  # an existing network: testcontainers only needs its name
+        return net
+
     def _ensure_network(self) -> None:
         import docker
 
@@ -220,7 +230,6 @@ class DockerSandbox(Sandbox):
     # -- processes as containers --------------------------------------------------------------------
     def _spawn(self, node: str | int, classpath: str) -> int:
         from testcontainers.core.container import DockerContainer
-        from testcontainers.core.network import Network
 
         from kops.sandbox import image as img
 
@@ -233,17 +242,14 @@ class DockerSandbox(Sandbox):
         old = self._container(node)
         if old is not None:
             old.remove(force=True)
-        self._ensure_network()
         cmd = cfg.jvm_command(node, java="java", classpath=f"{img.KAFKA_LIBS}/*")
         shell = f"exec {shlex.join(cmd)} >> {shlex.quote(str(cfg.stdout_file(node)))} 2>&1"
         server_log = cfg.log_dir(node) / "server.log"
         log_offset = server_log.stat().st_size if server_log.exists() else 0
-        net = Network()
-        net.name = self.network_name
         c = (
             DockerContainer(self.image())
             .with_name(self.container_name(node))
-            .with_network(net)
+            .with_network(self.network())
             .with_network_aliases(self.hostname(key))
             .with_command(["sh", "-c", shell])
             .with_volume_mapping(str(self.workdir), str(self.workdir), "rw")

@@ -108,10 +108,10 @@ def assert_clean(sb, bootstrap: str, topics: list[str]) -> int:
     return 0
 
 
-def data_topic(bootstrap: str, sb, tmp_path: Path, *, partitions: int = 3, mb: int = 6):
+def data_topic(bootstrap: str, sb, tmp_path: Path, *, partitions: int = 3, mb: int = 6, plan_name: str = "plan.json"):
     """A topic with real data and a plan that moves one replica of each partition to the other
     broker of its rack: (topic, before, target, plan file)."""
     topic = unique("moved")
     before = create_topic(bootstrap, topic, partitions=partitions, rf=3, min_isr=2, mb_per_partition=mb)
     target = same_rack_swap(sb, before)
-    return topic, before, target, write_plan(tmp_path / "plan.json", topic, target)
+    return topic, before, target, write_plan(tmp_path / plan_name, topic, target)

@@ -112,3 +112,17 @@ def test_reliability_table_is_written_from_results_and_flags_problems():
     assert "| a. controller killed | zookeeper | 4850 | 0 | 0 | 19.6 | 25.1 | 0 | passed | controller 0 killed |" in md
     assert rel.problems(doc) == ["b. broker killed: failed", "b. broker killed: 2 acknowledged messages lost",
                                  "b. broker killed: 1 throttles left"]
+
+
+def test_data_disks_are_checked_and_kept_with_their_broker(tmp_path):
+    cfg = SandboxConfig(engine="docker", workdir=tmp_path, data_disk_mb={"5": 256}).validate()
+    assert cfg.data_disk_mb == {5: 256}
+    assert SandboxConfig.from_dict(cfg.to_dict()).data_disk_mb == {5: 256}
+    with pytest.raises(BadInput, match="needs --engine docker"):
+        SandboxConfig(workdir=tmp_path, data_disk_mb={5: 256}).validate()
+    with pytest.raises(BadInput, match=r"brokers \[9\]"):
+        SandboxConfig(engine="docker", workdir=tmp_path, data_disk_mb={9: 256}).validate()
+    with pytest.raises(BadInput, match="from 16 MiB"):
+        SandboxConfig(engine="docker", workdir=tmp_path, data_disk_mb={5: 8}).validate()
+    with pytest.raises(BadInput, match="data disk of its own"):
+        cfg.with_broker_removed(5)
