@@ -277,8 +277,9 @@ class Connection:
         these requests is safe: the same targets again change nothing."""
         from kafka import errors as ke
 
+        # (a request that timed out went to a live controller: the caller decides what to do)
         stale = (ke.UnknownBrokerIdError, ke.KafkaConnectionError, ke.NodeNotReadyError, ke.NotControllerError,
-                 ke.RequestTimedOutError, ke.KafkaTimeoutError, ke.BrokerNotAvailableError)
+                 ke.BrokerNotAvailableError)
         admin = self.kp_admin()
         try:
             return call(admin)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kops.errors import ClusterError
+from kops.sandbox.procs import alive
 
 
 def configure_testcontainers() -> None:
@@ -130,7 +131,7 @@ class PrivateDaemon:
             self.pid = _read_pid(pidfile)
             return self
         stale = _read_pid(pidfile)
-        if stale and _alive(stale):
+        if stale and alive(stale):
             _stop_pid(stale, 20.0)  # an earlier daemon of ours that no longer answers
         for leftover in (self.sock, pidfile):
             leftover.unlink(missing_ok=True)
@@ -151,7 +152,7 @@ class PrivateDaemon:
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        if self.pid and _alive(self.pid):
+        if self.pid and alive(self.pid):
             _stop_pid(self.pid, timeout_s)
         self.pid = None
 
@@ -166,29 +167,15 @@ def _read_pid(f: Path) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _stop_pid(pid: int, timeout_s: float) -> None:
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pid):
+    if alive(pid):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -68,6 +68,11 @@ def _state(pid: int) -> str | None:
     return rest[0] if rest else None
 
 
+def alive(pid: int) -> bool:
+    """The process runs (exists and is not a zombie)."""
+    return _state(pid) not in (None, "Z", "X")
+
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace")

@@ -15,19 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie owner counts as gone
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rfind(")") + 2] != "Z"
-    except OSError:
-        return False
+from kops.sandbox.procs import alive
 
 
 def spawn_watchdog(workdir: str | Path, owner_pid: int | None = None) -> int:
@@ -62,7 +50,7 @@ def stop_watchdog(pid: int) -> None:
 def main(argv: list[str]) -> int:
     owner, workdir = int(argv[0]), argv[1]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    while _alive(owner):
+    while alive(owner):
         time.sleep(1.0)
     from kops.sandbox.cluster import Sandbox
 

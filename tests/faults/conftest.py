@@ -42,6 +42,16 @@ def _fresh_results():
         f.unlink()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """The scenarios on the KRaft cluster in containers run in one block at the end of the
+    session, so that cluster lives only while they run."""
+    kraft = [i for i in items if "dsandbox_kraft" in getattr(i, "fixturenames", ())]
+    if kraft:
+        ids = {id(i) for i in kraft}
+        items[:] = [i for i in items if id(i) not in ids] + kraft
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.cluster.kafka_helpers import lock_topic_exists
 from tests.cluster.test_faults import _killed_at
 from tests.faults.helpers import (
     assert_clean,
@@ -116,7 +117,6 @@ def test_kops_killed_at_each_failpoint_then_recovers(dsandbox, dbootstrap, tmp_p
     """kops SIGKILLs itself at ``failpoint`` (KOPS_FAILPOINT): `resume` finishes what was started
     and removes every throttle; a lock left before anything started does not block the next
     execution."""
-    from tests.cluster.kafka_helpers import lock_topic_exists
     from tests.cluster.test_faults import _execute
 
     sb, bs = dsandbox, dbootstrap
@@ -148,7 +148,7 @@ def test_kops_killed_at_each_failpoint_then_recovers(dsandbox, dbootstrap, tmp_p
         assert res.lost == 0, res.lost_examples
     finally:
         _cleanup(bs, [topic, *work])
-        from tests.cluster.kafka_helpers import delete_topic, lock_topic_exists
+        from tests.cluster.kafka_helpers import delete_topic
 
-        if lock_topic_exists(bs):
+        if lock_topic_exists(bs):  # a failed run leaves no lock behind for the next tests
             delete_topic(bs, "__kops_lock")

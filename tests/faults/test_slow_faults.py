@@ -1,0 +1,79 @@
+"""e. A slow, lossy rack during rack maintenance: every packet rack a's brokers send is delayed by
+300 ms and 5 % of them are dropped (`kops sandbox slow`), while `kops playbook run drain-rack`
+empties rack c under the workload. Such a link carries ~13 KB/s per TCP connection (600 ms round
+trips, 5 % loss), so the workload here is a moderate 25 messages/s, which followers on rack a
+can keep up with; under heavier traffic they cannot join the ISR until the link heals, and then
+the documented outcome is the execute step stopping at the playbook's bound (`timeout`, exit 1,
+resumable) and `--resume` once the link is healthy.
+Asserted: the playbook finishes (exit 0; or exit 1 at its bound, then `--resume` after the heal
+gives 0), rack c empty, every partition fully replicated, no acknowledged message lost, nothing
+of kops' left behind; then `add-brokers` for rack c's brokers gives them their share back."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from tests.faults.helpers import assert_clean, fully_replicated, kops, wait_recovered, workload_topics
+from tests.faults.test_playbook_faults import (
+    THROTTLE,
+    _assert_base_shape,
+    _cleanup,
+    _data_topic,
+    _leaders,
+    _playbook,
+    _replica_counts,
+)
+from tests.faults.workload import Workload
+
+pytestmark = pytest.mark.faults
+
+
+def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    sb, bs = dsandbox, dbootstrap
+    drained, slow = "c", "a"
+    work = workload_topics(bs)
+    data = _data_topic(bs)
+    try:
+        with Workload(bs, work, rate_per_s=25) as w:
+            w.wait_acknowledged(50)
+            t0 = time.monotonic()
+            sb.slow(rack=slow, delay_ms=300, loss_pct=5)
+            try:
+                rc, rep, err, kops_s = _playbook("drain-rack", bs, f"rack={drained}", f"throttle={THROTTLE}",
+                                                 "timeout=7m")
+            finally:
+                sb.heal()
+            codes = f"drain-rack {rc}"
+            if rc == 1 and "--resume" in err:  # the execute step stopped at its bound (documented):
+                run_id = re.search(r"--resume (\S+)", err).group(1)  # resumed once the link is healthy
+                t1 = time.monotonic()
+                r = kops("playbook", "run", "drain-rack", "--resume", run_id, "--yes", "--bootstrap-server", bs,
+                         "--output", "json", timeout=660)
+                rc, err, rep = r.returncode, r.stderr, json.loads(r.stdout) if r.stdout.strip() else {}
+                codes += f", --resume {rc}"
+                kops_s += round(time.monotonic() - t1, 1)
+            recover_s = wait_recovered(bs, t0)
+            w.wait_acknowledged(25)
+            res = w.finish()
+        gone = sb.brokers_in_rack(drained)
+        counts, leaders = _replica_counts(bs), _leaders(bs)
+        record(scenario="e. 300 ms delay + 5 % loss on rack a during `playbook run drain-rack` (rack c)",
+               mode="zookeeper", workload=res, kops_exit=codes, recover_s=recover_s, kops_s=kops_s,
+               detail=f"rack {drained} (brokers {gone}) emptied while rack {slow} was slow", throttles_left=None)
+        assert rc == 0, err[-3000:]
+        assert rep["status"] == "done", rep
+        assert all(counts[b] == 0 and leaders[b] == 0 for b in gone), (counts, leaders)
+        assert fully_replicated(bs)
+        record(throttles_left=assert_clean(sb, bs, [data, *work]))
+        assert res.lost == 0, res.lost_examples
+        # rack c's brokers get their share back
+        rc, _rep, err, _ = _playbook("add-brokers", bs, f"brokers={','.join(map(str, gone))}", f"throttle={THROTTLE}")
+        assert rc == 0, err[-3000:]
+        assert all(_replica_counts(bs)[b] > 0 for b in gone)
+    finally:
+        sb.heal()
+        _cleanup(bs, [data, *work])
+    _assert_base_shape(sb)
