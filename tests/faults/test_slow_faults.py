@@ -21,7 +21,6 @@ from tests.faults.test_playbook_faults import (
     THROTTLE,
     _assert_base_shape,
     _cleanup,
-    _data_topic,
     _leaders,
     _playbook,
     _replica_counts,
@@ -34,8 +33,8 @@ pytestmark = pytest.mark.faults
 def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_path, kops_home, record):
     sb, bs = dsandbox, dbootstrap
     drained, slow = "c", "a"
+    # no bulk data topic here: what a leader on rack a sends crawls at ~13 KB/s per connection
     work = workload_topics(bs)
-    data = _data_topic(bs)
     try:
         with Workload(bs, work, rate_per_s=25) as w:
             w.wait_acknowledged(50)
@@ -67,7 +66,7 @@ def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_p
         assert rep["status"] == "done", rep
         assert all(counts[b] == 0 and leaders[b] == 0 for b in gone), (counts, leaders)
         assert fully_replicated(bs)
-        record(throttles_left=assert_clean(sb, bs, [data, *work]))
+        record(throttles_left=assert_clean(sb, bs, work))
         assert res.lost == 0, res.lost_examples
         # rack c's brokers get their share back
         rc, _rep, err, _ = _playbook("add-brokers", bs, f"brokers={','.join(map(str, gone))}", f"throttle={THROTTLE}")
@@ -75,5 +74,5 @@ def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_p
         assert all(_replica_counts(bs)[b] > 0 for b in gone)
     finally:
         sb.heal()
-        _cleanup(bs, [data, *work])
+        _cleanup(bs, work)
     _assert_base_shape(sb)
