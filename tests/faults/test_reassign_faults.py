@@ -226,7 +226,8 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
             restart.join(60)
             first = r.returncode
             codes = f"rebalance {first}"
-            if first != 0:  # the cron job's next run
+            if first != 0:  # the cron job's next run, once the cluster has recovered from the restart
+                wait_recovered(bs, t_fault)  # (brokers whose ZooKeeper sessions expired rejoin the ISRs)
                 r = kops("leader", "rebalance", "--bootstrap-server", bs, "--zookeeper", sb.zookeeper_connect,
                          "--imbalance-threshold", "0", "--output", "json", timeout=120)
                 codes += f", next run {r.returncode}"
