@@ -49,13 +49,21 @@ def render(doc: dict, source: str) -> str:
     out.append(f"Run: {rows[0]['started'] if rows else '-'} ({len(rows)} scenarios, from `{source}`).\n")
     out.append("| scenario | mode | acknowledged | lost | kops exit | recover (s) | kops (s) | throttles left | outcome | what happened |")
     out.append("|---|---|---:|---:|---|---:|---:|---:|---|---|")
+    def cell(r: dict, key: str) -> str:
+        v = r.get(key)
+        return "-" if v is None else str(v)
+
     for r in rows:
-        tl = r.get("throttles_left")
         out.append(
-            f"| {r.get('scenario', r['test'])} | {r.get('mode', '-')} | {r.get('acknowledged', '-')} | "
-            f"{r.get('lost', '-')} | {r.get('kops_exit', '-')} | {r.get('recover_s', '-')} | {r.get('kops_s', '-')} | "
-            f"{'-' if tl is None else tl} | {r.get('outcome', '-')} | {r.get('detail', '')} |"
+            f"| {r.get('scenario', r['test'])} | {cell(r, 'mode')} | {cell(r, 'acknowledged')} | {cell(r, 'lost')} | "
+            f"{cell(r, 'kops_exit')} | {cell(r, 'recover_s')} | {cell(r, 'kops_s')} | {cell(r, 'throttles_left')} | "
+            f"{cell(r, 'outcome')} | {r.get('detail', '')} |"
         )
+    acked = sum(r.get("acknowledged") or 0 for r in rows)
+    lost = sum(r.get("lost") or 0 for r in rows)
+    passed = sum(r.get("outcome") == "passed" for r in rows)
+    out.append("")
+    out.append(f"In all: {acked} messages acknowledged, {lost} lost; {passed} of {len(rows)} scenarios passed.")
     out.append("")
     return "\n".join(out)
 
