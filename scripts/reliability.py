@@ -4,7 +4,8 @@
     ./scripts/test.sh tests/faults            # runs the scenarios, writes build/fault-results.json
     .venv/bin/python scripts/reliability.py   # -> docs/reliability.md
 
-``--results FILE`` reads another results file (``$KOPS_FAULT_RESULTS`` of the run);
+``--results FILE [FILE ...]`` reads other results files (``$KOPS_FAULT_RESULTS`` of a run); with
+several, a later file's row replaces an earlier one's for the same test (a re-run of some scenarios);
 ``--output FILE`` writes elsewhere; ``--check`` exits 1 when a scenario lost an acknowledged
 message, left a throttle, or did not pass.
 """
@@ -83,21 +84,26 @@ def problems(doc: dict) -> list[str]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", default=str(ROOT / "build" / "fault-results.json"))
+    ap.add_argument("--results", nargs="+", default=[str(ROOT / "build" / "fault-results.json")])
     ap.add_argument("--output", default=str(ROOT / "docs" / "reliability.md"))
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args(argv)
-    src = Path(a.results)
-    try:
-        doc = json.loads(src.read_text())
-    except (OSError, ValueError) as e:
-        print(f"error: cannot read the fault suite's results {src}: {e}", file=sys.stderr)
-        return 2
-    try:
-        shown = src.resolve().relative_to(ROOT)
-    except ValueError:
-        shown = src
-    Path(a.output).write_text(render(doc, str(shown)))
+    rows: dict[str, dict] = {}
+    shown = []
+    for name in a.results:
+        src = Path(name)
+        try:
+            for r in json.loads(src.read_text())["results"]:
+                rows[r["test"]] = r
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: cannot read the fault suite's results {src}: {e}", file=sys.stderr)
+            return 2
+        try:
+            shown.append(str(src.resolve().relative_to(ROOT)))
+        except ValueError:
+            shown.append(str(src))
+    doc = {"results": list(rows.values())}
+    Path(a.output).write_text(render(doc, "`, `".join(shown)))
     print(f"wrote {a.output} ({len(doc.get('results', []))} scenarios) at {time.strftime('%H:%M:%S')}")
     bad = problems(doc)
     for b in bad:
