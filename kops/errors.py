@@ -38,5 +38,10 @@ class ClusterError(KopsError):
     exit_code = EXIT_FAILURE
 
 
+class ClusterTimeout(ClusterError):
+    """A request got no answer in time (a broker slow, restarting or cut off) after the
+    cluster had been reached. Reads may be sent again; writes must check what landed first."""
+
+
 class AuthorizationError(ClusterError):
     """The cluster refused an operation for lack of authorization."""

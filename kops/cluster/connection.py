@@ -27,7 +27,7 @@ from typing import Any
 
 from kops.cluster.config import ClientConfig, ZookeeperAuth
 from kops.cluster.redact import redact
-from kops.errors import AuthorizationError, BadInput, ClusterError
+from kops.errors import AuthorizationError, BadInput, ClusterError, ClusterTimeout
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,14 @@ _AUTHN_MARKERS = ("_AUTHENTICATION", "SASLAUTHENTICATION", "AUTHENTICATION FAILE
 
 def _exc_text(exc: BaseException) -> str:
     return f"{type(exc).__name__} {_kafka_error_text(exc)}".upper()
+
+
+def _is_timeout(exc: BaseException, text: str) -> bool:
+    """A request that got no answer in time (librdkafka _TIMED_OUT / _TRANSPORT, Kafka's
+    REQUEST_TIMED_OUT, kafka-python's KafkaTimeoutError / RequestTimedOutError)."""
+    upper = text.upper()
+    return ("TIMED_OUT" in upper or "TIMEDOUT" in upper or "TRANSPORT" in upper
+            or type(exc).__name__ in ("KafkaTimeoutError", "RequestTimedOutError"))
 
 
 def is_authorization_error(exc: BaseException) -> bool:
@@ -95,6 +103,9 @@ class Connection:
     _zk: Any = field(default=None, repr=False)
     #: "zookeeper" / "kraft" once known (read_topology records it; cluster_mode() asks)
     _mode: str | None = field(default=None, repr=False)
+    #: True once the cluster has answered a request: a later timeout is then a slow or
+    #: cut-off broker (ClusterTimeout, a read may be sent again), not an unreachable cluster
+    _answered: bool = field(default=False, repr=False)
 
     @classmethod
     def from_options(
@@ -168,6 +179,8 @@ class Connection:
             return self.authorization_error(what, text)
         if is_authentication_error(exc):
             return self.authentication_error(text)
+        if self._answered and _is_timeout(exc, text):
+            return ClusterTimeout(f"{what}: {text}")
         return ClusterError(f"{what}: {text}")
 
     def _on_client_error(self, err) -> None:
@@ -196,6 +209,11 @@ class Connection:
             self._admin = AdminClient(conf)
         return self._admin
 
+    def renew_admin(self) -> None:
+        """Drop the confluent-kafka client: the next :meth:`admin` makes a new one, with fresh
+        connections and metadata (after a request it never answered)."""
+        self._admin = None
+
     def wait(self, future, what: str, timeout: float | None = None):
         """``future.result()`` with the connection's bound and kops' error mapping."""
         from concurrent.futures import TimeoutError as FutTimeout
@@ -214,13 +232,16 @@ class Connection:
                 if left <= 0:
                     raise FutTimeout()
                 try:
-                    return future.result(timeout=min(0.25, left))
+                    value = future.result(timeout=min(0.25, left))
                 except FutTimeout:
                     continue
+                self._answered = True
+                return value
         except FutTimeout:
             if self._auth_error:
                 raise self.authentication_error(self._auth_error) from None
-            raise ClusterError(
+            kind = ClusterTimeout if self._answered else ClusterError
+            raise kind(
                 f"{what}: no answer from the cluster at {self.bootstrap_server} within {t:.0f} s"
             ) from None
         except ClusterError:
@@ -231,8 +252,9 @@ class Connection:
                 raise self.authorization_error(what, text) from None
             if is_authentication_error(e) or self._auth_error:
                 raise self.authentication_error(self._auth_error or text) from None
-            if "TIMED_OUT" in text.upper() or "TRANSPORT" in text.upper():
-                raise ClusterError(
+            if _is_timeout(e, text):
+                kind = ClusterTimeout if self._answered else ClusterError
+                raise kind(
                     f"{what}: cannot reach the cluster at {self.bootstrap_server} within {t:.0f} s "
                     f"({text})"
                 ) from None
@@ -246,6 +268,7 @@ class Connection:
                 if err is not None:
                     raise err  # the warm-up's attempt failed: report it (the next call retries)
                 self._kp_admin = self._new_kp_admin()
+            self._answered = True  # its bootstrap got the cluster's metadata
             return self._kp_admin
 
     def _new_kp_admin(self):

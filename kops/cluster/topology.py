@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kops.cluster.connection import AuthenticationError, Connection
-from kops.errors import AuthorizationError, ClusterError
+from kops.errors import AuthorizationError, ClusterError, ClusterTimeout
 from kops.model import Broker, LogDir, Partition, Topic, Topology
 
 #: topic configs that matter to operations; always read (effective value), even when default
@@ -47,8 +47,27 @@ class ReadOptions:
     topics: tuple[str, ...] | None = None  # None = all topics
 
 
+#: a read that timed out after the cluster had answered is sent again, this many times in all
+READ_ATTEMPTS = 3
+
+
 def read_topology(conn: Connection, opts: ReadOptions = ReadOptions()) -> Topology:
-    """Read the cluster. Raises :class:`ClusterError` (exit 1) when it cannot be reached."""
+    """Read the cluster. Raises :class:`ClusterError` (exit 1) when it cannot be reached.
+
+    Reading changes nothing, so a read that times out once the cluster has answered (a broker
+    on a slow or lossy link, one restarting, a controller moving: :class:`ClusterTimeout`) is
+    sent again, up to :data:`READ_ATTEMPTS` times in all; a cluster that never answers fails
+    after one timeout, so "unreachable" stays quick."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+    for attempt in Retrying(retry=retry_if_exception_type(ClusterTimeout), stop=stop_after_attempt(READ_ATTEMPTS),
+                            wait=wait_fixed(0.5), reraise=True):
+        with attempt:
+            return _read_topology(conn, opts)
+    raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
+
+
+def _read_topology(conn: Connection, opts: ReadOptions) -> Topology:
     admin_topo = _read_admin(conn, opts)
     if not opts.with_zookeeper:
         return admin_topo
@@ -82,7 +101,7 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         # the same failure ends DescribeCluster: its wait names it (cannot reach the cluster,
         # login failed, not authorized)
         conn.wait(cluster_future, "describe cluster")
-        raise ClusterError(f"read metadata: {e}") from None
+        raise conn.map_error(e, "read metadata") from None
     cluster = conn.wait(cluster_future, "describe cluster")
 
     brokers = {
@@ -245,7 +264,7 @@ def list_reassignments(conn: Connection) -> dict[tuple[str, int], dict[str, list
     except ClusterError:
         raise
     except Exception as e:
-        raise ClusterError(f"list partition reassignments: {e}") from None
+        raise conn.map_error(e, "list partition reassignments") from None
     return {(tp.topic, tp.partition): v for tp, v in raw.items()}
 
 

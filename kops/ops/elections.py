@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kops.cluster.connection import Connection
-from kops.errors import ClusterError
+from kops.errors import ClusterError, ClusterTimeout
 from kops.model import TopicPartition
 
 ELECTED, NOT_NEEDED, FAILED = "elected", "not_needed", "failed"
@@ -107,6 +107,40 @@ def _is_not_needed(err: Any) -> bool:
     return getattr(kerr, "code", lambda: None)() == KafkaError.ELECTION_NOT_NEEDED
 
 
+#: librdkafka answers an ElectLeaders request within its request timeout (socket.timeout.ms,
+#: 60 s: confluent-kafka 2.16 cannot pass another, see below), timed out or not; a future still
+#: open well past that belongs to a client that lost the request
+ELECTION_WAIT_S = 75.0
+#: a batch that got no answer is sent again this many times in all, by a new client
+ELECTION_ATTEMPTS = 2
+
+
+def _elect_batch(conn: Connection, etype: Any, batch: list, what: str) -> dict:
+    """One ElectLeaders request, answered. Electing again is safe — a partition already led by
+    the replica asked for answers ELECTION_NOT_NEEDED — so a request that got no answer (the
+    controller busy or moving, or librdkafka losing it after a broker restart) is sent once
+    more by a new client with fresh metadata."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+    def send() -> dict:
+        # no request_timeout/operation_timeout kwargs: confluent-kafka 2.16 rejects them for
+        # elect_leaders (SystemError/TypeError); conn.wait bounds the wait instead
+        fut = conn.admin().elect_leaders(etype, batch)
+        try:
+            # the controller elects a batch of 1000 in seconds, but a busy one can take much longer:
+            # the connection timeout bounds reaching the cluster, not the controller's work
+            return conn.wait(fut, what, timeout=max(conn.timeout_s, ELECTION_WAIT_S))
+        except ClusterTimeout:
+            conn.renew_admin()
+            raise
+
+    for attempt in Retrying(retry=retry_if_exception_type(ClusterTimeout), stop=stop_after_attempt(ELECTION_ATTEMPTS),
+                            wait=wait_fixed(1.0), reraise=True):
+        with attempt:
+            return send()
+    raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
+
+
 def run_elections(
     conn: Connection,
     election_type: str,
@@ -128,7 +162,6 @@ def run_elections(
     etype = ElectionType.PREFERRED if election_type == "preferred" else ElectionType.UNCLEAN
     result = ElectionResult(election_type)
     t0 = time.monotonic()
-    admin = conn.admin()
     todo = list(partitions)
     size = max(1, int(batch_size))
     nbatches = (len(todo) + size - 1) // size
@@ -136,14 +169,9 @@ def run_elections(
         if i and batch_wait_s > 0:
             time.sleep(batch_wait_s)
         batch = todo[i * size:(i + 1) * size]
-        # no request_timeout/operation_timeout kwargs: confluent-kafka 2.16 rejects them for
-        # elect_leaders (TypeError); conn.wait bounds the wait instead
-        fut = admin.elect_leaders(etype, [CTP(t, p) for t, p in batch])
+        what = f"{election_type} leader election (batch {i + 1}/{nbatches})"
         try:
-            # the controller elects a batch of 1000 in seconds, but a busy one can take much longer:
-            # the connection timeout bounds reaching the cluster, not the controller's work
-            answers = conn.wait(fut, f"{election_type} leader election (batch {i + 1}/{nbatches})",
-                                timeout=max(conn.timeout_s, 120.0))
+            answers = _elect_batch(conn, etype, [CTP(t, p) for t, p in batch], what)
         except ClusterError as e:
             result.duration_s = time.monotonic() - t0
             done = result.counts()

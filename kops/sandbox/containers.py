@@ -331,12 +331,16 @@ class DockerSandbox(Sandbox):
         """Stop the nodes as the JVM sandbox does (controlled shutdown), then remove the
         containers and the network (data and logs stay in the work dir unless ``purge``)."""
         self._fault_list = []
-        stopped = super().down(purge=False, timeout_s=timeout_s)
-        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}={self.prefix}"}):
-            c.remove(force=True)
-        for net in self.client.networks.list(names=[self.network_name]):
-            net.remove()
-        self._unmount_disks()
+        try:
+            stopped = super().down(purge=False, timeout_s=timeout_s)
+        finally:  # whatever failed above, nothing of the sandbox stays: containers, network, mounts
+            try:
+                for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}={self.prefix}"}):
+                    c.remove(force=True)
+                for net in self.client.networks.list(names=[self.network_name]):
+                    net.remove()
+            finally:
+                self._unmount_disks()
         if purge:
             with self._lock():
                 self._purge_files()

@@ -1,0 +1,118 @@
+"""A read that times out after the cluster has answered is sent again; an unreachable cluster
+fails after one timeout (DESIGN: bounded, never a hang)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pytest
+
+from kops.cluster import topology
+from kops.cluster.config import ClientConfig
+from kops.cluster.connection import Connection
+from kops.errors import ClusterError, ClusterTimeout
+
+
+def _conn() -> Connection:
+    return Connection("127.0.0.1:1", ClientConfig(), None, 0.1)
+
+
+def _done(value) -> Future:
+    f: Future = Future()
+    f.set_result(value)
+    return f
+
+
+def test_timeout_before_any_answer_is_unreachable_then_a_slow_broker():
+    c = _conn()
+    with pytest.raises(ClusterError) as e:
+        c.wait(Future(), "describe cluster")
+    assert type(e.value) is ClusterError and "no answer from the cluster" in e.value.message
+    assert c.wait(_done("ok"), "describe cluster") == "ok"
+    with pytest.raises(ClusterTimeout, match="describe configs of topic t: no answer"):
+        c.wait(Future(), "describe configs of topic t")
+
+
+def test_librdkafka_timed_out_after_an_answer_is_a_timeout():
+    from confluent_kafka import KafkaError, KafkaException
+
+    c = _conn()
+    timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed while waiting for response from broker"))
+    f: Future = Future()
+    f.set_exception(timed_out)
+    with pytest.raises(ClusterError) as e:
+        c.wait(f, "describe configs of topic t")
+    assert type(e.value) is ClusterError and "cannot reach the cluster" in e.value.message
+    c.wait(_done(1), "describe cluster")
+    with pytest.raises(ClusterTimeout, match="cannot reach the cluster"):
+        c.wait(f, "describe configs of topic t")
+    assert type(c.map_error(timed_out, "read metadata")) is ClusterTimeout
+    other = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, "x"))
+    assert type(c.map_error(other, "describe topic t")) is ClusterError
+
+
+def _flaky(monkeypatch, outcomes):
+    calls = []
+
+    def fake(conn, opts):
+        calls.append(1)
+        out = outcomes[min(len(calls), len(outcomes)) - 1]
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    monkeypatch.setattr(topology, "_read_topology", fake)
+    return calls
+
+
+def test_read_topology_sends_a_timed_out_read_again(monkeypatch):
+    calls = _flaky(monkeypatch, [ClusterTimeout("x: no answer"), ClusterTimeout("x: no answer"), "topology"])
+    assert topology.read_topology(_conn()) == "topology"
+    assert len(calls) == topology.READ_ATTEMPTS == 3
+
+
+def test_read_topology_gives_up_after_its_attempts(monkeypatch):
+    calls = _flaky(monkeypatch, [ClusterTimeout("describe configs of topic t: no answer")])
+    with pytest.raises(ClusterTimeout, match="describe configs of topic t"):
+        topology.read_topology(_conn())
+    assert len(calls) == topology.READ_ATTEMPTS
+
+
+def test_read_topology_does_not_repeat_other_errors(monkeypatch):
+    calls = _flaky(monkeypatch, [ClusterError("describe cluster: no answer from the cluster")])
+    with pytest.raises(ClusterError):
+        topology.read_topology(_conn())
+    assert len(calls) == 1
+
+
+def test_an_unanswered_election_is_sent_again_by_a_new_client(monkeypatch):
+    """ElectLeaders is safe to repeat: a batch whose request got no answer is sent once more by
+    a new confluent-kafka client; a second silence fails the run, naming the batch."""
+    from kops.ops import elections
+
+    monkeypatch.setattr(elections, "ELECTION_WAIT_S", 0.2)
+    c = _conn()
+    c.wait(_done(1), "describe cluster")  # the cluster had answered
+    clients = []
+
+    class Admin:
+        def __init__(self, answer):
+            self.answer = answer
+            clients.append(self)
+
+        def poll(self, _timeout):
+            return 0
+
+        def elect_leaders(self, etype, batch):
+            return _done({tp: None for tp in batch}) if self.answer else Future()
+
+    answers = iter([False, True])
+    monkeypatch.setattr(c, "admin", lambda: c._admin or setattr(c, "_admin", Admin(next(answers))) or c._admin)
+    res = elections.run_elections(c, "preferred", [("t", 0), ("t", 1)])
+    assert [o.status for o in res.outcomes] == [elections.ELECTED] * 2 and len(clients) == 2
+
+    answers = iter([False, False])
+    c._admin = None
+    with pytest.raises(ClusterTimeout, match=r"preferred leader election \(batch 1/1\): no answer") as e:
+        elections.run_elections(c, "preferred", [("t", 0)])
+    assert "batches done before the failure: 0/1" in e.value.details[-1]
