@@ -323,7 +323,8 @@ class Sandbox:
         if cfg.secured:
             from kops.sandbox import security
 
-            secrets = security.write_security_files(cfg.security, cfg.security_files, cfg.host)
+            secrets = security.write_security_files(cfg.security, cfg.security_files, cfg.host,
+                                                    names=self.certificate_names())
         for b in self.broker_ids:
             text = render_properties(cfg.broker_properties(b, secrets), f"kops sandbox: broker {b} (generated)")
             if secrets is not None:  # holds the inter-broker SCRAM password: 0600
@@ -334,6 +335,11 @@ class Sandbox:
                 cfg.properties_file(b).write_text(text)
 
     # -- security (kops.sandbox.security) ------------------------------------------------------
+    def certificate_names(self) -> tuple[str, ...]:
+        """Host names the brokers' certificate carries besides the sandbox's host and localhost
+        (the containerised sandbox adds its nodes' names)."""
+        return ()
+
     @property
     def security(self) -> str:
         """none | sasl_plaintext | sasl_ssl."""

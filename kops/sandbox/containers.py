@@ -76,8 +76,6 @@ class DockerSandbox(Sandbox):
 
     def __init__(self, config: SandboxConfig | None = None, **kw: Any):
         super().__init__(config, **kw)
-        if self.config.secured:
-            raise BadInput("--security is not available with --engine docker yet; use the JVM sandbox for it")
         self._client: Any = None
         self._image: str | None = None
 
@@ -189,17 +187,37 @@ class DockerSandbox(Sandbox):
                 "controller.quorum.voters": self._voters(),
             }
             cfg.properties_file(c).write_text(render_properties(props, f"kops sandbox (docker): KRaft controller {c}"))
+        secrets = None
+        if cfg.secured:
+            from kops.sandbox import security
+
+            secrets = security.load_secrets(cfg.security_files)
         for b in self.broker_ids:
-            props = cfg.broker_properties(b) | self.broker_overrides(b)
-            cfg.properties_file(b).write_text(render_properties(props, f"kops sandbox (docker): broker {b}"))
+            props = cfg.broker_properties(b, secrets) | self.broker_overrides(b, secrets)
+            if cfg.secured:  # the listener named by inter.broker.listener.name says it (Kafka refuses both)
+                props.pop("security.inter.broker.protocol", None)
+            text = render_properties(props, f"kops sandbox (docker): broker {b}")
+            if secrets is not None:  # holds the inter-broker SCRAM password: 0600
+                from kops.sandbox.security import write_private
+
+                write_private(cfg.properties_file(b), text)
+            else:
+                cfg.properties_file(b).write_text(text)
+
+    def certificate_names(self) -> tuple[str, ...]:
+        """The brokers' container host names: other brokers reach them by these (INTERNAL)."""
+        return tuple(self.hostname(f"broker-{b}") for b in self.broker_ids)
 
     def _voters(self) -> str:
         return ",".join(f"{c}@{self.hostname(f'controller-{c}')}:{self.config.controller_port(c)}"
                         for c in self.controller_ids)
 
-    def broker_overrides(self, b: int) -> dict[str, str]:
+    def broker_overrides(self, b: int, secrets: Any = None) -> dict[str, str]:
         """Listeners of a broker in a container: INTERNAL (by name, between nodes) and EXTERNAL
-        (published on 127.0.0.1 with the same port, for clients on this machine)."""
+        (published on 127.0.0.1 with the same port, for clients on this machine). Secured, both
+        speak the sandbox's protocol (SASL_PLAINTEXT / SASL_SSL, SCRAM-SHA-512): the brokers log
+        in to each other as the super user on INTERNAL, and check each other's certificate
+        against their container names."""
         cfg = self.config
         port = cfg.broker_port(b)
         host = self.hostname(f"broker-{b}")
@@ -214,6 +232,15 @@ class DockerSandbox(Sandbox):
         else:
             out["listener.security.protocol.map"] = "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"
             out["controller.quorum.voters"] = self._voters()
+        if cfg.secured:  # (ZooKeeper mode only: SandboxConfig says so)
+            from kops.sandbox import security
+
+            proto = cfg.listener_protocol
+            out["listener.security.protocol.map"] = f"INTERNAL:{proto},EXTERNAL:{proto}"
+            login = security.scram_jaas(security.ADMIN_USER, secrets.admin_password if secrets else "<generated>")
+            mech = security.SCRAM_MECHANISM.lower()
+            for name in ("internal", "external"):
+                out[f"listener.name.{name}.{mech}.sasl.jaas.config"] = login
         return out
 
     @property

@@ -164,10 +164,11 @@ def load_secrets(files: SecurityFiles) -> Secrets | None:
 
 
 # -- certificates ----------------------------------------------------------------------------------
-def ensure_certificates(files: SecurityFiles, host: str = "127.0.0.1", days: int = 30) -> None:
-    """A throwaway CA and one broker certificate for ``host``/localhost (kept when present)."""
-    if files.ca_cert.exists() and files.broker_pem.exists() and files.ca_key.exists():
-        return
+def ensure_certificates(files: SecurityFiles, host: str = "127.0.0.1", days: int = 30,
+                        names: tuple[str, ...] = ()) -> None:
+    """A throwaway CA and one broker certificate for ``host``, localhost and ``names`` (the
+    containerised sandbox's host names). Kept when present; the broker certificate is issued
+    again by the same CA when a name is missing from it (a broker added later)."""
     try:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
@@ -180,34 +181,54 @@ def ensure_certificates(files: SecurityFiles, host: str = "127.0.0.1", days: int
     import datetime
     import ipaddress
 
+    wanted: list[Any] = [x509.DNSName("localhost")]
+    for h in (host, "127.0.0.1", *names):
+        try:
+            san: Any = x509.IPAddress(ipaddress.ip_address(h))
+        except ValueError:
+            san = x509.DNSName(h)
+        if san not in wanted:
+            wanted.append(san)
+    have_ca = files.ca_cert.exists() and files.ca_key.exists()
+    if have_ca and files.broker_pem.exists():
+        cert_now = x509.load_pem_x509_certificates(files.broker_pem.read_bytes())[0]
+        try:
+            present = list(cert_now.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+        except x509.ExtensionNotFound:
+            present = []
+        if all(w in present for w in wanted):
+            return
+
     now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
     until = now + datetime.timedelta(days=days)
-    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kops sandbox throwaway CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    pem = serialization.Encoding.PEM
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    nokey = serialization.NoEncryption()
+    if have_ca:
+        ca_key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+        ca_cert = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+        ca_name = ca_cert.subject
+        until = min(until, ca_cert.not_valid_after_utc)
+    else:
+        ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kops sandbox throwaway CA")])
+        ca_cert = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name)
+            .issuer_name(ca_name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now)
+            .not_valid_after(until)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    sans: list[Any] = [x509.DNSName("localhost")]
-    try:
-        sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-    except ValueError:
-        sans.append(x509.DNSName(host))
-    if host != "127.0.0.1":
-        sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kops-sandbox-broker")]))
@@ -216,22 +237,21 @@ def ensure_certificates(files: SecurityFiles, host: str = "127.0.0.1", days: int
         .serial_number(x509.random_serial_number())
         .not_valid_before(now)
         .not_valid_after(until)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.SubjectAlternativeName(wanted), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                        critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    pem = serialization.Encoding.PEM
-    pkcs8 = serialization.PrivateFormat.PKCS8
-    nokey = serialization.NoEncryption()
-    write_private(files.ca_key, ca_key.private_bytes(pem, pkcs8, nokey))
+    if not have_ca:
+        write_private(files.ca_key, ca_key.private_bytes(pem, pkcs8, nokey))
     write_private(
         files.broker_pem,
         key.private_bytes(pem, pkcs8, nokey) + cert.public_bytes(pem) + ca_cert.public_bytes(pem),
     )
-    files.ca_cert.write_bytes(ca_cert.public_bytes(pem))  # public: no secret in it
+    if not have_ca:
+        files.ca_cert.write_bytes(ca_cert.public_bytes(pem))  # public: no secret in it
 
 
 # -- generated texts ---------------------------------------------------------------------------------
@@ -325,11 +345,13 @@ def zookeeper_auth_text(s: Secrets) -> str:
     )
 
 
-def write_security_files(security: str, files: SecurityFiles, host: str = "127.0.0.1") -> Secrets:
-    """Everything the secured sandbox needs on disk (idempotent; secrets kept across restarts)."""
+def write_security_files(security: str, files: SecurityFiles, host: str = "127.0.0.1",
+                         names: tuple[str, ...] = ()) -> Secrets:
+    """Everything the secured sandbox needs on disk (idempotent; secrets kept across restarts).
+    ``names``: more host names the broker certificate must carry (containers' names)."""
     s = load_or_create_secrets(files)
     if listener_protocol(security) == "SASL_SSL":
-        ensure_certificates(files, host)
+        ensure_certificates(files, host, names=names)
     write_private(files.broker_jaas, broker_jaas_text(s))
     write_private(files.zookeeper_jaas, zookeeper_jaas_text(s))
     write_private(files.admin_properties, client_properties_text(security, files, ADMIN_USER, s.admin_password))

@@ -84,11 +84,42 @@ def test_kraft_brokers_in_containers_reach_the_controllers_by_name(tmp_path):
     assert "CONTROLLER:PLAINTEXT" in o["listener.security.protocol.map"] and "zookeeper.connect" not in o
 
 
-def test_engine_and_security_are_checked(tmp_path):
+def test_engine_is_checked(tmp_path):
     with pytest.raises(BadInput, match="engine 'podman'"):
         SandboxConfig(engine="podman", workdir=tmp_path).validate()
-    with pytest.raises(BadInput, match="--security is not available with --engine docker"):
-        DockerSandbox(SandboxConfig(engine="docker", security="sasl_ssl", workdir=tmp_path))
+
+
+def test_secured_brokers_in_containers(tmp_path):
+    """--security sasl_ssl in containers: both listeners SASL_SSL, the brokers log in to each other
+    on INTERNAL as the super user, and the certificate carries the containers' names."""
+    from cryptography import x509
+
+    from kops.sandbox import security
+
+    sb = DockerSandbox(SandboxConfig(engine="docker", security="sasl_ssl", workdir=tmp_path, brokers=3,
+                                     racks=("a", "b", "c")))
+    sb._write_configs()
+    props = parse_properties(sb.config.properties_file(1).read_text())
+    assert props["listener.security.protocol.map"] == "INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL"
+    assert props["inter.broker.listener.name"] == "INTERNAL" and "security.inter.broker.protocol" not in props
+    s = security.load_secrets(sb.config.security_files)
+    for name in ("internal", "external"):
+        assert s.admin_password in props[f"listener.name.{name}.scram-sha-512.sasl.jaas.config"]
+    assert (sb.config.properties_file(1).stat().st_mode & 0o777) == 0o600
+    pem = sb.config.security_files.broker_pem.read_bytes()
+    sans = x509.load_pem_x509_certificates(pem)[0].extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert {"broker-0", "broker-1", "broker-2", "localhost"} <= set(sans.value.get_values_for_type(x509.DNSName))
+    ca_before = sb.config.security_files.ca_cert.read_bytes()
+    # a broker added later: the broker certificate is issued again by the same CA, with its name
+    security.ensure_certificates(sb.config.security_files, "127.0.0.1", names=("broker-0", "broker-7"))
+    again = x509.load_pem_x509_certificates(sb.config.security_files.broker_pem.read_bytes())
+    assert "broker-7" in again[0].extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert sb.config.security_files.ca_cert.read_bytes() == ca_before
+    assert again[0].issuer == x509.load_pem_x509_certificate(ca_before).subject
+    # nothing to add: kept as it is
+    kept = sb.config.security_files.broker_pem.read_bytes()
+    security.ensure_certificates(sb.config.security_files, "127.0.0.1", names=("broker-7",))
+    assert sb.config.security_files.broker_pem.read_bytes() == kept
 
 
 def _reliability():
