@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from kops.errors import BadInput
+from kops.inputs import Problems, guarded
+from kops.inputs import values as V
 
 TopicPartition = tuple[str, int]
 
@@ -382,105 +383,163 @@ class ReassignmentPlan:
 
     @classmethod
     def from_json(cls, text: str, *, source: str = "reassignment JSON") -> ReassignmentPlan:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{source} is not valid JSON: {e}") from None
-        return cls.from_dict(data, source=source)
+        from kops.inputs.files import parse_json
+
+        return cls.from_dict(parse_json(text, source=source), source=source)
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str = "reassignment JSON") -> ReassignmentPlan:
+    def from_dict(cls, data: Any, *, source: str = "reassignment JSON", allow_empty: bool = True) -> ReassignmentPlan:
         """Parse and check the format; every offending entry is named in one error."""
-        if not isinstance(data, dict):
-            raise BadInput(f"{source}: expected a JSON object with 'version' and 'partitions'")
-        if data.get("version", 1) != 1:
-            raise BadInput(f"{source}: unsupported version {data.get('version')!r} (only 1)")
-        parts = data.get("partitions")
-        if not isinstance(parts, list):
-            raise BadInput(f"{source}: 'partitions' must be a list")
-        problems: list[str] = []
-        entries: list[PlanEntry] = []
-        seen: set[TopicPartition] = set()
-        for i, p in enumerate(parts):
-            where = f"partitions[{i}]"
-            if not isinstance(p, dict):
-                problems.append(f"{where}: not an object")
-                continue
-            topic, part, reps = p.get("topic"), p.get("partition"), p.get("replicas")
-            if not isinstance(topic, str) or not topic:
-                problems.append(f"{where}: 'topic' must be a non-empty string")
-                continue
-            where = f"{where} ({topic}-{part})"
-            if not isinstance(part, int) or isinstance(part, bool) or part < 0:
-                problems.append(f"{where}: 'partition' must be an integer >= 0")
-                continue
-            if (
-                not isinstance(reps, list)
-                or not reps
-                or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in reps)
-            ):
-                problems.append(f"{where}: 'replicas' must be a non-empty list of broker ids")
-                continue
-            if len(set(reps)) != len(reps):
-                dups = sorted({r for r in reps if reps.count(r) > 1})
-                problems.append(f"{where}: duplicate replicas {dups} in {reps}")
-                continue
-            log_dirs = p.get("log_dirs")
-            if log_dirs is not None:
-                if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
-                    problems.append(f"{where}: 'log_dirs' must be a list of strings")
-                    continue
-                if len(log_dirs) != len(reps):
-                    problems.append(
-                        f"{where}: {len(log_dirs)} log_dirs for {len(reps)} replicas (must be equal)"
-                    )
-                    continue
-            if (topic, part) in seen:
-                problems.append(f"{where}: listed more than once")
-                continue
-            seen.add((topic, part))
-            entries.append(
-                PlanEntry(topic, part, tuple(reps), tuple(log_dirs) if log_dirs is not None else None)
-            )
-        if problems:
-            raise BadInput(f"{source}: {len(problems)} bad entr{'y' if len(problems) == 1 else 'ies'}", details=problems)
-        return cls(tuple(entries))
+        parsed = parse_plan(data, source=source, allow_empty=allow_empty)
+        parsed.problems.raise_if_any()
+        return parsed.plan
 
 
-def parse_topics_to_move(text: str, *, source: str = "topics-to-move JSON") -> list[str]:
-    """Kafka's ``{"topics":[{"topic":"foo"}],"version":1}`` format."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{source} is not valid JSON: {e}") from None
+@dataclass(frozen=True)
+class ParsedPlan:
+    """A reassignment JSON document read as far as it goes: the plan of its good entries, every
+    problem (JSON path and reason), and ``refs``: each entry whose topic and partition could be
+    read (replicas: its valid broker ids), for the checks only a cluster can make."""
+
+    plan: ReassignmentPlan
+    problems: Any  # kops.inputs.Problems
+    refs: tuple[PlanEntry, ...]
+
+
+@guarded
+def parse_plan(data: Any, *, source: str = "reassignment JSON", allow_empty: bool = True) -> ParsedPlan:
+    """Kafka's reassignment JSON ``{"version":1,"partitions":[{"topic","partition","replicas",
+    "log_dirs"}]}``, every problem collected (all the entries, all the fields of each)."""
+    problems = Problems(source)
+    if not isinstance(data, dict):
+        problems.add("", 'expected a JSON object {"version": 1, "partitions": [...]}')
+        return ParsedPlan(ReassignmentPlan(()), problems, ())
+    version = data.get("version", 1)
+    if isinstance(version, bool) or version != 1:
+        problems.add("version", f"unsupported version {V.show(version)} (only 1)")
+    parts = data.get("partitions")
+    if not isinstance(parts, list):
+        problems.add("partitions", "missing or not a list" if parts is None else "must be a list")
+        return ParsedPlan(ReassignmentPlan(()), problems, ())
+    if not parts and not allow_empty:
+        problems.add("partitions", "the plan has no partitions (Kafka: the reassignment list cannot be empty)")
+    entries: list[PlanEntry] = []
+    refs: list[PlanEntry] = []
+    first: dict[TopicPartition, int] = {}
+    for i, p in enumerate(parts):
+        where = f"partitions[{i}]"
+        if not isinstance(p, dict):
+            problems.add(where, f'expected an object {{"topic", "partition", "replicas"}}, not {V.show(p)}')
+            continue
+        n = len(problems)
+        topic, part, reps, log_dirs = p.get("topic"), p.get("partition"), p.get("replicas"), p.get("log_dirs")
+        why = V.topic_problem(topic)
+        if why:
+            problems.add(f"{where}.topic", why if "topic" in p else "missing")
+        try:
+            V.integer(part, what="a partition number", text=False)
+        except V.Invalid as e:
+            problems.add(f"{where}.partition", str(e) if "partition" in p else "missing")
+        if why is None and (topic, part) in first and isinstance(part, int):
+            problems.add(where, f"{topic}-{part} is listed more than once (also partitions[{first[(topic, part)]}])")
+        good_reps: list[int] = []
+        if not isinstance(reps, list) or not reps:
+            problems.add(f"{where}.replicas", "missing" if reps is None else "must be a non-empty list of broker ids")
+        else:
+            for j, r in enumerate(reps):
+                try:
+                    good_reps.append(V.broker_id(r, text=False))
+                except V.Invalid as e:
+                    problems.add(f"{where}.replicas[{j}]", str(e))
+            dups = sorted({b for b in good_reps if good_reps.count(b) > 1})
+            if dups:
+                problems.add(f"{where}.replicas", f"duplicate replica{'s' if len(dups) > 1 else ''} "
+                             f"{', '.join(map(str, dups))} in {reps}")
+        if log_dirs is not None:
+            if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
+                problems.add(f"{where}.log_dirs", "must be a list of strings (\"any\" or absolute paths)")
+            else:
+                if isinstance(reps, list) and len(log_dirs) != len(reps):
+                    problems.add(f"{where}.log_dirs", f"{len(log_dirs)} log dirs for {len(reps)} replicas (must be equal)")
+                bad = [d for d in log_dirs if d != "any" and not d.startswith("/")]
+                if bad:
+                    problems.add(f"{where}.log_dirs", f"must be \"any\" or absolute paths, not {bad[:3]}")
+        if why is None and isinstance(part, int) and not isinstance(part, bool) and 0 <= part <= V.INT32_MAX:
+            first.setdefault((topic, part), i)
+            refs.append(PlanEntry(topic, part, tuple(dict.fromkeys(good_reps))))
+        if len(problems) == n:
+            entries.append(PlanEntry(topic, part, tuple(reps), tuple(log_dirs) if log_dirs is not None else None))
+    return ParsedPlan(ReassignmentPlan(tuple(entries)), problems, tuple(refs))
+
+
+@guarded
+def parse_topics_to_move(data: Any, *, source: str = "topics-to-move JSON") -> list[str]:
+    """Kafka's ``{"topics":[{"topic":"foo"}],"version":1}`` format (a topic given twice counts once)."""
+    problems = Problems(source)
     topics = data.get("topics") if isinstance(data, dict) else None
     if not isinstance(topics, list) or not topics:
-        raise BadInput(f"{source}: expected {{\"topics\": [{{\"topic\": NAME}}, ...], \"version\": 1}}")
+        problems.add("topics" if isinstance(data, dict) else "",
+                     'expected {"topics": [{"topic": NAME}, ...], "version": 1} with at least one topic')
+        problems.raise_if_any("")
+    version = data.get("version", 1)
+    if isinstance(version, bool) or version != 1:
+        problems.add("version", f"unsupported version {V.show(version)} (only 1)")
     names: list[str] = []
     for i, t in enumerate(topics):
         name = t.get("topic") if isinstance(t, dict) else None
-        if not isinstance(name, str) or not name:
-            raise BadInput(f"{source}: topics[{i}] has no 'topic' name")
-        if name not in names:
+        if not isinstance(t, dict) or "topic" not in t:
+            problems.add(f"topics[{i}]", f'expected {{"topic": NAME}}, not {V.show(t)}')
+            continue
+        why = V.topic_problem(name)
+        if why:
+            problems.add(f"topics[{i}].topic", why)
+        elif name not in names:
             names.append(name)
+    problems.raise_if_any("")
     return names
+
+
+@guarded
+def parse_election(data: Any, *, source: str = "election JSON") -> tuple[list[TopicPartition], Any]:
+    """kafka-leader-election.sh's ``{"partitions": [{"topic": "foo", "partition": 1}]}``: the
+    partitions, and the problems (a :class:`kops.inputs.Problems`; duplicates are one, as in
+    Kafka)."""
+    problems = Problems(source)
+    parts = data.get("partitions") if isinstance(data, dict) else None
+    if not isinstance(parts, list):
+        problems.add("partitions" if isinstance(data, dict) else "",
+                     ("must be a list" if isinstance(data, dict) and "partitions" in data else 'missing "partitions"')
+                     + ': expected {"partitions": [{"topic": NAME, "partition": N}, ...]}')
+        return [], problems
+    out: list[TopicPartition] = []
+    first: dict[TopicPartition, int] = {}
+    for i, e in enumerate(parts):
+        where = f"partitions[{i}]"
+        if not isinstance(e, dict):
+            problems.add(where, f'expected {{"topic": NAME, "partition": N}}, not {V.show(e)}')
+            continue
+        t, p = e.get("topic"), e.get("partition")
+        why = V.topic_problem(t)
+        if why:
+            problems.add(f"{where}.topic", why if "topic" in e else "missing")
+        try:
+            V.integer(p, what="a partition number", text=False)
+        except V.Invalid as err:
+            problems.add(f"{where}.partition", str(err) if "partition" in e else "missing")
+            continue
+        if why:
+            continue
+        if (t, p) in first:
+            problems.add(where, f"{t}-{p} is listed more than once (also partitions[{first[(t, p)]}]); "
+                         "Kafka refuses duplicate partitions")
+            continue
+        first[(t, p)] = i
+        out.append((t, p))
+    if not parts:
+        problems.add("partitions", "no partitions given")
+    return out, problems
 
 
 def parse_broker_list(text: str, *, option: str = "--broker-list") -> list[int]:
     """``"0,1,2"`` -> ``[0, 1, 2]`` with a clear error naming the option."""
-    ids: list[int] = []
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            continue
-        try:
-            value = int(item)
-        except ValueError:
-            raise BadInput(f"{option}: {item!r} is not a broker id (expected e.g. 0,1,2)") from None
-        if value < 0:
-            raise BadInput(f"{option}: broker id {value} is negative")
-        if value in ids:
-            raise BadInput(f"{option}: broker {value} is listed twice")
-        ids.append(value)
-    if not ids:
-        raise BadInput(f"{option}: no broker ids given")
-    return ids
+    return V.check(option, V.broker_ids, text)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from kops.cli import params
 from kops.cli.common import (
     BootstrapOpt,
     CommandConfigOpt,
@@ -24,7 +25,7 @@ app = typer.Typer(help="Read a cluster: live topology and health.", no_args_is_h
 
 TopicFilterOpt = Annotated[
     list[str] | None,
-    typer.Option("--topic", help="Only these topics (repeatable). Default: all."),
+    typer.Option("--topic", click_type=params.TOPIC, help="Only these topics (repeatable). Default: all."),
 ]
 
 

@@ -6,12 +6,12 @@ Thin commands: parse, call one service (``kops.ops.elections``, ``kops.ops.leade
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from typing import Annotated
 
 import typer
 
+from kops.cli import params
 from kops.cli.common import (
     BootstrapOpt,
     CommandConfigOpt,
@@ -38,16 +38,16 @@ class ElectionTypeOpt(str, Enum):
 
 
 BatchSizeOpt = Annotated[
-    int, typer.Option("--batch-size", min=1, help="Partitions per ElectLeaders request.")
+    int, typer.Option("--batch-size", click_type=params.count(1, 100_000), help="Partitions per ElectLeaders request.")
 ]
 BatchWaitOpt = Annotated[
-    float, typer.Option("--batch-wait", min=0.0, help="Seconds to wait between batches.")
+    float, typer.Option("--batch-wait", click_type=params.seconds(0.0, 3600.0), help="Seconds to wait between batches.")
 ]
 BrokerSelOpt = Annotated[
-    list[int] | None, typer.Option("--broker", help="Broker id (repeatable).")
+    list[int] | None, typer.Option("--broker", click_type=params.BROKER, help="Broker id (repeatable).")
 ]
 RackSelOpt = Annotated[
-    list[str] | None, typer.Option("--rack", help="Every broker of this rack (repeatable).")
+    list[str] | None, typer.Option("--rack", click_type=params.RACK, help="Every broker of this rack (repeatable).")
 ]
 
 
@@ -62,40 +62,21 @@ def _list(tps, limit: int = 20) -> str:
 # ------------------------------------------------------------------------------------------
 
 
-def _parse_election_file(path: str) -> list[tuple[str, int]]:
-    """Kafka's ``{"partitions": [{"topic": "foo", "partition": 1}]}`` (no version field)."""
-    from kops.errors import BadInput
+def _read_election_file(c, path: str) -> list[tuple[str, int]]:
+    """Kafka's ``{"partitions": [{"topic": "foo", "partition": 1}]}`` (no version field), checked
+    before connecting; with problems, the cluster (if it answers at once) adds the partitions
+    that do not exist."""
+    from kops.cli.common import refuse
+    from kops.inputs.files import read_json
+    from kops.model import PlanEntry, parse_election
+    from kops.ops.validate import reference_problems
 
-    try:
-        text = open(path, encoding="utf-8").read()
-    except OSError as e:
-        raise BadInput(f"--path-to-json-file {path}: {e.strerror or e}") from None
-    if not text.strip():
-        raise BadInput(f"--path-to-json-file {path}: Replica election data is empty")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BadInput(f"--path-to-json-file {path}: Replica election data is empty or invalid JSON ({e})") from None
-    if not isinstance(data, dict) or "partitions" not in data:
-        raise BadInput(f'--path-to-json-file {path}: Replica election data is missing "partitions" field')
-    parts = data["partitions"]
-    if not isinstance(parts, list):
-        raise BadInput(f'--path-to-json-file {path}: "partitions" must be a list')
-    out: list[tuple[str, int]] = []
-    problems: list[str] = []
-    for i, e in enumerate(parts):
-        t = e.get("topic") if isinstance(e, dict) else None
-        p = e.get("partition") if isinstance(e, dict) else None
-        if not isinstance(t, str) or not t or not isinstance(p, int) or isinstance(p, bool) or p < 0:
-            problems.append(f"partitions[{i}]: needs \"topic\" (string) and \"partition\" (integer >= 0): {e!r}")
-            continue
-        out.append((t, p))
-    dups = sorted({tp for tp in out if out.count(tp) > 1})
-    if dups:
-        problems.append("Replica election data contains duplicate partitions: " + _list(dups))
-    if problems:
-        raise BadInput(f"--path-to-json-file {path}: {len(problems)} problem(s)", details=problems)
-    return out
+    what = "--path-to-json-file"
+    tps, problems = parse_election(read_json(path, what=what), source=f"{what} {path}")
+    if problems and tps:
+        refuse(c, problems, lambda topo: reference_problems([PlanEntry(t, p, ()) for t, p in tps], topo))
+    problems.raise_if_any()
+    return tps
 
 
 @app.command()
@@ -109,8 +90,10 @@ def elect(
     all_topic_partitions: Annotated[
         bool, typer.Option("--all-topic-partitions", help="Every partition of every topic.")
     ] = False,
-    topic: Annotated[str | None, typer.Option("--topic", help="One topic (all its partitions unless --partition).")] = None,
-    partition: Annotated[int | None, typer.Option("--partition", min=0, help="One partition of --topic.")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", click_type=params.TOPIC,
+                                              help="One topic (all its partitions unless --partition).")] = None,
+    partition: Annotated[int | None, typer.Option("--partition", click_type=params.count(0),
+                                                  help="One partition of --topic.")] = None,
     path_to_json_file: Annotated[
         str | None,
         typer.Option("--path-to-json-file", help='{"partitions": [{"topic": "foo", "partition": 1}, ...]}'),
@@ -143,7 +126,7 @@ def elect(
     if partition is not None and topic is None:
         raise BadInput("Option --partition is only allowed if --topic is used")
     etype = election_type.value
-    requested = _parse_election_file(path_to_json_file) if path_to_json_file else None
+    requested = _read_election_file(c, path_to_json_file) if path_to_json_file else None
 
     from kops.cluster.topology import ReadOptions, read_topology
     from kops.ops.elections import NOT_NEEDED, Outcome, run_elections
@@ -222,13 +205,14 @@ def rebalance(
     ctx: typer.Context,
     imbalance_threshold: Annotated[
         float,
-        typer.Option("--imbalance-threshold", min=0.0, max=100.0,
+        typer.Option("--imbalance-threshold", click_type=params.number(0.0, 100.0),
                      help="leader.imbalance.per.broker.percentage: elect only for brokers whose share of "
                           "non-preferred-led partitions is strictly above this (Kafka default 10)."),
     ] = 10.0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Compute and report; elect nothing.")] = False,
     max_elections: Annotated[
-        int | None, typer.Option("--max-elections", min=0, help="Elect at most N partitions this run.")
+        int | None, typer.Option("--max-elections", click_type=params.count(0),
+                                 help="Elect at most N partitions this run.")
     ] = None,
     batch_size: BatchSizeOpt = 1000,
     batch_wait: BatchWaitOpt = 0.0,
@@ -259,8 +243,11 @@ def rebalance(
     Exit 0 balanced or after successful elections; 3 when balance cannot be reached (preferred
     replicas down or out of the ISR -- named); 1 on failure; 2 bad input.
     """
+    from kops.inputs.files import output_file
     from kops.ops.leader_rebalance import rebalance as run
 
+    if metrics_file:
+        output_file(metrics_file, what="--metrics-file", create_parents=True)
     c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
                      zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     if topology:
@@ -315,7 +302,8 @@ def balance_plan(
     ctx: typer.Context,
     topic: Annotated[
         list[str] | None,
-        typer.Option("--topic", help="Balance within these topics only (repeatable). Default: the whole cluster."),
+        typer.Option("--topic", click_type=params.TOPIC,
+                     help="Balance within these topics only (repeatable). Default: the whole cluster."),
     ] = None,
     no_followers: Annotated[
         bool, typer.Option("--no-followers", help="Balance preferred leaders only, not first followers.")
@@ -339,9 +327,12 @@ def balance_plan(
     --output json: one document with the plan and the before/after counts.
     """
     from kops.cli.common import load_topology
+    from kops.inputs.files import output_file
     from kops.model import ReassignmentPlan
     from kops.placement.leaders import balance_leaders, slot_counts
 
+    if out_file:
+        output_file(out_file, what="--reassignment-json-file")
     c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
                      zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     topo = load_topology(c, topology, with_zookeeper=False)
@@ -405,7 +396,7 @@ StateFileOpt = Annotated[
                       "KOPS_HOME defaults to ~/.kops)."),
 ]
 WaitOpt = Annotated[
-    float, typer.Option("--wait", min=1.0, help="Seconds to wait for the reorders to take effect.")
+    float, typer.Option("--wait", click_type=params.seconds(1.0), help="Seconds to wait for the reorders to take effect.")
 ]
 
 

@@ -13,7 +13,15 @@ app = typer.Typer(
 # -- kops plan assign ------------------------------------------------------------------------------
 import sys  # noqa: E402
 
+from kops.cli import params  # noqa: E402
 from kops.cli.common import OutputOpt, emit_json, err_console, handle_errors, make_context  # noqa: E402
+from kops.inputs.values import INT32_MAX  # noqa: E402
+
+#: ``plan assign`` computes at most this many partitions and replicas in one run (about a minute
+#: on a 2-core machine); more is a typo, not a plan anyone reviews
+MAX_ASSIGN_PARTITIONS = 1_000_000
+MAX_ASSIGN_REPLICAS = 10_000_000
+_INT32_MIN = -INT32_MAX - 1
 
 
 @app.command("assign")
@@ -26,16 +34,21 @@ def assign(
         "--racks",
         help="Broker racks, e.g. 0:r1,1:r2,2:r1. Path racks (0:/dc1/r1,...) use kops' multi-level algorithm.",
     ),
-    partitions: int = typer.Option(..., "--partitions", help="Number of partitions."),
-    replication_factor: int = typer.Option(..., "--replication-factor", help="Replicas per partition."),
+    partitions: int = typer.Option(..., "--partitions", click_type=params.count(_INT32_MIN, MAX_ASSIGN_PARTITIONS),
+                                   help=f"Number of partitions (at most {MAX_ASSIGN_PARTITIONS:,})."),
+    replication_factor: int = typer.Option(..., "--replication-factor", click_type=params.count(_INT32_MIN),
+                                           help="Replicas per partition."),
     start_index: int = typer.Option(
-        -1, "--start-index", help="Kafka's fixedStartIndex; -1 (default) draws it at random, as Kafka does."
+        -1, "--start-index", click_type=params.count(_INT32_MIN),
+        help="Kafka's fixedStartIndex; -1 (default) draws it at random, as Kafka does.",
     ),
-    start_partition: int = typer.Option(-1, "--start-partition", help="First partition id (Kafka's startPartitionId)."),
+    start_partition: int = typer.Option(-1, "--start-partition", click_type=params.count(_INT32_MIN),
+                                        help="First partition id (Kafka's startPartitionId)."),
     disable_rack_aware: bool = typer.Option(
         False, "--disable-rack-aware", help="Ignore racks (rack-unaware assignment), as Kafka's tools."
     ),
-    topic: str = typer.Option("topic", "--topic", help="Topic name written into the reassignment JSON."),
+    topic: str = typer.Option("topic", "--topic", click_type=params.TOPIC,
+                              help="Topic name written into the reassignment JSON."),
     output: OutputOpt = None,
 ) -> None:
     """Kafka's own replica assignment (AdminUtils.assignReplicasToBrokers), offline.
@@ -44,6 +57,8 @@ def assign(
     a summary goes to stderr. Multi-level path racks (/dc/rack) use kops' multi-level algorithm.
     """
     from kops.errors import BadInput
+    from kops.inputs import Problems
+    from kops.inputs import values as V
     from kops.model import ReassignmentPlan, parse_broker_list
     from kops.placement.kafka_assign import assign_replicas_to_brokers
     from kops.placement.racks import validate_racks
@@ -52,25 +67,30 @@ def assign(
     ids = parse_broker_list(brokers, option="--brokers")
     rack_of: dict[int, str | None] = dict.fromkeys(ids)
     if racks:
-        seen: set[int] = set()
+        bad = Problems("--racks")
         for item in (s.strip() for s in racks.split(",")):
             if not item:
                 continue
             b_text, sep, rack = item.partition(":")
             try:
-                b = int(b_text)
-            except ValueError:
+                b = V.broker_id(b_text) if sep and rack else None
+            except V.Invalid:
                 b = None
-            if not sep or b is None or not rack:
-                raise BadInput(f"--racks: {item!r} is not BROKER:RACK (e.g. 0:r1,1:r2 or 0:/dc1/r1)")
-            if b not in rack_of:
-                raise BadInput(f"--racks: broker {b} is not in --brokers {ids}")
-            if b in seen:
-                raise BadInput(f"--racks: broker {b} is given a rack twice")
-            seen.add(b)
-            rack_of[b] = rack
-    if not topic.strip():
-        raise BadInput("--topic: empty topic name")
+            if b is None:
+                bad.add(V.show(item), "is not BROKER:RACK (e.g. 0:r1,1:r2 or 0:/dc1/r1)")
+            elif b not in rack_of:
+                bad.add(V.show(item), f"broker {b} is not in --brokers {ids}")
+            elif rack_of[b] is not None:
+                bad.add(V.show(item), f"broker {b} is given a rack twice")
+            else:
+                rack_of[b] = rack
+        bad.raise_if_any("")
+    if partitions > 0 and replication_factor > 0 and partitions * min(replication_factor, len(ids)) > MAX_ASSIGN_REPLICAS:
+        raise BadInput(f"--partitions {partitions} x --replication-factor {replication_factor}: more than "
+                       f"{MAX_ASSIGN_REPLICAS:,} replicas in one plan (kops would compute for many minutes)")
+    if start_partition > 0 and partitions > 0 and start_partition + partitions - 1 > INT32_MAX:
+        raise BadInput(f"--start-partition {start_partition} + --partitions {partitions}: partition ids past "
+                       f"{INT32_MAX} (Kafka's largest int32)")
     multilevel = False
     if not disable_rack_aware and any(r is not None for r in rack_of.values()):
         validate_racks(rack_of)
@@ -162,31 +182,34 @@ MaxMovesOpt = Annotated[
     int | None,
     typer.Option(
         "--max-moves",
-        min=0,
+        click_type=params.count(0),
         help="Bounded mode: at most N replica copies in this plan (each partial plan is rack-safe and "
         "never worsens balance; run again after executing it to continue). 0 = leadership only.",
         rich_help_panel=_GOAL_PANEL,
     ),
 ]
 MaxBytesOpt = Annotated[
-    str | None,
+    int | None,
     typer.Option(
         "--max-bytes",
+        click_type=params.size(0),
         help="Bounded mode: at most B bytes copied in this plan (e.g. 500000000, 50G, 2TiB).",
         rich_help_panel=_GOAL_PANEL,
     ),
 ]
 ThrottleOpt = Annotated[
-    str | None,
+    int | None,
     typer.Option(
         "--throttle",
+        click_type=params.size(1),
         help="Replication throttle in bytes/s (as Kafka's --throttle; 50M = 50 MiB/s) to estimate the duration.",
         rich_help_panel=_GOAL_PANEL,
     ),
 ]
 ChartOpt = Annotated[
     str | None,
-    typer.Option("--chart", help="Write a PNG of per-broker replica and leader counts before/after.", rich_help_panel=_GOAL_PANEL),
+    typer.Option("--chart", help="Write a chart (.png, .svg or .pdf) of per-broker replica and leader counts "
+                 "before/after.", rich_help_panel=_GOAL_PANEL),
 ]
 NoBalanceOpt = Annotated[
     bool,
@@ -196,23 +219,6 @@ NoBalanceOpt = Annotated[
         rich_help_panel=_GOAL_PANEL,
     ),
 ]
-
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
-
-
-def _parse_bytes(text: str | None, option: str) -> int | None:
-    """``500000``, ``50M``, ``2GiB``, ``1.5T`` -> bytes (binary units)."""
-    import re
-
-    from kops.errors import BadInput
-
-    if text is None:
-        return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)(?:i?[bB])?\s*", text)
-    if not m:
-        raise BadInput(f"{option}: {text!r} is not a byte count (e.g. 1048576, 50M, 2GiB)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
 
 def _run_goal(
     ctx: typer.Context,
@@ -224,15 +230,17 @@ def _run_goal(
     zookeeper: str | None,
     request_timeout: float | None,
     max_moves: int | None,
-    max_bytes: str | None,
-    throttle: str | None,
+    max_bytes: int | None,
+    throttle: int | None,
     chart: str | None,
     output,
     no_balance: bool = False,
 ) -> None:
     from kops.cli.common import load_topology
+    from kops.inputs.files import CHART_FORMATS, output_file
     from kops.placement.balancer import plan
 
+    chart_format = output_file(chart, what="--chart", formats=CHART_FORMATS) if chart else None
     c = make_context(
         ctx,
         bootstrap_server=bootstrap_server,
@@ -241,13 +249,11 @@ def _run_goal(
         request_timeout=request_timeout,
         output=output,
     )
-    limit_bytes = _parse_bytes(max_bytes, "--max-bytes")
-    rate = _parse_bytes(throttle, "--throttle")
     topo = load_topology(c, topology)
     goal = make_goal(topo)
-    res = plan(topo, goal, max_moves=max_moves, max_bytes=limit_bytes, throttle=rate, rebalance=not no_balance)
+    res = plan(topo, goal, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, rebalance=not no_balance)
     if chart:
-        _write_chart(res.report, chart)
+        _write_chart(res.report, chart, chart_format)
     if c.json:
         emit_json({"plan": res.plan.to_dict(), "report": res.report})
         return
@@ -374,8 +380,9 @@ def _render_goal_report(con, rep: dict) -> None:
         con.print("nothing to change: the cluster already meets the goal")
 
 
-def _write_chart(rep: dict, path: str) -> None:
-    """PNG: per-broker replica and leader counts before/after (matplotlib, Agg, imported lazily)."""
+def _write_chart(rep: dict, path: str, fmt: str | None) -> None:
+    """Per-broker replica and leader counts before/after, in ``fmt`` (png, svg, pdf; checked by
+    the input layer before planning), drawn by matplotlib (Agg, imported lazily)."""
     from kops.errors import BadInput
 
     try:
@@ -409,7 +416,7 @@ def _write_chart(rep: dict, path: str) -> None:
     fig.suptitle(f"kops plan: {rep['goal']['description']}")
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=100, format=fmt)
     except OSError as e:
         raise BadInput(f"--chart: cannot write {path}: {e}") from None
     finally:
@@ -528,8 +535,11 @@ def drain_rack(
 
     Exits 2 naming the partitions when the remaining brokers cannot hold their replication factor.
     """
+    from kops.errors import BadInput
     from kops.placement.balancer import Goal
 
+    if not rack.strip():
+        raise BadInput("--rack: an empty rack name")
     _run_goal(ctx, lambda topo: Goal("drain-rack", rack=rack), topology=topology,
               bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
               request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
@@ -541,7 +551,8 @@ def drain_rack(
 def set_replication_factor(
     ctx: typer.Context,
     topic: list[str] = typer.Option(..., "--topic", help="Topic (repeat, or comma-separate, for several)."),
-    replication_factor: int = typer.Option(..., "--replication-factor", min=1, help="The new replication factor."),
+    replication_factor: int = typer.Option(..., "--replication-factor", click_type=params.count(1, 32767),
+                                           help="The new replication factor."),
     topology: TopologyOpt = None,
     max_moves: MaxMovesOpt = None,
     max_bytes: MaxBytesOpt = None,
@@ -555,9 +566,10 @@ def set_replication_factor(
 ) -> None:
     """Raise or lower the replication factor of topics: existing replicas stay, new ones go to the
     least-loaded brokers that keep each partition rack-safe; lowering drops replicas without copying."""
+    from kops.inputs import values as V
     from kops.placement.balancer import Goal
 
-    names = tuple(dict.fromkeys(n.strip() for t in topic for n in t.split(",") if n.strip()))
+    names = tuple(V.check("--topic", V.topics, topic))
     _run_goal(ctx, lambda topo: Goal("set-replication-factor", topics=names, replication_factor=replication_factor),
               topology=topology, bootstrap_server=bootstrap_server, command_config=command_config,
               zookeeper=zookeeper, request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes,
@@ -585,16 +597,13 @@ def move_topics(
 ) -> None:
     """Kafka's --generate inputs, minimal-movement answer: place the topics on --broker-list,
     keeping every replica that already sits on a listed broker where balance allows."""
-    from kops.errors import BadInput
+    from kops.inputs.files import read_json
     from kops.model import parse_topics_to_move
     from kops.placement.balancer import Goal
 
-    try:
-        with open(topics_to_move_json_file, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise BadInput(f"--topics-to-move-json-file: cannot read {topics_to_move_json_file}: {e.strerror}") from None
-    names = tuple(parse_topics_to_move(text, source=topics_to_move_json_file))
+    what = "--topics-to-move-json-file"
+    data = read_json(topics_to_move_json_file, what=what)
+    names = tuple(parse_topics_to_move(data, source=f"{what} {topics_to_move_json_file}"))
     ids = _ids_opt(broker_list, "--broker-list")
     _run_goal(ctx, lambda topo: Goal("move-topics", topics=names, brokers=ids), topology=topology,
               bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,

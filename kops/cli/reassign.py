@@ -7,11 +7,12 @@ Thin: parse, call one service in :mod:`kops.ops.reassign`, render. Flags follow
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from enum import Enum
 from typing import Annotated
 
 import typer
 
+from kops.cli import params
 from kops.cli.common import (
     BootstrapOpt,
     CommandConfigOpt,
@@ -24,6 +25,7 @@ from kops.cli.common import (
     make_context,
 )
 from kops.errors import BadInput
+from kops.inputs.values import INT64_MAX
 
 app = typer.Typer(
     help=(
@@ -44,16 +46,19 @@ OptionalPlanFileOpt = Annotated[
 ]
 ExecutionIdOpt = Annotated[
     str | None,
-    typer.Option("--execution-id", help="A kops execution id (default: the current/latest one)."),
+    typer.Option("--execution-id", click_type=params.EXECUTION_ID,
+                 help="A kops execution id (default: the current/latest one)."),
 ]
 PollOpt = Annotated[
     float,
-    typer.Option("--poll-interval", min=0.2, help="Seconds between progress checks."),
+    typer.Option("--poll-interval", click_type=params.seconds(0.2, 3600.0), help="Seconds between progress checks."),
 ]
+TimeoutSecondsOpt = params.seconds(1.0)
+RateOpt = params.count(1, INT64_MAX)
 DiskReserveOpt = Annotated[
     float | None,
     typer.Option(
-        "--disk-reserve", min=0, max=100, metavar="PCT",
+        "--disk-reserve", click_type=params.number(0.0, 100.0), metavar="PCT",
         help="Percent of each destination volume to keep free: a plan (or a later wave) whose data "
              "would not fit in the usable bytes minus this is refused (default 5; resume: the "
              "execution's).",
@@ -61,15 +66,30 @@ DiskReserveOpt = Annotated[
 ]
 
 
-def _read_plan(path: str):
-    from kops.model import ReassignmentPlan
+class Via(str, Enum):
+    admin = "admin"
+    zookeeper = "zookeeper"
 
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise BadInput(f"--reassignment-json-file: cannot read {path}: {e.strerror}") from None
-    return ReassignmentPlan.from_json(text, source=str(path))
+
+class Strategy(str, Enum):
+    minimal = "minimal"
+    kafka = "kafka"
+
+
+def _read_plan(c, path: str):
+    """The plan file, checked completely before connecting; when it has problems, the cluster
+    (if it answers at once) adds the topics, partitions and brokers that do not exist."""
+    from kops.cli.common import refuse
+    from kops.inputs.files import read_json
+    from kops.model import parse_plan
+    from kops.ops.validate import reference_problems
+
+    what = "--reassignment-json-file"
+    parsed = parse_plan(read_json(path, what=what), source=f"{what} {path}", allow_empty=False)
+    if parsed.problems and parsed.refs:
+        refuse(c, parsed.problems, lambda topo: reference_problems(parsed.refs, topo))
+    parsed.problems.raise_if_any()
+    return parsed.plan
 
 
 def _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output):
@@ -101,34 +121,39 @@ def execute(
     reassignment_json_file: PlanFileOpt,
     throttle: Annotated[
         int | None,
-        typer.Option("--throttle", min=1, help="Inter-broker replication throttle, bytes/s (on the brokers in flight only)."),
+        typer.Option("--throttle", click_type=RateOpt,
+                     help="Inter-broker replication throttle, bytes/s (on the brokers in flight only)."),
     ] = None,
     replica_alter_log_dirs_throttle: Annotated[
         int | None,
-        typer.Option("--replica-alter-log-dirs-throttle", min=1, help="Throttle for moves between log dirs, bytes/s."),
+        typer.Option("--replica-alter-log-dirs-throttle", click_type=RateOpt,
+                     help="Throttle for moves between log dirs, bytes/s."),
     ] = None,
     max_moves_per_broker: Annotated[
         int | None,
-        typer.Option("--max-moves-per-broker", min=1, help="At most N data-copying moves per broker at a time."),
+        typer.Option("--max-moves-per-broker", click_type=params.count(1),
+                     help="At most N data-copying moves per broker at a time."),
     ] = None,
     max_moves_in_flight: Annotated[
         int | None,
-        typer.Option("--max-moves-in-flight", min=1, help="At most M data-copying moves in the cluster at a time."),
+        typer.Option("--max-moves-in-flight", click_type=params.count(1),
+                     help="At most M data-copying moves in the cluster at a time."),
     ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Drive every wave and wait until done; then lift the throttles.")] = False,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", min=1, help="With --wait: stop waiting after S seconds (exit 3).")
+        float | None, typer.Option("--timeout", click_type=TimeoutSecondsOpt,
+                                   help="With --wait: stop waiting after S seconds (exit 3).")
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     allow_offline: Annotated[
         bool, typer.Option("--allow-offline", help="Start even if target brokers are down or partitions are offline.")
     ] = False,
     via: Annotated[
-        str,
+        Via,
         typer.Option("--via", help="admin: AlterPartitionReassignments (default); zookeeper: "
                      "/admin/reassign_partitions as on legacy ZooKeeper clusters (needs --zookeeper; "
                      "refused on a KRaft cluster)."),
-    ] = "admin",
+    ] = Via.admin,
     poll_interval: PollOpt = 2.0,
     disk_reserve: DiskReserveOpt = None,
     bootstrap_server: BootstrapOpt = None,
@@ -147,15 +172,16 @@ def execute(
     from kops.ops import reassign as R
 
     c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
-    plan = _read_plan(reassignment_json_file)
     opts = R.ExecuteOptions(
         throttle=throttle, log_dir_throttle=replica_alter_log_dirs_throttle,
         max_moves_per_broker=max_moves_per_broker, max_moves_in_flight=max_moves_in_flight,
         wait=wait, timeout_s=timeout, allow_offline=allow_offline, poll_interval_s=poll_interval,
-        via=via, disk_reserve_pct=disk_reserve,
+        via=via.value, disk_reserve_pct=disk_reserve,
     )
+    opts.check(zookeeper=bool(c.zookeeper))
+    plan = _read_plan(c, reassignment_json_file)
     with c.connection() as conn:
-        if via == "zookeeper":
+        if opts.via == "zookeeper":
             conn.require_zookeeper_mode("--via zookeeper")  # KRaft: exit 2 before anything else
         prepared = R.prepare(conn, plan, opts)
         _confirm(c, prepared, opts, yes)
@@ -240,7 +266,7 @@ def verify(
     from kops.ops import reassign as R
 
     c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
-    plan = _read_plan(reassignment_json_file) if reassignment_json_file else None
+    plan = _read_plan(c, reassignment_json_file) if reassignment_json_file else None
     with c.connection() as conn:
         res = R.verify(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id)
     if c.json:
@@ -265,7 +291,8 @@ def cancel(
     reassignment_json_file: OptionalPlanFileOpt = None,
     preserve_throttles: Annotated[bool, typer.Option("--preserve-throttles", help="Leave kops' throttles set.")] = False,
     execution_id: ExecutionIdOpt = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the rollback.")] = 60.0,
+    timeout: Annotated[float, typer.Option("--timeout", click_type=TimeoutSecondsOpt,
+                                           help="Seconds to wait for the rollback.")] = 60.0,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
@@ -278,7 +305,7 @@ def cancel(
     from kops.ops import reassign as R
 
     c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
-    plan = _read_plan(reassignment_json_file) if reassignment_json_file else None
+    plan = _read_plan(c, reassignment_json_file) if reassignment_json_file else None
     with c.connection() as conn:
         res = R.cancel(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id,
                        timeout_s=timeout)
@@ -310,8 +337,10 @@ def resume(
     ctx: typer.Context,
     execution_id: ExecutionIdOpt = None,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Drive it to the end (default) or one step.")] = True,
-    timeout: Annotated[float | None, typer.Option("--timeout", min=1, help="Stop waiting after S seconds (exit 3).")] = None,
-    throttle: Annotated[int | None, typer.Option("--throttle", min=1, help="Change the throttle (bytes/s).")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", click_type=TimeoutSecondsOpt,
+                                                  help="Stop waiting after S seconds (exit 3).")] = None,
+    throttle: Annotated[int | None, typer.Option("--throttle", click_type=RateOpt,
+                                                 help="Change the throttle (bytes/s).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Take over even if the owner looks alive.")] = False,
     poll_interval: PollOpt = 2.0,
     disk_reserve: DiskReserveOpt = None,
@@ -386,8 +415,8 @@ def generate(
     ],
     broker_list: Annotated[str, typer.Option("--broker-list", help='Brokers to place the topics on, e.g. "0,1,2".')],
     strategy: Annotated[
-        str, typer.Option("--strategy", help="minimal (fewest moves, rack-safe; default) or kafka (Kafka's --generate).")
-    ] = "minimal",
+        Strategy, typer.Option("--strategy", help="minimal (fewest moves, rack-safe; default) or kafka (Kafka's --generate).")
+    ] = Strategy.minimal,
     disable_rack_aware: Annotated[
         bool, typer.Option("--disable-rack-aware", help="With --strategy kafka: ignore racks, as Kafka's flag.")
     ] = False,
@@ -404,18 +433,17 @@ def generate(
     kafka-reassign-partitions.sh --generate. Changes nothing; review, save the proposed JSON and
     run it with execute."""
     from kops.cli.common import load_topology
+    from kops.inputs.files import read_json
     from kops.model import parse_broker_list, parse_topics_to_move
     from kops.ops.generate import generate as gen
 
     c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
-    try:
-        text = Path(topics_to_move_json_file).read_text()
-    except OSError as e:
-        raise BadInput(f"--topics-to-move-json-file: cannot read {topics_to_move_json_file}: {e.strerror}") from None
-    topics = parse_topics_to_move(text, source=topics_to_move_json_file)
+    what = "--topics-to-move-json-file"
+    data = read_json(topics_to_move_json_file, what=what)
+    topics = parse_topics_to_move(data, source=f"{what} {topics_to_move_json_file}")
     brokers = parse_broker_list(broker_list)
     topo = load_topology(c, topology, with_zookeeper=False)
-    g = gen(topo, topics, brokers, strategy=strategy, rack_aware=not disable_rack_aware)
+    g = gen(topo, topics, brokers, strategy=strategy.value, rack_aware=not disable_rack_aware)
     if c.json:
         emit_json(g.to_dict())
         return

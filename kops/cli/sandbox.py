@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kops.cli import params
 from kops.cli.common import OutputOpt, emit_json, err_console, handle_errors, make_context, out_console
 
 app = typer.Typer(
@@ -48,10 +49,11 @@ WorkdirOpt = Annotated[
         help="Sandbox work dir: state file, configs, data, logs (default ~/.kops/sandbox; env KOPS_SANDBOX_DIR).",
     ),
 ]
-BrokerOpt = Annotated[int | None, typer.Option("--broker", help="One broker, by id.")]
+BrokerOpt = Annotated[int | None, typer.Option("--broker", click_type=params.BROKER, help="One broker, by id.")]
 RackOpt = Annotated[str | None, typer.Option("--rack", help="Every broker of this rack.")]
 TimeoutSOpt = Annotated[
-    float | None, typer.Option("--timeout", min=1.0, help="Seconds to wait before failing (default 120 to start, 60 to stop).")
+    float | None, typer.Option("--timeout", click_type=params.seconds(1.0),
+                               help="Seconds to wait before failing (default 120 to start, 60 to stop).")
 ]
 
 
@@ -297,16 +299,9 @@ def status(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = N
 
 
 def _size_bytes(value: str, what: str) -> int:
-    from kops.errors import BadInput
-    from kops.playbook.spec import parse_bytes
+    from kops.inputs import values as V
 
-    try:
-        n = parse_bytes(value)
-    except ValueError as e:
-        raise BadInput(f"{what}: {e}") from None
-    if n < 0:
-        raise BadInput(f"{what}: {value!r} is negative")
-    return n
+    return V.check(what, V.size, value)
 
 
 def _data_disks(specs: list[str]) -> dict[int, int]:
@@ -374,7 +369,7 @@ def start(
 @handle_errors
 def add(
     ctx: typer.Context,
-    broker: Annotated[int, typer.Option("--broker", min=0, help="Id of the new broker (not in use).")],
+    broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="Id of the new broker (not in use).")],
     rack: Annotated[str, typer.Option("--rack", help="Its rack: a new rack or one of the others' (same shape: "
                                                      "plain ids, or /dc/rack paths of the same depth).")],
     port: Annotated[
@@ -406,7 +401,8 @@ def add(
 @handle_errors
 def remove(
     ctx: typer.Context,
-    broker: Annotated[int, typer.Option("--broker", help="The broker to take out of the sandbox for good.")],
+    broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER,
+                                        help="The broker to take out of the sandbox for good.")],
     purge: Annotated[bool, typer.Option("--purge", help="Also delete its data, logs and config file.")] = False,
     kill: Annotated[bool, typer.Option("--kill", help="SIGKILL it if it runs, instead of a controlled shutdown.")] = False,
     workdir: WorkdirOpt = None,
@@ -536,7 +532,7 @@ def heal(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = Non
 @handle_errors
 def fill_disk(
     ctx: typer.Context,
-    broker: Annotated[int, typer.Option("--broker", help="A broker started with --data-disk.")],
+    broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="A broker started with --data-disk.")],
     leave: Annotated[
         str | None, typer.Option("--leave", help="Free space to leave on its disk, e.g. 20MB.")
     ] = None,

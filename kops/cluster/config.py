@@ -91,13 +91,10 @@ class ClientConfig:
     def load(cls, path: str | None) -> ClientConfig:
         if not path:
             return cls()
+        from kops.inputs.files import read_text
+
         p = Path(path)
-        if not p.is_file():
-            raise BadInput(f"--command-config: file {path!r} does not exist or is not a file")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise BadInput(f"--command-config: cannot read {path!r}: {e}") from None
+        text = read_text(path, what="--command-config", limit=1 << 20)
         props = parse_properties(text)
         bad = [k for k in props if not re.match(r"^[A-Za-z0-9_.\-]+$", k)]
         if bad:
@@ -235,13 +232,10 @@ class ZookeeperAuth:
     def load(cls, path: str | None) -> ZookeeperAuth | None:
         if not path:
             return None
+        from kops.inputs.files import read_text
+
         p = Path(path)
-        if not p.is_file():
-            raise BadInput(f"--zookeeper-auth-file: file {path!r} does not exist or is not a file")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise BadInput(f"--zookeeper-auth-file: cannot read {path!r}: {e}") from None
+        text = read_text(path, what="--zookeeper-auth-file", limit=1 << 20)
         props = parse_properties(text)
         password = props.get("password")
         register_secret(password)

@@ -103,7 +103,7 @@ class RunLock:
 
     def _holder(self) -> str:
         try:
-            return self.path.read_text().strip() or "unknown"
+            return self.path.read_text(errors="replace").strip() or "unknown"
         except OSError:
             return "unknown"
 
@@ -458,11 +458,29 @@ class DemotionStore:
     def load(self) -> dict[TopicPartition, DemotionRecord]:
         if not self.path.exists():
             return {}
-        try:
-            doc = json.loads(self.path.read_text())
-            return {(e["topic"], int(e["partition"])): DemotionRecord.from_dict(e) for e in doc["partitions"]}
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise BadInput(f"demotion state record {self.path} is unreadable: {e}") from None
+        from kops.inputs import Problems
+        from kops.inputs import values as V
+        from kops.inputs.files import read_json
+
+        doc = read_json(str(self.path), what="demotion record")
+        problems = Problems(f"demotion record {self.path} is damaged")
+        out: dict[TopicPartition, DemotionRecord] = {}
+        entries = doc.get("partitions") if isinstance(doc, dict) else None
+        if not isinstance(entries, list):
+            problems.add("partitions", "missing or not a list")
+        for i, e in enumerate(entries or []):
+            try:
+                if not isinstance(e, dict):
+                    raise V.Invalid("not an object")
+                tp = (V.topic(e.get("topic")), V.integer(e.get("partition"), text=False))
+                lists = [V.broker_ids(e.get(k), allow_empty=k == "brokers", text=False)
+                         for k in ("original", "demoted", "brokers")]
+                out[tp] = DemotionRecord(tuple(lists[0]), tuple(lists[1]), frozenset(lists[2]))
+            except V.Invalid as err:
+                problems.add(f"partitions[{i}]", str(err))
+        problems.raise_if_any("restore it from a backup, or move it aside: `kops leader restore` then gives "
+                              "leadership back with preferred elections (without the original orders)")
+        return out
 
     def save(self, records: Mapping[TopicPartition, DemotionRecord]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -73,6 +73,14 @@ class ExecuteOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+    def check(self, *, zookeeper: bool) -> None:
+        """What can be judged without the cluster (exit 2 before connecting): the way moves
+        are submitted. ``zookeeper``: a ZooKeeper connect string was given."""
+        if self.via not in ("admin", "zookeeper"):
+            raise BadInput(f"--via must be admin or zookeeper, not {self.via!r}")
+        if self.via == "zookeeper" and not zookeeper:
+            raise BadInput("--via zookeeper needs --zookeeper HOST:PORT (a ZooKeeper-mode cluster)")
+
             "via": self.via,
             "throttle": self.throttle,
             "log_dir_throttle": self.log_dir_throttle,
@@ -591,11 +599,8 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
     topo = read(conn, sizes={e.topic for e in plan.entries})
     # a second execution is refused first, naming the one in progress
     refuse_if_active(J.JournalStore(conn, _cluster_id(topo)), ClusterLock(conn))
-    if opts.via not in ("admin", "zookeeper"):
-        raise BadInput(f"--via must be admin or zookeeper, not {opts.via!r}")
+    opts.check(zookeeper=bool(conn.zookeeper))
     if opts.via == "zookeeper":
-        if not conn.zookeeper:
-            raise BadInput("--via zookeeper needs --zookeeper HOST:PORT (a ZooKeeper-mode cluster)")
         legacy = zk_reassign_pending(conn)
         if legacy is not None:
             names = ", ".join(f"{p.get('topic')}-{p.get('partition')}" for p in legacy[:10])

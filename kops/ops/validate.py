@@ -153,25 +153,12 @@ def plan_problems(
             problems.append(f"{where}: listed more than once")
             continue
         seen.add(e.tp)
-        t = topo.topic(e.topic)
-        if t is None:
-            problems.append(f"{where}: topic {e.topic!r} does not exist")
-            continue
-        p = topo.partition(e.topic, e.partition)
+        p, missing = _lookup(e, topo, known_ids)
         if p is None:
-            n = len(t.partitions)
-            problems.append(
-                f"{where}: partition {e.partition} does not exist (topic {e.topic} has {n} "
-                f"partition{'s' if n != 1 else ''}: 0..{n - 1})"
-            )
+            problems.extend(missing)
             continue
         problems.extend(_entry_problems(e, where))
-        unknown = [b for b in e.replicas if b not in known]
-        if unknown:
-            problems.append(
-                f"{where}: unknown broker{'s' if len(unknown) > 1 else ''} {_ids(unknown)} "
-                f"(brokers in the cluster: {_ids(known_ids)})"
-            )
+        problems.extend(missing)
         down = [b for b in e.replicas if b in known and not known[b].alive]
         # a replica that stays on a down broker is not new work; only new replicas on down
         # brokers make the move impossible to finish
@@ -192,6 +179,31 @@ def plan_problems(
                 f"[{_ids(adding)}], removing [{_ids(removing)}]); wait for it, or cancel it first"
             )
     return problems
+
+
+def reference_problems(entries: Iterable[PlanEntry], topo: Topology) -> list[str]:
+    """What only a topology shows about entries read from a file: topics, partitions and
+    brokers that do not exist (for a file whose other problems were found without it)."""
+    known_ids = sorted(b for b, br in topo.broker_map.items() if br.alive or _holds_replicas(topo, b))
+    return [problem for e in entries for problem in _lookup(e, topo, known_ids)[1]]
+
+
+def _lookup(e: PlanEntry, topo: Topology, known_ids: list[int]) -> tuple[Any, list[str]]:
+    """The partition of ``e`` (None when it does not exist) and what does not exist."""
+    where = f"{e.topic}-{e.partition}"
+    t = topo.topic(e.topic)
+    if t is None:
+        return None, [f"{where}: topic {e.topic!r} does not exist"]
+    p = topo.partition(e.topic, e.partition)
+    if p is None:
+        n = len(t.partitions)
+        return None, [f"{where}: partition {e.partition} does not exist (topic {e.topic} has {n} "
+                      f"partition{'s' if n != 1 else ''}: 0..{n - 1})"]
+    unknown = [b for b in e.replicas if b not in topo.broker_map]
+    if unknown:
+        return p, [f"{where}: unknown broker{'s' if len(unknown) > 1 else ''} {_ids(unknown)} "
+                   f"(brokers in the cluster: {_ids(known_ids)})"]
+    return p, []
 
 
 def _holds_replicas(topo: Topology, broker: int) -> bool:

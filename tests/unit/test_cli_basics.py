@@ -79,7 +79,7 @@ def test_malformed_snapshot_exits_2(tmp_path):
     bad.write_text(json.dumps({"version": 1, "brokers": [{"id": -1}], "topics": []}))
     r = runner.invoke(app, ["cluster", "describe", "--topology", str(bad)])
     assert r.exit_code == 2
-    assert "brokers/0/id" in r.stderr
+    assert "brokers[0].id" in r.stderr
 
 
 def test_malformed_command_config_exits_2(tmp_path):

@@ -40,7 +40,7 @@ def test_healthy_snapshot():
     "mutate, message",
     [
         (lambda d: d.pop("brokers"), "'brokers' is a required property"),
-        (lambda d: d["brokers"][0].__setitem__("id", "x"), "brokers/0/id"),
+        (lambda d: d["brokers"][0].__setitem__("id", "x"), "brokers[0].id"),
         (lambda d: d["topics"][0]["partitions"][0].__setitem__("replicas", [0, 0, 2]), "appears twice"),
         (lambda d: d["brokers"].append({"id": 0}), "listed more than once"),
     ],
