@@ -110,31 +110,38 @@ def _split(values: list[str] | None) -> list[str]:
     return out
 
 
-def _prepare(logs, topic, topic_regex, partitions, start_time, end_time, controller_log, events=None, brokers=None):
+def _prepare(logs, topic, topic_regex, partitions, start_time, end_time, controller_log, events=None, brokers=None,
+             broker_of=None):
+    """Every input checked before Spark starts: the logs exist, the filters parse, the regexes
+    compile by Java's rules."""
     from kops.pipeline import statechange as sc
 
     try:
-        sources = sc.expand_sources(_split(logs), include_controller=controller_log)
         filters = sc.validate_filters(
             topic=topic, topic_regex=topic_regex, partitions=partitions, start_time=start_time,
-            end_time=end_time, events=events, brokers=brokers,
+            end_time=end_time, events=events, brokers=brokers, broker_of=broker_of,
         )
+        sources = sc.expand_sources(_split(logs), include_controller=controller_log)
     except sc.LogInputError as e:
         raise BadInput(str(e)) from None
     return sources, filters
 
 
-def _check_broker_of(broker_of: str | None) -> None:
-    if broker_of is None:
-        return
-    import re
+def _check_outputs(output: str | None, fmt: str, *, directory: bool, chart: str | None = None,
+                   summary_json: str | None = None) -> None:
+    """Where the results go, checked before Spark starts (a remote path is Spark's to judge)."""
+    from kops.inputs.files import CHART_FORMATS, output_dir, output_file
+    from kops.pipeline.statechange import is_remote_path
 
-    try:
-        rx = re.compile(broker_of)
-    except re.error as e:
-        raise BadInput(f"bad --broker-of regex: {e}") from None
-    if rx.groups < 1:
-        raise BadInput("--broker-of needs one capturing group around the broker id, e.g. 'broker(\\d+)/'")
+    if output and output != "-" and not is_remote_path(output):
+        if directory or output.endswith("/"):
+            output_dir(output, what="--output")
+        else:
+            output_file(output, what="--output")
+    if summary_json and summary_json != "-":
+        output_file(summary_json, what="--summary-json")
+    if chart:
+        output_file(chart, what="--chart", formats=CHART_FORMATS)
 
 
 def _global_json(ctx: typer.Context | None) -> bool:
@@ -216,10 +223,11 @@ def merge(
 ) -> None:
     """Merge the brokers' logs into one log in time order (ties: broker, file, line), broker id on every line."""
     t0 = time.time()
-    _check_broker_of(broker_of)
-    sources, filters = _prepare((logs or []) + (paths or []), topic, topic_regex, partitions, start_time, end_time, controller_log, events, brokers)
+    sources, filters = _prepare((logs or []) + (paths or []), topic, topic_regex, partitions, start_time, end_time,
+                                controller_log, events, brokers, broker_of)
     if fmt is MergeFormat.parquet and not output:
         raise BadInput("--format parquet needs --output DIR")
+    _check_outputs(output, fmt.value, directory=fmt is MergeFormat.parquet, summary_json=summary_json)
     from kops.pipeline import statechange as sc
     from kops.pipeline.session import get_spark
 
@@ -283,10 +291,12 @@ def timeline(
 ) -> None:
     """Per-partition leadership and ISR history, and per-broker leadership gained/lost over time."""
     t0 = time.time()
-    _check_broker_of(broker_of)
-    sources, filters = _prepare((logs or []) + (paths or []), topic, topic_regex, partitions, start_time, end_time, controller_log)
+    sources, filters = _prepare((logs or []) + (paths or []), topic, topic_regex, partitions, start_time, end_time,
+                                controller_log, broker_of=broker_of)
     if fmt is not TableFormat.text and not output:
         raise BadInput(f"--format {fmt.value} needs --output DIR")
+    _check_outputs(output if fmt is not TableFormat.text else None, fmt.value, directory=True, chart=chart,
+                   summary_json=summary_json)
     from kops.pipeline import timeline as tl
 
     try:

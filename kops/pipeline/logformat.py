@@ -328,26 +328,36 @@ def normalize_time(value: str, *, end: bool = False) -> str:
     )
 
 
+#: ``--partitions`` lists at most this many partitions (ranges included)
+MAX_PARTITION_FILTER = 1_000_000
+
+
 def parse_partitions(value: str) -> list[int]:
     """``0,1,2`` (also ranges ``0-3``) -> sorted distinct ids; duplicates are an error like in Kafka."""
+    from kops.inputs import values as V
+
     out: list[int] = []
+    seen: set[int] = set()
+    dups: set[int] = set()
     for part in value.split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            lo, hi = int(a), int(b)
-            if hi < lo:
-                raise ValueError(f"bad partition range {part!r}")
-            out.extend(range(lo, hi + 1))
-        else:
-            out.append(int(part))
+        a, dash, b = part.partition("-")
+        try:
+            lo = V.integer(a, what="a partition id")
+            hi = V.integer(b, what="a partition id") if dash else lo
+        except V.Invalid as e:
+            raise ValueError(f"bad partition {part!r}: {e}") from None
+        if hi < lo:
+            raise ValueError(f"bad partition range {part!r}")
+        if len(out) + hi - lo + 1 > MAX_PARTITION_FILTER:
+            raise ValueError(f"more than {MAX_PARTITION_FILTER:,} partitions in {value[:40]!r}")
+        for p in range(lo, hi + 1):
+            (dups if p in seen else seen).add(p)
+            out.append(p)
     if not out:
         raise ValueError("empty partition list")
-    dups = sorted({p for p in out if out.count(p) > 1})
     if dups:
-        raise ValueError(f"the list of partitions contains repeated entries: {','.join(map(str, dups))}")
-    if any(p < 0 for p in out):
-        raise ValueError("partition ids must be >= 0")
+        raise ValueError(f"the list of partitions contains repeated entries: {','.join(map(str, sorted(dups)))}")
     return sorted(out)

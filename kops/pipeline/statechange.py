@@ -36,6 +36,10 @@ _EXPLICIT = re.compile(r"^(\d+)=(.+)$")
 BROADCAST_CONTINUATIONS = 2_000_000
 
 
+#: how ``--topic-regex`` runs (Java's regex, through Spark's rlike): it must match whole names
+TOPIC_REGEX_WRAP = "^(?:{})$"
+
+
 class LogInputError(ValueError):
     """Bad --logs / filter input (the CLI maps it to exit code 2)."""
 
@@ -101,7 +105,12 @@ def expand_sources(specs: list[str], *, include_controller: bool = False) -> lis
         broker = None
         m = _EXPLICIT.match(spec)
         if m:
-            broker, spec = int(m.group(1)), m.group(2)
+            from kops.inputs import values as V
+
+            try:
+                broker, spec = V.broker_id(m.group(1)), m.group(2)
+            except V.Invalid as e:
+                raise LogInputError(f"--logs {spec[:60]!r}: {e}") from None
         if _is_remote(spec):
             paths = [spec + STATE_CHANGE_GLOB] if spec.endswith("/") else [spec]
             if spec.endswith("/") and include_controller:
@@ -141,14 +150,22 @@ def validate_filters(
     end_time: str | None,
     events: str | None = None,
     brokers: str | None = None,
+    broker_of: str | None = None,
 ) -> Filters:
+    """The filters, checked (:class:`LogInputError`); the regexes (``--topic-regex``,
+    ``--broker-of``) by Java's rules, as Spark will run them (:class:`~kops.errors.BadInput`)."""
+    from kops.inputs import javaregex
+    from kops.inputs import values as V
+
     if topic and topic_regex:
         raise LogInputError("give --topic or --topic-regex, not both")
-    if topic_regex:
-        try:
-            re.compile(topic_regex)
-        except re.error as e:
-            raise LogInputError(f"bad --topic-regex {topic_regex!r}: {e}") from None
+    if topic:
+        why = V.topic_problem(topic)
+        if why:
+            raise LogInputError(f"--topic: {why}")
+    regexes = {k: v for k, v in (("--topic-regex", topic_regex), ("--broker-of", broker_of)) if v is not None}
+    if regexes:
+        javaregex.check(regexes, wrap={"--topic-regex": TOPIC_REGEX_WRAP}, groups={"--broker-of": 1})
     parts = None
     if partitions:
         if not (topic or topic_regex):
@@ -174,9 +191,9 @@ def validate_filters(
     br = None
     if brokers:
         try:
-            br = sorted({int(b) for b in brokers.split(",") if b.strip()})
-        except ValueError:
-            raise LogInputError(f"bad --brokers {brokers!r}: ids separated by commas") from None
+            br = sorted(V.broker_ids(brokers))
+        except V.Invalid as e:
+            raise LogInputError(f"bad --brokers: {e}") from None
     return Filters(topic=topic, topic_regex=topic_regex, partitions=parts, start=start, end=end, events=ev, brokers=br)
 
 
@@ -420,7 +437,7 @@ def apply_filters(df: DataFrame, f: Filters) -> DataFrame:
     if f.topic:
         df = df.filter(F.col("topic") == f.topic)
     if f.topic_regex:
-        df = df.filter(F.col("topic").rlike("^(?:" + f.topic_regex + ")$"))
+        df = df.filter(F.col("topic").rlike(TOPIC_REGEX_WRAP.format(f.topic_regex)))
     if f.partitions:
         df = df.filter(F.col("partition").isin(f.partitions))
     if f.start:

@@ -34,10 +34,16 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_bucket(value: str) -> int:
+    from kops.inputs.values import MAX_SECONDS, Invalid, integer
+
     m = _BUCKET.match(value.lower())
-    if not m or int(m.group(1)) <= 0:
-        raise ValueError(f"bad --bucket {value!r}: e.g. '10 seconds', '1 minute', '1h'")
-    return int(m.group(1)) * _UNIT[m.group(2)[0]]
+    try:
+        seconds = integer(m.group(1), lo=1, hi=None) * _UNIT[m.group(2)[0]] if m else 0
+    except Invalid:
+        seconds = 0
+    if not 1 <= seconds <= MAX_SECONDS:
+        raise ValueError(f"bad --bucket {value[:40]!r}: e.g. '10 seconds', '1 minute', '1h' (at most 30 days)")
+    return seconds
 
 
 @dataclass
