@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from kops.cli import params
 from kops.cli.common import (
     BootstrapOpt,
     CommandConfigOpt,
@@ -91,7 +92,8 @@ def run(
     name: Annotated[str, typer.Argument(help="Playbook name (see `kops playbook list`) or a YAML file.")],
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="KEY=VALUE (repeatable).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what each step would do, from the live topology; change nothing.")] = False,
-    resume: Annotated[str | None, typer.Option("--resume", help="Continue run RUN_ID from its last completed step.")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", click_type=params.RUN_ID,
+                                               help="Continue run RUN_ID from its last completed step.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not stop at operator pauses or confirmations.")] = False,
     topology: TopologyOpt = None,
     bootstrap_server: BootstrapOpt = None,
@@ -114,8 +116,10 @@ def run(
     given: dict[str, str] = {}
     for item in param or []:
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise BadInput(f"--param {item!r}: expected KEY=VALUE")
+        if key.strip() in given:
+            raise BadInput(f"--param {key.strip()!r} is given twice")
         given[key.strip()] = value.strip()
     pb = find(name)
     if c.zookeeper and not topology:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kops.errors import BadInput, KopsError
-from kops.playbook.spec import Playbook, bind_params, resolve_fields
+from kops.playbook.spec import Playbook, bind_params, resolve_all
 
 
 from kops.paths import kops_home  # noqa: E402
@@ -65,20 +65,55 @@ class RunState:
 
     @classmethod
     def load(cls, run_id: str) -> RunState:
+        """The state of run ``run_id`` (an id, never a path); a missing or damaged state file is
+        bad input (exit 2) that says how to recover."""
+        from kops.inputs import Problems
+        from kops.inputs import values as V
+        from kops.inputs.files import read_json
+
+        V.check("--resume", V.ident, run_id, what="a run id")
         path = runs_dir() / f"{run_id}.json"
         if not path.is_file():
             known = sorted(p.stem for p in runs_dir().glob("*.json"))[-5:]
             raise BadInput(f"--resume: no playbook run {run_id!r} in {runs_dir()}"
                            + (f" (recent: {', '.join(known)})" if known else ""))
-        d = json.loads(path.read_text())
+        recover = (f"the run's state file {path} is damaged: restore it from a backup or repair it by hand "
+                   "(a step marked \"pending\" runs again; every step is idempotent), or move it aside and "
+                   "start a new run with the same --param values")
+        try:
+            d = read_json(str(path), what="playbook run state")
+        except BadInput as e:
+            raise BadInput(f"{e.message}; {recover}", details=e.details) from None
+        problems = Problems(f"--resume {run_id}")
+        if not isinstance(d, dict):
+            problems.add("(top level)", "not a JSON object")
+            d = {}
+        for key, kind in (("run_id", str), ("playbook", str), ("source", str), ("sha256", str),
+                          ("params", dict), ("steps", list)):
+            if not isinstance(d.get(key), kind):
+                problems.add(key, f"missing or not a {'string' if kind is str else kind.__name__}")
+        for i, st in enumerate(d.get("steps") if isinstance(d.get("steps"), list) else []):
+            if not isinstance(st, dict) or not all(isinstance(st.get(k), str) for k in ("id", "type", "status")):
+                problems.add(f"steps[{i}]", "needs \"id\", \"type\" and \"status\" (strings)")
+            elif st["status"] not in STEP_STATUSES:
+                problems.add(f"steps[{i}].status", f"{st['status']!r} is not one of {', '.join(STEP_STATUSES)}")
+            elif not isinstance(st.get("result", {}), dict):
+                problems.add(f"steps[{i}].result", "not a JSON object")
+        if d.get("run_id") not in (None, run_id) and not problems:
+            problems.add("run_id", f"{d.get('run_id')!r}, not {run_id!r}")
+        problems.raise_if_any(recover)
         return cls(d["run_id"], d["playbook"], d["source"], d["sha256"], d["params"], d["steps"],
-                   d.get("status", "running"), False, d.get("created_at", _now()), path)
+                   str(d.get("status", "running")), False, str(d.get("created_at", _now())), path)
 
     def step(self, sid: str) -> dict[str, Any]:
         return next(s for s in self.steps if s["id"] == sid)
 
     def result_of(self, sid: str) -> dict[str, Any]:
         return self.step(sid).get("result") or {}
+
+
+#: a step's status in the state file
+STEP_STATUSES = ("pending", "running", "done", "failed", "interrupted", "paused", "skipped")
 
 
 class StepFailed(KopsError):
@@ -177,7 +212,7 @@ def run(
     if topology_file and not dry_run:
         raise BadInput("--topology works only with --dry-run: a run acts on a live cluster")
     ctx = RunContext(cli_ctx, state, dry_run, yes, say, params, interactive, topology_file)
-    resolved = {s.id: resolve_fields(s, params) for s in pb.steps}
+    resolved = resolve_all(pb, params)
     # pre-flight: every step checks its inputs against the live cluster before anything changes
     if any(s["status"] != "done" for s in state.steps):
         step_impls.preflight(pb, resolved, ctx)
@@ -245,14 +280,24 @@ def report(state: RunState) -> dict[str, Any]:
     moved = leaders = 0
     for s in state.steps:
         r = s.get("result") or {}
-        moved += int(r.get("partitions_moved", 0))
-        leaders += int(r.get("leaders_moved", 0))
+        moved += _count(r.get("partitions_moved"))
+        leaders += _count(r.get("leaders_moved"))
         steps.append({
             "id": s["id"], "type": s["type"], "status": s["status"],
-            "duration_s": s.get("duration_s"), "summary": r.get("summary"), "error": s.get("error"),
+            "duration_s": None if s.get("duration_s") is None else _count(s.get("duration_s")),
+            "summary": _text(r.get("summary")), "error": _text(s.get("error")),
         })
     return {
         "run_id": state.run_id, "playbook": state.playbook, "status": state.status,
         "params": state.params, "partitions_moved": moved, "leaders_moved": leaders,
-        "duration_s": round(sum(s.get("duration_s") or 0 for s in state.steps), 3), "steps": steps,
+        "duration_s": round(sum(_count(s.get("duration_s")) for s in state.steps), 3), "steps": steps,
     }
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _count(v: Any) -> int | float:
+    """A figure from a state file (which a person may have edited): a number, else 0."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else 0

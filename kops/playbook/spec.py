@@ -24,44 +24,49 @@ from pathlib import Path
 from typing import Any
 
 from kops.errors import BadInput
+from kops.inputs import guarded
+from kops.inputs import values as V
 
 PARAM_TYPES = ("str", "int", "bool", "broker", "brokers", "rack", "duration", "bytes", "topic")
 _REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# field -> (kind, required). kinds: str, int, bool, duration, bytes, brokers, list, choice:<a|b>, step
-_COMMON = {"id": ("str", True), "type": ("str", True), "description": ("str", False)}
+# field -> (kind, required). kinds (see convert): str, rack, step, bool, duration (seconds >= 0),
+# period (seconds > 0), bytes (>= 0), rate (bytes/s >= 1), broker, brokers, count (int >= 1),
+# limit (int >= 0), list, choice:<a|b>
+_COMMON = {"id": ("id", True), "type": ("str", True), "description": ("str", False)}
 STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "health_gate": {"allow": ("list", False), "timeout": ("duration", False), "tolerate_down": ("brokers", False)},
     "plan": {
         "goal": ("choice:rebalance|decommission|add-brokers|drain-rack|replace-broker", True),
         "brokers": ("brokers", False),
-        "rack": ("str", False),
-        "new_broker": ("int", False),
-        "max_moves": ("int", False),
+        "rack": ("rack", False),
+        "new_broker": ("broker", False),
+        "max_moves": ("limit", False),
         "max_bytes": ("bytes", False),
     },
     "execute": {
         "plan": ("step", True),
-        "throttle": ("bytes", False),
-        "max_moves_per_broker": ("int", False),
-        "max_moves_in_flight": ("int", False),
-        "timeout": ("duration", False),
+        "throttle": ("rate", False),
+        "max_moves_per_broker": ("count", False),
+        "max_moves_in_flight": ("count", False),
+        "timeout": ("period", False),
     },
     "verify": {"plan": ("step", True), "timeout": ("duration", False)},
-    "elect": {"election_type": ("choice:preferred|unclean", False), "brokers": ("brokers", False), "rack": ("str", False)},
-    "demote": {"broker": ("int", False), "rack": ("str", False)},
-    "restore": {"broker": ("int", False), "rack": ("str", False)},
+    "elect": {"election_type": ("choice:preferred|unclean", False), "brokers": ("brokers", False), "rack": ("rack", False)},
+    "demote": {"broker": ("broker", False), "rack": ("rack", False)},
+    "restore": {"broker": ("broker", False), "rack": ("rack", False)},
     "wait_for": {
         "condition": ("choice:healthy|no_leaders|brokers_up|brokers_down|in_sync|no_reassignment", True),
-        "broker": ("int", False),
+        "broker": ("broker", False),
         "brokers": ("brokers", False),
-        "rack": ("str", False),
+        "rack": ("rack", False),
         "timeout": ("duration", True),
-        "interval": ("duration", False),
+        "interval": ("period", False),
         "allow": ("list", False),
     },
     "pause": {"message": ("str", True)},
-    "shell": {"command": ("str", True), "timeout": ("duration", False), "allow_failure": ("bool", False)},
+    "shell": {"command": ("str", True), "timeout": ("period", False), "allow_failure": ("bool", False)},
     "notify": {"message": ("str", True), "command": ("str", False), "file": ("str", False)},
 }
 
@@ -95,85 +100,59 @@ class Playbook:
 
 
 # -- values -------------------------------------------------------------------------------------
-_DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]i?[bB]?|[bB])?\s*$")
-
-
-def parse_duration(value: Any) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    m = _DUR.match(str(value))
-    if not m:
-        raise ValueError(f"{value!r} is not a duration (e.g. 30, 90s, 5m, 2h)")
-    n = float(m.group(1))
-    return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-
-
-def parse_bytes(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    m = _BYTES.match(str(value))
-    if not m:
-        raise ValueError(f"{value!r} is not a byte count (e.g. 10485760, 10MB, 50MiB)")
-    unit = (m.group(2) or "b").lower().rstrip("b").rstrip("i")
-    return int(float(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[unit])
-
-
-def parse_brokers(value: Any) -> list[int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value]
-    if isinstance(value, list):
-        items = value
-    else:
-        items = [s for s in str(value).replace(" ", "").split(",") if s]
-    try:
-        ids = [int(x) for x in items]
-    except (TypeError, ValueError):
-        raise ValueError(f"{value!r} is not a broker list (e.g. 1,2,3)") from None
-    if not ids:
-        raise ValueError("empty broker list")
-    return ids
-
-
 def convert(kind: str, value: Any) -> Any:
-    """Convert ``value`` to ``kind`` or raise ValueError with the reason."""
-    if kind in ("str", "rack", "topic", "step"):
+    """Convert ``value`` (from the YAML file, or a parameter's value) to ``kind``, or raise
+    :class:`ValueError` (:class:`kops.inputs.values.Invalid`) with the reason. Numbers are
+    finite and in range: no negative timeouts, throttles or move limits."""
+    if kind in ("str", "step"):
         if not isinstance(value, (str, int)) or isinstance(value, bool) or str(value) == "":
-            raise ValueError(f"{value!r} is not a non-empty string")
+            raise V.Invalid(f"{V.show(value)} is not a non-empty string")
         return str(value)
-    if kind in ("int", "broker"):
-        if isinstance(value, bool):
-            raise ValueError(f"{value!r} is not an integer")
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{value!r} is not an integer") from None
+    if kind == "id":
+        return V.ident(value, what="a step id")
+    if kind == "rack":
+        return V.rack(str(value) if isinstance(value, int) and not isinstance(value, bool) else value)
+    if kind == "topic":
+        return V.topic(value)
+    if kind == "int":
+        return V.integer(value, lo=-V.INT64_MAX - 1, hi=V.INT64_MAX)
+    if kind == "broker":
+        return V.broker_id(value)
+    if kind == "count":
+        return V.integer(value, lo=1)
+    if kind == "limit":
+        return V.integer(value, lo=0)
     if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if str(value).lower() in ("true", "yes", "1"):
-            return True
-        if str(value).lower() in ("false", "no", "0"):
-            return False
-        raise ValueError(f"{value!r} is not true/false")
+        return V.flag(value) if isinstance(value, str) else V.boolean(value)
     if kind == "duration":
-        return parse_duration(value)
+        return V.duration(value)
+    if kind == "period":
+        return V.duration(value, lo=0.1)
     if kind == "bytes":
-        return parse_bytes(value)
+        return V.size(value)
+    if kind == "rate":
+        return V.size(value, lo=1)
     if kind == "brokers":
-        return parse_brokers(value)
+        return V.broker_ids(value)
     if kind == "list":
         if isinstance(value, str):
             return [s.strip() for s in value.split(",") if s.strip()]
-        if not isinstance(value, list):
-            raise ValueError(f"{value!r} is not a list")
+        if not isinstance(value, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+            raise V.Invalid(f"{V.show(value)} is not a list of names")
         return [str(v) for v in value]
     if kind.startswith("choice:"):
         choices = kind.split(":", 1)[1].split("|")
-        if str(value) not in choices:
-            raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
-        return str(value)
-    raise ValueError(f"unknown kind {kind}")  # pragma: no cover
+        if not isinstance(value, str) or value not in choices:
+            raise V.Invalid(f"{V.show(value)} is not one of {', '.join(choices)}")
+        return value
+    raise V.Invalid(f"unknown kind {kind}")  # pragma: no cover
+
+
+def convert_param(ptype: str, value: Any) -> Any:
+    """A parameter's value, from ``--param KEY=VALUE`` (text) or the playbook's ``default``."""
+    if ptype == "bool":
+        return V.flag(value) if isinstance(value, str) else V.boolean(value)
+    return convert(ptype, value)
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -182,24 +161,30 @@ def _line(node: Any) -> int:
 
 
 def load_playbook(path: str | Path) -> Playbook:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise BadInput(f"playbook {str(p)!r}: cannot read: {e}") from None
-    return parse_playbook(text, source=str(p))
+    from kops.inputs.files import read_yaml
+
+    doc = read_yaml(str(path), what="playbook")
+    return _parse(doc.text, doc.data, doc.root, source=str(path))
 
 
 def parse_playbook(text: str, *, source: str = "<playbook>") -> Playbook:
+    from kops.inputs.files import parse_yaml
+
+    doc = parse_yaml(text, source=source)
+    return _parse(text, doc.data, doc.root, source=source)
+
+
+def _mapping_nodes(node: Any) -> dict[Any, tuple[Any, Any]]:
+    """key value -> (key node, value node) of a YAML mapping node (empty for anything else)."""
     import yaml
 
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise BadInput(f"{source}{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: (k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+@guarded
+def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
     problems: list[str] = []
 
     def at(node: Any, msg: str) -> None:
@@ -207,73 +192,105 @@ def parse_playbook(text: str, *, source: str = "<playbook>") -> Playbook:
 
     if not isinstance(data, dict):
         raise BadInput(f"{source}: a playbook is a mapping with name, params and steps")
-    top = {k.value: v for k, v in root.value} if root is not None else {}
+    top = _mapping_nodes(root)
+
+    def node_of(key: str, default: Any = root) -> Any:
+        return top[key][1] if key in top else default
+
     for key in data:
         if key not in ("name", "description", "params", "steps"):
-            at(_key_node(root, key), f"unknown top-level field {key!r} (expected name, description, params, steps)")
+            at(top.get(key, (root,))[0], f"unknown top-level field {V.show(key)} (expected name, description, params, steps)")
     name = data.get("name")
-    if not isinstance(name, str) or not name:
-        at(root, "'name' must be a non-empty string")
+    try:
+        name = V.ident(name, what="a playbook name")
+    except V.Invalid as e:
+        at(node_of("name"), f"'name': {e}")
+        name = "playbook"
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        at(node_of("description"), "'description' must be text")
 
     params: dict[str, ParamSpec] = {}
     raw_params = data.get("params") or {}
     if not isinstance(raw_params, dict):
-        at(top.get("params"), "'params' must be a mapping of parameter name to its spec")
+        at(node_of("params"), "'params' must be a mapping of parameter name to its spec")
         raw_params = {}
-    pnodes = {k.value: v for k, v in top["params"].value} if "params" in top and raw_params else {}
+    pnodes = _mapping_nodes(node_of("params", None))
     for pname, spec in raw_params.items():
-        node = pnodes.get(pname)
+        node = pnodes.get(pname, (None, node_of("params")))[1]
+        label = f"parameter {V.show(pname)}"
+        if not isinstance(pname, str) or not _PARAM_NAME.fullmatch(pname):
+            at(node, f"{label}: a parameter name is a word (letters, digits, _), as in {{name}}")
+            continue
         if spec is None:
             spec = {}
         if not isinstance(spec, dict):
-            at(node, f"parameter {pname!r}: expected a mapping like {{type: rack, required: true}}")
+            at(node, f"{label}: expected a mapping like {{type: rack, required: true}}")
             continue
-        unknown = set(spec) - {"type", "required", "default", "help"}
+        fnodes = _mapping_nodes(node)
+        unknown = [k for k in spec if k not in ("type", "required", "default", "help")]
         if unknown:
-            at(node, f"parameter {pname!r}: unknown fields {sorted(map(str, unknown))}")
+            at(node, f"{label}: unknown fields {sorted(map(str, unknown))} (allowed: type, required, default, help)")
+        try:
+            required = V.boolean(spec.get("required", False))
+        except V.Invalid as e:
+            at(fnodes.get("required", (node, node))[1], f"{label}: 'required': {e}")
+            required = True
+        help_text = spec.get("help", "")
+        if not isinstance(help_text, (str, int, float)) or isinstance(help_text, bool):
+            at(fnodes.get("help", (node, node))[1], f"{label}: 'help' must be text")
+            help_text = ""
         ptype = spec.get("type", "str")
-        if ptype not in PARAM_TYPES:
-            at(node, f"parameter {pname!r}: unknown type {ptype!r} (one of {', '.join(PARAM_TYPES)})")
+        if not isinstance(ptype, str) or ptype not in PARAM_TYPES:
+            at(fnodes.get("type", (node, node))[1], f"{label}: unknown type {V.show(ptype)} (one of {', '.join(PARAM_TYPES)})")
             continue
         default = spec.get("default")
         if default is not None:
             try:
-                convert(ptype, default)
-            except ValueError as e:
-                at(node, f"parameter {pname!r}: default {e}")
-        params[pname] = ParamSpec(pname, ptype, bool(spec.get("required", False)), default, str(spec.get("help", "")))
+                convert_param(ptype, default)
+            except V.Invalid as e:
+                at(fnodes.get("default", (node, node))[1], f"{label}: default {e}")
+        params[pname] = ParamSpec(pname, ptype, required, default, str(help_text))
 
     steps: list[StepSpec] = []
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
-        at(top.get("steps", root), "'steps' must be a non-empty list")
+        at(node_of("steps"), "'steps' must be a non-empty list")
         raw_steps = []
-    snodes = top["steps"].value if "steps" in top and isinstance(raw_steps, list) else []
+    import yaml
+
+    snode = node_of("steps", None)
+    snodes = snode.value if isinstance(snode, yaml.SequenceNode) else []
     seen: dict[str, int] = {}
     for i, step in enumerate(raw_steps):
-        node = snodes[i] if i < len(snodes) else None
+        node = snodes[i] if i < len(snodes) else snode
         if not isinstance(step, dict):
             at(node, f"step {i + 1}: expected a mapping with id and type")
             continue
+        fnodes = {k: kn for k, (kn, _v) in _mapping_nodes(node).items()}
         sid, stype = step.get("id"), step.get("type")
-        label = f"step {sid!r}" if sid else f"step {i + 1}"
-        if not isinstance(sid, str) or not sid:
-            at(node, f"{label}: 'id' must be a non-empty string")
+        label = f"step {V.show(sid)}" if isinstance(sid, str) and sid else f"step {i + 1}"
+        try:
+            sid = convert("id", sid)
+        except V.Invalid as e:
+            at(fnodes.get("id", node), f"{label}: 'id': {e}")
             sid = f"#{i + 1}"
-        elif sid in seen:
-            at(node, f"{label}: duplicate id (first used on line {seen[sid]})")
+        else:
+            if sid in seen:
+                at(node, f"{label}: duplicate id (first used on line {seen[sid]})")
         seen.setdefault(sid, _line(node))
-        if stype not in STEP_FIELDS:
-            at(node, f"{label}: unknown step type {stype!r} (known: {', '.join(STEP_FIELDS)})")
+        if not isinstance(stype, str) or stype not in STEP_FIELDS:
+            at(fnodes.get("type", node), f"{label}: unknown step type {V.show(stype)} (known: {', '.join(STEP_FIELDS)})")
             continue
         allowed = {**_COMMON, **STEP_FIELDS[stype]}
         fields: dict[str, Any] = {}
-        fnodes = {k.value: k for k, _ in node.value} if node is not None else {}
         for key, value in step.items():
             if key not in allowed:
-                at(fnodes.get(key, node), f"{label}: unknown field {key!r} for a {stype} step "
+                at(fnodes.get(key, node), f"{label}: unknown field {V.show(key)} for a {stype} step "
                    f"(allowed: {', '.join(sorted(set(allowed) - {'id', 'type'}))})")
                 continue
+            if key == "description" and not isinstance(value, str):
+                at(fnodes.get(key, node), f"{label}: 'description' must be text")
             if key in _COMMON:
                 continue
             kind = allowed[key][0]
@@ -283,11 +300,12 @@ def parse_playbook(text: str, *, source: str = "<playbook>") -> Playbook:
                     at(fnodes.get(key, node), f"{label}: field {key!r} uses undeclared parameter {{{r}}}")
             if not refs:
                 try:
-                    convert(kind, value)
-                except ValueError as e:
+                    # a boolean written in the file is a YAML boolean: "false" (a string) is refused
+                    V.boolean(value) if kind == "bool" else convert(kind, value)
+                except V.Invalid as e:
                     at(fnodes.get(key, node), f"{label}: field {key!r}: {e}")
             if kind == "step" and not refs and value not in seen:
-                at(fnodes.get(key, node), f"{label}: field {key!r} refers to step {value!r}, which does not come before it")
+                at(fnodes.get(key, node), f"{label}: field {key!r} refers to step {V.show(value)}, which does not come before it")
             fields[key] = value
         for key, (_kind, required) in STEP_FIELDS[stype].items():
             if required and key not in step:
@@ -299,14 +317,7 @@ def parse_playbook(text: str, *, source: str = "<playbook>") -> Playbook:
     if problems:
         raise BadInput(f"playbook {source} is invalid ({len(problems)} problem{'s' if len(problems) > 1 else ''})",
                        details=problems)
-    return Playbook(name, str(data.get("description", "")), params, tuple(steps), source, text)
-
-
-def _key_node(root: Any, key: str) -> Any:
-    for k, _v in getattr(root, "value", []):
-        if getattr(k, "value", None) == key:
-            return k
-    return root
+    return Playbook(name, str(description), params, tuple(steps), source, text)
 
 
 def bind_params(pb: Playbook, given: dict[str, str]) -> dict[str, Any]:
@@ -328,7 +339,7 @@ def bind_params(pb: Playbook, given: dict[str, str]) -> dict[str, Any]:
         else:
             continue
         try:
-            values[name] = convert(spec.type, raw)
+            values[name] = convert_param(spec.type, raw)
         except ValueError as e:
             problems.append(f"parameter {name!r}: {e}")
     if problems:
@@ -336,10 +347,29 @@ def bind_params(pb: Playbook, given: dict[str, str]) -> dict[str, Any]:
     return values
 
 
+def resolve_all(pb: Playbook, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every step's fields resolved (:func:`resolve_fields`), before the run starts: a value
+    that a parameter makes bad (a negative timeout, a throttle of 0) is refused here, every such
+    problem at once, never when its step comes."""
+    out: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for s in pb.steps:
+        try:
+            out[s.id] = resolve_fields(s, params)
+        except BadInput as e:
+            problems.extend(e.details or [e.message])
+    if problems:
+        raise BadInput(f"playbook {pb.name}: {len(problems)} bad step field{'s' if len(problems) > 1 else ''} "
+                       "with these parameters; nothing was run", details=problems)
+    return out
+
+
 def resolve_fields(step: StepSpec, params: dict[str, Any]) -> dict[str, Any]:
-    """The step's fields with ``{param}`` references substituted and converted to their kinds."""
+    """The step's fields with ``{param}`` references substituted and converted to their kinds;
+    every bad field named in one :class:`BadInput`."""
     kinds = {**{k: v[0] for k, v in STEP_FIELDS[step.type].items()}}
     out: dict[str, Any] = {}
+    problems: list[str] = []
     for key, value in step.fields.items():
         if isinstance(value, str):
             whole = _REF.fullmatch(value)
@@ -352,7 +382,10 @@ def resolve_fields(step: StepSpec, params: dict[str, Any]) -> dict[str, Any]:
         try:
             out[key] = convert(kinds[key], value)
         except ValueError as e:
-            raise BadInput(f"step {step.id!r} (line {step.line}): field {key!r}: {e}") from None
+            problems.append(f"step {step.id!r} (line {step.line}): field {key!r}: {e}")
+    if problems:
+        raise BadInput(problems[0] if len(problems) == 1 else f"step {step.id!r}: {len(problems)} bad fields",
+                       details=problems)
     return out
 
 

@@ -234,11 +234,12 @@ def _plan_of(f: dict[str, Any], ctx: RunContext):
     if "plan" in res:
         return ReassignmentPlan.from_dict(res["plan"], source=f"plan of step {f['plan']!r}")
     path = res.get("plan_file")
-    if not path:
+    if not path or not isinstance(path, str):
         raise StepFailed(f"step {f['plan']!r} has not produced a plan (run it first)")
-    from pathlib import Path
+    from kops.inputs.files import read_json
 
-    return ReassignmentPlan.from_json(Path(path).read_text(), source=path)
+    what = f"plan of step {f['plan']!r}"
+    return ReassignmentPlan.from_dict(read_json(path, what=what), source=f"{what} {path}")
 
 
 def _execute_options(f: dict[str, Any]):

@@ -13,7 +13,8 @@ from kops.cli.main import app
 from kops.errors import BadInput
 from kops.playbook import engine
 from kops.playbook.library import available
-from kops.playbook.spec import bind_params, parse_bytes, parse_duration, parse_playbook
+from kops.inputs.values import duration, size
+from kops.playbook.spec import bind_params, parse_playbook
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -61,7 +62,7 @@ def test_bad_playbook_names_every_problem_with_its_line():
 
 
 def test_invalid_yaml_reports_line():
-    with pytest.raises(BadInput, match=r"x.yaml line 3: not valid YAML"):
+    with pytest.raises(BadInput, match=r"x.yaml:3:1: not valid YAML"):
         parse_playbook("name: x\nsteps: [\n", source="x.yaml")
 
 
@@ -75,7 +76,7 @@ def test_params_and_values():
         bind_params(pb, {"n": "x", "zone": "1"})
     d = " ".join(e.value.details)
     assert "missing parameter 'rack'" in d and "unknown parameter 'zone'" in d and "'x' is not an integer" in d
-    assert parse_duration("5m") == 300 and parse_duration(7) == 7 and parse_bytes("2KiB") == 2048
+    assert duration("5m") == 300 and duration(7) == 7 and size("2KiB") == 2048
 
 
 def test_dry_run_on_snapshot_changes_nothing(tmp_path, monkeypatch):
@@ -150,3 +151,73 @@ def test_state_pause_failure_and_resume(tmp_path, monkeypatch):
     assert "said hello" in (tmp_path / "notes.txt").read_text()
     rep = engine.report(final)
     assert [s["status"] for s in rep["steps"]] == ["done"] * 5
+
+
+TYPED = """\
+name: typed
+params:
+  rack: {type: rack, required: "false"}
+  kind: {type: [rack]}
+  wait: {type: duration, default: 1m}
+steps:
+  - {id: a, type: [health_gate]}
+  - {id: p, type: plan, goal: rebalance, max_moves: -1}
+  - {id: b, type: execute, plan: p, throttle: -1, max_moves_per_broker: 0, timeout: .nan}
+  - {id: ../x, type: shell, command: "true", allow_failure: "false"}
+  - {id: d, type: wait_for, condition: healthy, timeout: -5, interval: 0}
+"""
+
+
+def test_fields_are_typed_and_ranges_checked_at_validation():
+    """Booleans are YAML booleans ('false' as a string would mean true), types are names,
+    negative timeouts, throttles and move limits are refused before anything runs."""
+    with pytest.raises(BadInput) as e:
+        parse_playbook(TYPED, source="t.yaml")
+    d = "\n".join(e.value.details)
+    assert "t.yaml:3: parameter 'rack': 'required': 'false' is not true or false (a string" in d
+    assert "t.yaml:4: parameter 'kind': unknown type ['rack']" in d
+    assert "t.yaml:7: step 'a': unknown step type ['health_gate']" in d
+    assert "step 'p': field 'max_moves': -1 is below 0" in d
+    assert "step 'b': field 'throttle': -1 is below 1" in d
+    assert "step 'b': field 'max_moves_per_broker': 0 is below 1" in d
+    assert "step 'b': field 'timeout': nan is not a finite number" in d
+    assert "step '../x': 'id': '../x' is not a step id" in d
+    assert "step '../x': field 'allow_failure': 'false' is not true or false" in d
+    assert "step 'd': field 'timeout': -5.0 is below 0.0" in d
+    assert "step 'd': field 'interval': 0.0 is below 0.1" in d
+
+
+def test_a_parameter_that_makes_a_field_bad_is_refused_before_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    pb = tmp_path / "p.yaml"
+    pb.write_text("name: p\nparams:\n  t: {type: str}\n  n: {type: int}\nsteps:\n"
+                  "  - {id: w, type: wait_for, condition: healthy, timeout: '{t}'}\n"
+                  "  - {id: x, type: plan, goal: rebalance, max_moves: '{n}'}\n")
+    r = runner.invoke(app, ["playbook", "run", str(pb), "--param", "t=-3", "--param", "n=-1", "--dry-run",
+                            "--topology", str(DATA / "topo6.json"), "--output", "json"])
+    assert r.exit_code == 2, r.stderr
+    err = json.loads(r.stdout)["error"]
+    assert "2 bad step fields" in err["message"]
+    assert any("field 'timeout'" in x for x in err["details"]) and any("field 'max_moves'" in x for x in err["details"])
+
+
+def test_resume_takes_a_run_id_and_reports_a_damaged_state_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    r = runner.invoke(app, ["playbook", "run", "rack-maintenance", "--resume", "../../x", "--output", "json"])
+    assert r.exit_code == 2 and "not a run id" in json.loads(r.stdout)["error"]["message"]
+    runs = tmp_path / "playbook-runs"
+    runs.mkdir()
+    (runs / "r1.json").write_text('{"run_id": "r1", "steps": [')
+    r = runner.invoke(app, ["playbook", "run", "rack-maintenance", "--resume", "r1", "--output", "json"])
+    assert r.exit_code == 2
+    msg = json.loads(r.stdout)["error"]["message"]
+    assert "r1.json:1:" in msg and "not valid JSON" in msg and "restore it from a backup" in msg
+    (runs / "r1.json").write_bytes(b'{"run_id": "r1\xff"}')
+    r = runner.invoke(app, ["playbook", "run", "rack-maintenance", "--resume", "r1"])
+    assert r.exit_code == 2 and "not UTF-8" in r.stderr
+    (runs / "r1.json").write_text(json.dumps({"run_id": "r1", "playbook": "rack-maintenance", "source": "x",
+                                              "sha256": "x", "params": [], "steps": [{"id": "a", "status": 3}]}))
+    r = runner.invoke(app, ["playbook", "run", "rack-maintenance", "--resume", "r1", "--output", "json"])
+    assert r.exit_code == 2
+    err = json.loads(r.stdout)["error"]
+    assert "params: missing or not a dict" in err["details"] and "steps[0]: needs" in " ".join(err["details"])
