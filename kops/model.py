@@ -433,15 +433,7 @@ def parse_plan(data: Any, *, source: str = "reassignment JSON", allow_empty: boo
             continue
         n = len(problems)
         topic, part, reps, log_dirs = p.get("topic"), p.get("partition"), p.get("replicas"), p.get("log_dirs")
-        why = V.topic_problem(topic)
-        if why:
-            problems.add(f"{where}.topic", why if "topic" in p else "missing")
-        try:
-            V.integer(part, what="a partition number", text=False)
-        except V.Invalid as e:
-            problems.add(f"{where}.partition", str(e) if "partition" in p else "missing")
-        if why is None and (topic, part) in first and isinstance(part, int):
-            problems.add(where, f"{topic}-{part} is listed more than once (also partitions[{first[(topic, part)]}])")
+        tp = _entry_tp(p, i, problems, first)
         good_reps: list[int] = []
         if not isinstance(reps, list) or not reps:
             problems.add(f"{where}.replicas", "missing" if reps is None else "must be a non-empty list of broker ids")
@@ -464,12 +456,34 @@ def parse_plan(data: Any, *, source: str = "reassignment JSON", allow_empty: boo
                 bad = [d for d in log_dirs if d != "any" and not d.startswith("/")]
                 if bad:
                     problems.add(f"{where}.log_dirs", f"must be \"any\" or absolute paths, not {bad[:3]}")
-        if why is None and isinstance(part, int) and not isinstance(part, bool) and 0 <= part <= V.INT32_MAX:
-            first.setdefault((topic, part), i)
+        if tp is not None:
             refs.append(PlanEntry(topic, part, tuple(dict.fromkeys(good_reps))))
         if len(problems) == n:
             entries.append(PlanEntry(topic, part, tuple(reps), tuple(log_dirs) if log_dirs is not None else None))
     return ParsedPlan(ReassignmentPlan(tuple(entries)), problems, tuple(refs))
+
+
+def _entry_tp(e: dict, i: int, problems: Problems, first: dict[TopicPartition, int]) -> TopicPartition | None:
+    """The topic and partition of entry ``partitions[i]``, checked (Kafka's topic-name rules,
+    an int32 partition; each problem named with its JSON path), or None when either is bad. An
+    entry whose partition came before (``first``) is a problem too: Kafka refuses duplicates."""
+    where = f"partitions[{i}]"
+    topic, part = e.get("topic"), e.get("partition")
+    why = V.topic_problem(topic)
+    if why:
+        problems.add(f"{where}.topic", why if "topic" in e else "missing")
+    try:
+        V.integer(part, what="a partition number", text=False)
+    except V.Invalid as err:
+        problems.add(f"{where}.partition", str(err) if "partition" in e else "missing")
+        return None
+    if why:
+        return None
+    if (topic, part) in first:
+        problems.add(where, f"{topic}-{part} again: a duplicate of partitions[{first[(topic, part)]}]")
+    else:
+        first[(topic, part)] = i
+    return (topic, part)
 
 
 @guarded
@@ -514,27 +528,13 @@ def parse_election(data: Any, *, source: str = "election JSON") -> tuple[list[To
     out: list[TopicPartition] = []
     first: dict[TopicPartition, int] = {}
     for i, e in enumerate(parts):
-        where = f"partitions[{i}]"
         if not isinstance(e, dict):
-            problems.add(where, f'expected {{"topic": NAME, "partition": N}}, not {V.show(e)}')
+            problems.add(f"partitions[{i}]", f'expected {{"topic": NAME, "partition": N}}, not {V.show(e)}')
             continue
-        t, p = e.get("topic"), e.get("partition")
-        why = V.topic_problem(t)
-        if why:
-            problems.add(f"{where}.topic", why if "topic" in e else "missing")
-        try:
-            V.integer(p, what="a partition number", text=False)
-        except V.Invalid as err:
-            problems.add(f"{where}.partition", str(err) if "partition" in e else "missing")
-            continue
-        if why:
-            continue
-        if (t, p) in first:
-            problems.add(where, f"{t}-{p} is listed more than once (also partitions[{first[(t, p)]}]); "
-                         "Kafka refuses duplicate partitions")
-            continue
-        first[(t, p)] = i
-        out.append((t, p))
+        n = len(problems)
+        tp = _entry_tp(e, i, problems, first)
+        if tp is not None and len(problems) == n:  # not a duplicate either
+            out.append(tp)
     if not parts:
         problems.add("partitions", "no partitions given")
     return out, problems
