@@ -207,5 +207,5 @@ def test_bad_parameters_rejected_before_any_change(sandbox, bootstrap, kops_home
     r = kops("playbook", "run", "rack-maintenance", "--param", "rack=no-such-rack", "--bootstrap-server", bootstrap)
     assert r.returncode == 2 and "unknown rack 'no-such-rack'" in r.stderr
     r = kops("playbook", "run", "decommission-broker", "--param", "broker=x", "--bootstrap-server", bootstrap)
-    assert r.returncode == 2 and "'x' is not an integer" in r.stderr
+    assert r.returncode == 2 and "'x' is not a broker id" in r.stderr
     assert not (kops_home / "playbook-runs").exists() or not list((kops_home / "playbook-runs").glob("*.json"))

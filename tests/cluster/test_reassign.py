@@ -276,13 +276,18 @@ def test_bad_plans_change_nothing(sandbox, bootstrap, unique_topic, tmp_path, ko
                  "--bootstrap-server", bootstrap)
         assert r.returncode == 2, r.stdout + r.stderr
         err = " ".join(r.stderr.split())
-        for needle in ("no-such-topic-x-0", f"{topic}-9", "unknown broker 77", f"{topic}-1: log_dirs"):
+        for needle in ("no-such-topic-x-0", f"{topic}-9", "unknown broker 77",
+                       'partitions[3].log_dirs: must be "any" or absolute paths'):
             assert needle in err, (needle, err)
         dup = tmp_path / "dup.json"
         dup.write_text(json.dumps({"version": 1, "partitions": [
-            {"topic": topic, "partition": 0, "replicas": [1, 1, 2]}]}))
+            {"topic": topic, "partition": 0, "replicas": [1, 1, 2]},
+            {"topic": "no-such-topic-y", "partition": 0, "replicas": [0, 1, 2]}]}))
         r = kops("execute", "--reassignment-json-file", str(dup), "--yes", "--bootstrap-server", bootstrap)
-        assert r.returncode == 2 and "duplicate" in r.stderr
+        err = " ".join(r.stderr.split())
+        # a problem of the file and one only the cluster shows, named together (issue 17)
+        assert r.returncode == 2 and "duplicate replica 1" in err, err
+        assert "topic 'no-such-topic-y' does not exist" in err, err
         # nothing changed
         assert replicas(bootstrap, topic) == before
         assert topic_throttles(bootstrap, topic) == {}
