@@ -34,9 +34,9 @@ def assign(
         "--racks",
         help="Broker racks, e.g. 0:r1,1:r2,2:r1. Path racks (0:/dc1/r1,...) use kops' multi-level algorithm.",
     ),
-    partitions: int = typer.Option(..., "--partitions", click_type=params.count(1, MAX_ASSIGN_PARTITIONS),
+    partitions: int = typer.Option(..., "--partitions", click_type=params.count(_INT32_MIN, MAX_ASSIGN_PARTITIONS),
                                    help=f"Number of partitions (at most {MAX_ASSIGN_PARTITIONS:,})."),
-    replication_factor: int = typer.Option(..., "--replication-factor", click_type=params.count(1, 32767),
+    replication_factor: int = typer.Option(..., "--replication-factor", click_type=params.count(_INT32_MIN),
                                            help="Replicas per partition."),
     start_index: int = typer.Option(
         -1, "--start-index", click_type=params.count(_INT32_MIN),
@@ -85,10 +85,11 @@ def assign(
             else:
                 rack_of[b] = rack
         bad.raise_if_any("")
-    if partitions * min(replication_factor, len(ids)) > MAX_ASSIGN_REPLICAS:
+    # (0 or fewer partitions or replicas: Kafka's own messages, from the assignment below)
+    if partitions > 0 and replication_factor > 0 and partitions * min(replication_factor, len(ids)) > MAX_ASSIGN_REPLICAS:
         raise BadInput(f"--partitions {partitions} x --replication-factor {replication_factor}: more than "
                        f"{MAX_ASSIGN_REPLICAS:,} replicas in one plan (kops would compute for many minutes)")
-    if start_partition > 0 and start_partition + partitions - 1 > INT32_MAX:
+    if start_partition > 0 and partitions > 0 and start_partition + partitions - 1 > INT32_MAX:
         raise BadInput(f"--start-partition {start_partition} + --partitions {partitions}: partition ids past "
                        f"{INT32_MAX} (Kafka's largest int32)")
     multilevel = False

@@ -452,7 +452,7 @@ OPTIONS = [
     (["plan", "assign", "--brokers", "0,1,2", "--replication-factor", "2"], "--partitions", 1, 1_000_000, "int"),
     (["plan", "assign", "--brokers", "0,1,2", "--replication-factor", "2", "--partitions", "3"], "--start-index",
      -I32 - 1, I32, "int"),
-    (["plan", "assign", "--brokers", "0,1,2", "--partitions", "3"], "--replication-factor", 1, 32767, "int"),
+    (["plan", "assign", "--brokers", "0,1,2", "--partitions", "3"], "--replication-factor", 1, 3, "int"),
     (["reassign", "execute", "-y", "--reassignment-json-file", "PLAN", *NOWHERE], "--throttle", 1, I64, "int"),
     (["reassign", "execute", "-y", "--reassignment-json-file", "PLAN", *NOWHERE], "--max-moves-per-broker", 1, I32, "int"),
     (["reassign", "execute", "-y", "--reassignment-json-file", "PLAN", *NOWHERE], "--max-moves-in-flight", 1, I32, "int"),
@@ -476,6 +476,11 @@ OPTIONS = [
 ]
 
 
+#: Kafka's own messages (AdminUtils), which kops keeps, for partitions and replicas in int32 but
+#: not above 0, and a replication factor above the brokers: they do not name the option
+KAFKA_WORDED = {"--partitions": "Number of partitions", "--replication-factor": "Replication factor"}
+
+
 @pytest.mark.parametrize("before, option, lo, hi, kind", OPTIONS, ids=[f"{o[0][0]}-{o[0][1]}{o[1]}" for o in OPTIONS])
 @settings(FUZZ, max_examples=15)
 @given(data=st.data())
@@ -483,7 +488,9 @@ def test_bad_number_is_refused(work, before, option, lo, hi, kind, data):
     value = data.draw(bad_value(lo, hi, kind))
     plan = _file(work, _PLAN_OK.encode(), ".json")
     args = [plan if a == "PLAN" else a for a in before]
-    refused(work, [*args, f"{option}={value}"], names=option)
+    err = refused(work, [*args, f"{option}={value}"])
+    said = err["message"] + " ".join(err["details"])
+    assert option in said or (before[:2] == ["plan", "assign"] and KAFKA_WORDED.get(option, option) in said), said
 
 
 TOPIC_OPTIONS = [
