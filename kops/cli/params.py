@@ -24,14 +24,17 @@ class Checked(ParamType):
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         from kops.inputs import values as V
 
+        # a bound named by its constant ("INT64_MAX") is looked up now, with the layer
+        kwargs = {k: getattr(V, v) if isinstance(v, str) and v.isupper() else v for k, v in self._kwargs.items()}
         try:
-            return getattr(V, self._convert)(value, **self._kwargs)
+            return getattr(V, self._convert)(value, **kwargs)
         except V.Invalid as e:
             self.fail(str(e), param, ctx)
 
 
-def count(lo: int = 0, hi: int | None = None) -> Checked:
-    """An integer from ``lo`` to ``hi`` (default Kafka's int32)."""
+def count(lo: int | str = 0, hi: int | str | None = None) -> Checked:
+    """An integer from ``lo`` to ``hi`` (default Kafka's int32); a bound may be the name of a
+    constant of :mod:`kops.inputs.values` (``"INT32_MIN"``, ``"INT64_MAX"``)."""
     return Checked("INTEGER", "integer", lo=lo, **({"hi": hi} if hi is not None else {}))
 
 

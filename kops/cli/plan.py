@@ -15,13 +15,12 @@ import sys  # noqa: E402
 
 from kops.cli import params  # noqa: E402
 from kops.cli.common import OutputOpt, emit_json, err_console, handle_errors, make_context  # noqa: E402
-from kops.inputs.values import INT32_MAX  # noqa: E402
 
 #: ``plan assign`` computes at most this many partitions and replicas in one run (about a minute
 #: on a 2-core machine); more is a typo, not a plan anyone reviews
 MAX_ASSIGN_PARTITIONS = 1_000_000
 MAX_ASSIGN_REPLICAS = 10_000_000
-_INT32_MIN = -INT32_MAX - 1
+_INT32_MIN = "INT32_MIN"  # kops.inputs.values' constant, looked up when a value is converted
 
 
 @app.command("assign")
@@ -59,6 +58,7 @@ def assign(
     from kops.errors import BadInput
     from kops.inputs import Problems
     from kops.inputs import values as V
+    from kops.inputs.values import INT32_MAX
     from kops.model import ReassignmentPlan, parse_broker_list
     from kops.placement.kafka_assign import assign_replicas_to_brokers
     from kops.placement.racks import validate_racks

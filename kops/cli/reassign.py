@@ -25,7 +25,6 @@ from kops.cli.common import (
     make_context,
 )
 from kops.errors import BadInput
-from kops.inputs.values import INT64_MAX
 
 app = typer.Typer(
     help=(
@@ -54,7 +53,7 @@ PollOpt = Annotated[
     typer.Option("--poll-interval", click_type=params.seconds(0.2, 3600.0), help="Seconds between progress checks."),
 ]
 TimeoutSecondsOpt = params.seconds(1.0)
-RateOpt = params.count(1, INT64_MAX)
+RateOpt = params.count(1, "INT64_MAX")
 DiskReserveOpt = Annotated[
     float | None,
     typer.Option(

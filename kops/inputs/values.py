@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from kops.errors import BadInput
 
 INT16_MAX = 2**15 - 1
+INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
