@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kops.errors import ClusterError
+from kops.errors import BadInput, ClusterError
 from kops.ops.throttle import ThrottleState
 from kops.ops.validate import Move
 
@@ -218,10 +218,12 @@ class LocalStore:
         os.replace(tmp, path)
 
     def get(self, execution_id: str) -> dict[str, Any] | None:
+        from kops.inputs.files import read_json
+
         path = self.dir / f"{execution_id}.json"
         if not path.exists():
             return None
-        return json.loads(path.read_text())
+        return read_json(str(path), what="local journal copy")
 
     def all(self) -> list[dict[str, Any]]:
         if not self.dir.exists():
@@ -503,6 +505,13 @@ class JournalStore:
                 self.warnings.append(f"journal in the cluster unreadable ({e.message}); using the other copies")
         if doc is None:
             doc = self.local.get(execution_id)
+            try:
+                return Journal.from_dict(doc) if doc else None
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise BadInput(
+                    f"local journal copy {self.local.dir / f'{execution_id}.json'} is damaged "
+                    f"({type(e).__name__}: {e}) and the cluster holds no copy of execution {execution_id}: "
+                    "restore the file from a backup, or move it aside") from None
         return Journal.from_dict(doc) if doc else None
 
     def all(self) -> list[Journal]:

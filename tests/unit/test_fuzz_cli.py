@@ -687,3 +687,22 @@ def test_installed_script_refuses_bad_input(work, args):
     assert doc["error"]["exit_code"] == 2 and doc["error"]["type"] == "bad_input"
     assert r.stderr.startswith("error: ") or "Error: " in r.stderr  # the message for people, on stderr
     assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize("content", [b'{"id": "e1", "moves": [', b"\xff\xfe", b'{"id": "e1"}'])
+def test_damaged_local_journal_copy_is_bad_input(tmp_path, content):
+    """The local copy of a journal is read when the cluster holds none: a damaged one is
+    reported (exit 2, what to do), never a Python exception."""
+    from kops.errors import BadInput
+    from kops.ops.journal import JournalStore
+
+    class NoRemote:
+        def get(self, execution_id):
+            return None
+
+    store = JournalStore(type("Conn", (), {"zookeeper": None})(), "c1", local_root=tmp_path)
+    store.remotes = [NoRemote()]
+    store.local.dir.mkdir(parents=True)
+    (store.local.dir / "e1.json").write_bytes(content)
+    with pytest.raises(BadInput, match="local journal copy"):
+        store.load("e1")
