@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "plan": "kops.cli.plan",
     "reassign": "kops.cli.reassign",
     "leader": "kops.cli.leader",
+    "rebalance": "kops.cli.rebalance",
     "playbook": "kops.cli.playbook",
     "logs": "kops.cli.logs",
 }

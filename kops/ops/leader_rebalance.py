@@ -344,6 +344,12 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
     from kops.cluster.topology import list_reassignments
 
     if not force:
+        from kops.ops import maintenance
+
+        paused = maintenance.current(conn)
+        if paused is not None:
+            return RebalanceResult(STEPPED_ASIDE, EXIT_OK, threshold_pct, dry_run=dry_run,
+                                   reason=f"kops' cron jobs are {paused.describe()}")
         holder = kops_execution_in_progress(conn)
         if holder:
             return RebalanceResult(STEPPED_ASIDE, EXIT_OK, threshold_pct, dry_run=dry_run,
@@ -384,17 +390,25 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
 # ------------------------------------------------------------------------------------------
 
 
-def format_metrics(res: RebalanceResult, *, now: float | None = None) -> str:
+def prometheus_lines(metrics: list[tuple[str, str, list[tuple[dict[str, str], float]]]]) -> str:
+    """Prometheus text format of gauges: ``[(name, help, [(labels, value), ...]), ...]``."""
     lines: list[str] = []
-
-    def metric(name: str, help_: str, typ: str, samples: list[tuple[dict[str, str], float]]) -> None:
+    for name, help_, samples in metrics:
         lines.append(f"# HELP {name} {help_}")
-        lines.append(f"# TYPE {name} {typ}")
+        lines.append(f"# TYPE {name} gauge")
         for labels, value in samples:
             lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
             v = float(value)
             text = str(int(v)) if v.is_integer() else repr(v)
             lines.append(f"{name}{{{lab}}} {text}" if lab else f"{name} {text}")
+    return "\n".join(lines) + "\n"
+
+
+def format_metrics(res: RebalanceResult, *, now: float | None = None) -> str:
+    out: list[tuple[str, str, list[tuple[dict[str, str], float]]]] = []
+
+    def metric(name: str, help_: str, typ: str, samples: list[tuple[dict[str, str], float]]) -> None:
+        out.append((name, help_, samples))
 
     rep = res.after or res.before
     if rep is not None:
@@ -429,16 +443,20 @@ def format_metrics(res: RebalanceResult, *, now: float | None = None) -> str:
            [({}, round(res.duration_s, 3))])
     metric("kops_leader_rebalance_last_run_timestamp_seconds", "Unix time the last run ended.", "gauge",
            [({}, round(now if now is not None else time.time(), 3))])
-    return "\n".join(lines) + "\n"
+    return prometheus_lines(out)
 
 
 def write_metrics(path: str, res: RebalanceResult) -> None:
+    write_textfile(path, format_metrics(res))
+
+
+def write_textfile(path: str, text: str) -> None:
     """Atomically (write + rename), as node_exporter's textfile collector expects."""
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        tmp.write_text(format_metrics(res))
+        tmp.write_text(text)
         os.replace(tmp, p)
     except OSError as e:
         raise ClusterError(f"--metrics-file {path}: cannot write ({e.strerror or e})") from None

@@ -66,13 +66,13 @@ class ExecuteOptions:
     via: str = "admin"
     #: percent of each destination volume the disk check keeps free (None: the default, 5 %)
     disk_reserve_pct: float | None = None
+    #: who started the execution, kept in the journal (``rebalance-step``: a cron step's own)
+    origin: str | None = None
 
     @property
     def reserve_pct(self) -> float:
         return DEFAULT_DISK_RESERVE_PCT if self.disk_reserve_pct is None else self.disk_reserve_pct
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
     def check(self, *, zookeeper: bool) -> None:
         """What can be judged without the cluster (exit 2 before connecting): the way moves
         are submitted. ``zookeeper``: a ZooKeeper connect string was given."""
@@ -81,6 +81,8 @@ class ExecuteOptions:
         if self.via == "zookeeper" and not zookeeper:
             raise BadInput("--via zookeeper needs --zookeeper HOST:PORT (a ZooKeeper-mode cluster)")
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
             "via": self.via,
             "throttle": self.throttle,
             "log_dir_throttle": self.log_dir_throttle,
@@ -89,6 +91,7 @@ class ExecuteOptions:
             "allow_offline": self.allow_offline,
             "poll_interval_s": self.poll_interval_s,
             "disk_reserve_pct": self.reserve_pct,
+            **({"origin": self.origin} if self.origin else {}),
         }
 
     def with_journal(self, opts: Mapping[str, Any]) -> ExecuteOptions:
@@ -106,6 +109,7 @@ class ExecuteOptions:
             via=opts.get("via", "admin"),
             disk_reserve_pct=(self.disk_reserve_pct if self.disk_reserve_pct is not None
                               else opts.get("disk_reserve_pct")),
+            origin=opts.get("origin", self.origin),
         )
 
 

@@ -218,6 +218,9 @@ def run(
         step_impls.preflight(pb, resolved, ctx)
     state.save()
     say(f"run {state.run_id}" + (" (dry run: nothing will change)" if dry_run else f"  state: {state.path}"))
+    pause_source = f"playbook {pb.name} run {state.run_id}"
+    if not dry_run:  # kops' cron jobs step aside while the run lasts (lifted when it is done)
+        _pause_cron_jobs(ctx, pb, state, pause_source, say)
 
     for spec in pb.steps:
         rec = state.step(spec.id) if any(s["id"] == spec.id for s in state.steps) else None
@@ -271,7 +274,35 @@ def run(
         say(f"{label} {'(dry run)' if dry_run else 'done'}" + (f": {summary}" if summary else ""))
     state.status = "done" if not dry_run else "dry-run"
     state.save()
+    if not dry_run:
+        _lift_cron_pause(ctx, pause_source, say)
     return state
+
+
+#: how long a run pauses kops' cron jobs (renewed by --resume); a run that is never finished
+#: (killed, abandoned) does not keep them paused for longer
+CRON_PAUSE_S = 12 * 3600.0
+
+
+def _pause_cron_jobs(ctx: RunContext, pb: Playbook, state: RunState, source: str, say) -> None:
+    from kops.ops import maintenance
+
+    with ctx.connection() as conn:
+        maintenance.pause(conn, reason=f"playbook {pb.name} is running (run {state.run_id})",
+                          duration_s=CRON_PAUSE_S, source=source)
+    say(f"kops' cron jobs (rebalance step, leader rebalance) step aside while this run lasts "
+        f"(at most {CRON_PAUSE_S / 3600:.0f} h unless resumed)")
+
+
+def _lift_cron_pause(ctx: RunContext, source: str, say) -> None:
+    from kops.ops import maintenance
+
+    try:
+        with ctx.connection() as conn:
+            if maintenance.unpause(conn, source=source) is not None:
+                say("kops' cron jobs resume")
+    except KopsError as e:  # the run is done; the pause ends by itself
+        say(f"warning: could not lift the cron pause ({e.message}); it ends by itself")
 
 
 def report(state: RunState) -> dict[str, Any]:

