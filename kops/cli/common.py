@@ -36,6 +36,7 @@ BootstrapOpt = Annotated[
     typer.Option(
         "--bootstrap-server",
         envvar="KOPS_BOOTSTRAP_SERVER",
+        click_type=params.BOOTSTRAP,
         help="Kafka bootstrap server(s) HOST:PORT[,HOST:PORT] (env KOPS_BOOTSTRAP_SERVER).",
         rich_help_panel="Connection",
     ),
@@ -54,6 +55,7 @@ ZookeeperOpt = Annotated[
     typer.Option(
         "--zookeeper",
         envvar="KOPS_ZOOKEEPER",
+        click_type=params.ZOOKEEPER,
         help="ZooKeeper connect string HOST:PORT[/chroot] (env KOPS_ZOOKEEPER); also read ZooKeeper.",
         rich_help_panel="Connection",
     ),

@@ -52,6 +52,8 @@ def size(lo: int = 0) -> Checked:
     return Checked("BYTES", "size", lo=lo)
 
 
+BOOTSTRAP = Checked("HOST:PORT", "host_ports")
+ZOOKEEPER = Checked("HOST:PORT[/chroot]", "zookeeper_connect")
 BROKER = Checked("BROKER", "broker_id")
 TOPIC = Checked("TOPIC", "topic")
 RACK = Checked("RACK", "rack")

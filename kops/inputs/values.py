@@ -41,6 +41,7 @@ _MAX_DIGITS = 60
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
 _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", re.ASCII)
+_PORT = re.compile(r"[0-9]{1,5}", re.ASCII)
 
 T = TypeVar("T")
 
@@ -241,6 +242,29 @@ def broker_ids(value: Any, *, allow_empty: bool = False, text: bool = True) -> l
     if not ids and not allow_empty:
         raise Invalid("no broker ids given")
     return ids
+
+
+def host_ports(value: Any, *, what: str = "HOST:PORT[,HOST:PORT...]") -> str:
+    """``host:port`` pairs, comma-separated (``[::1]:9092`` for IPv6): a host, and a port in
+    1..65535 (librdkafka would only time out on port 99999)."""
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid(f"{show(value)} is not {what}")
+    for hp in value.split(","):
+        host, _, port = hp.strip().rpartition(":")
+        if not host.strip("[]") or not _PORT.fullmatch(port) or not 1 <= int(port) <= 65535 \
+                or any(c.isspace() for c in host) or not host.isprintable():
+            raise Invalid(f"{show(hp.strip())} is not HOST:PORT (e.g. 127.0.0.1:9092; a port 1..65535)")
+    return value
+
+
+def zookeeper_connect(value: Any) -> str:
+    """ZooKeeper's ``host:port[,host:port...][/chroot]``."""
+    text = value if isinstance(value, str) else ""
+    servers, slash, chroot = text.partition("/")
+    host_ports(servers, what="HOST:PORT[,HOST:PORT...][/chroot]")
+    if slash and (chroot.endswith("/") or "//" in chroot or not chroot.isprintable()):
+        raise Invalid(f"{show(value)}: the chroot /{chroot} is not a ZooKeeper path")
+    return value
 
 
 def ident(value: Any, *, what: str = "an id") -> str:

@@ -526,6 +526,19 @@ def test_chart_in_a_format_kops_cannot_write_is_refused(work, ext, as_dir):
 
 
 @settings(FUZZ, max_examples=20)
+@given(server=st.one_of(
+    st.integers(min_value=65536).map(lambda p: f"127.0.0.1:{p}"), st.just("127.0.0.1:0"),
+    st.text(alphabet="abc.-", max_size=8).map(lambda h: h + ":"),  # no port
+    st.integers(1, 65535).map(lambda p: f":{p}"),  # no host
+    st.text(alphabet="abc:", max_size=8).filter(lambda t: not re.fullmatch(r".+:[0-9]+", t)),
+    st.just("127.0.0.1:9092,"), st.just("a b:9092")),
+    option=st.sampled_from(["--bootstrap-server", "--zookeeper"]))
+def test_bad_server_address_is_refused(work, server, option):
+    args = ["cluster", "describe", f"{option}={server}"] + (NOWHERE if option == "--zookeeper" else [])
+    refused(work, args, names=option)
+
+
+@settings(FUZZ, max_examples=20)
 @given(run_id=NOT_AN_ID.filter(lambda v: isinstance(v, str)), which=st.sampled_from(["resume", "execution-id"]))
 def test_ids_are_never_paths(work, run_id, which):
     if which == "resume":
@@ -639,6 +652,8 @@ ARG_CORPUS = [
     ["playbook", "run", "rack-maintenance", "--param", "rack=a", "--param", "rack=b", "--dry-run", "--topology", TOPO],
     ["reassign", "verify", "--execution-id", "../../etc/passwd", *NOWHERE],
     ["cluster", "describe", "--topic", "a/b", *NOWHERE],
+    ["cluster", "describe", "--bootstrap-server", "127.0.0.1:99999"],
+    ["cluster", "describe", *NOWHERE, "--zookeeper", "zk:2181/kafka/"],
     ["logs", "merge", "--logs", "LOGS", "--topic-regex", "a{"],
     ["logs", "merge", "--logs", "LOGS", "--broker-of", "broker-\\d+"],
     ["logs", "merge", "--logs", "LOGS", "--topic", "orders", "--partitions", "0-2000000000"],
