@@ -144,6 +144,11 @@ def execute(
                                    help="With --wait: stop waiting after S seconds (exit 3).")
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate everything, then show the waves in order, the throttles "
+                           "per broker and topic, bytes per destination, the estimated duration and each "
+                           "destination's disk before / at the peak / after; change nothing (exit 0).")
+    ] = False,
     allow_offline: Annotated[
         bool, typer.Option("--allow-offline", help="Start even if target brokers are down or partitions are offline.")
     ] = False,
@@ -183,10 +188,52 @@ def execute(
         if opts.via == "zookeeper":
             conn.require_zookeeper_mode("--via zookeeper")  # KRaft: exit 2 before anything else
         prepared = R.prepare(conn, plan, opts)
+        if dry_run:
+            from kops.ops.dryrun import simulate
+
+            _render_dry_run(c, simulate(prepared, opts), prepared, opts)
+            raise typer.Exit(0)
         _confirm(c, prepared, opts, yes)
         outcome = R.start(conn, prepared, opts, reporter=_reporter(c))
     _render_outcome(c, outcome)
     raise typer.Exit(outcome.exit_code)
+
+
+def _render_dry_run(c, doc: dict, prepared, opts) -> None:
+    """The dry run: one JSON document, or readable lines on stderr."""
+    from kops.ops.progress import _human_bytes
+
+    if c.json:
+        emit_json(doc)
+        return
+    con = err_console()
+
+    def say(text: str) -> None:
+        con.print(text, markup=False, highlight=False)
+
+    est = doc["estimated_seconds"]
+    say(f"dry run: {doc['partitions']} partitions change ({doc['data_moves']} copy data, {doc['reorders']} "
+        f"reorders only), {len(doc['waves'])} wave(s)"
+        + (f", {_human_bytes(doc['bytes_to_move'])} to copy" if doc["bytes_to_move"] is not None else "")
+        + (f", about {est:.0f} s at {_human_bytes(opts.throttle)}/s" if est is not None else ""))
+    for w in doc["waves"]:
+        names = [f"{p['topic']}-{p['partition']}" for p in w["partitions"]]
+        start = f" (after ~{w['starts_after_s']:.0f} s)" if w["starts_after_s"] else ""
+        say(f"wave {w['wave']}{start}: {len(names)} partitions, {_human_bytes(w['bytes'])}: "
+            + ", ".join(names[:12]) + (f" ... and {len(names) - 12} more" if len(names) > 12 else ""))
+        for b, cfg in w["throttles"]["brokers"].items():
+            say(f"  throttle broker {b}: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
+        for t, cfg in w["throttles"]["topics"].items():
+            say(f"  throttle topic {t}: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
+    if doc["bytes_by_destination"]:
+        say("bytes per destination broker: " + ", ".join(f"{b}: {_human_bytes(n)}"
+                                                         for b, n in doc["bytes_by_destination"].items()))
+    for d in doc["disk"]:
+        say(f"broker {d['broker']} disk: {_human_bytes(d['used_before'])} used before, {_human_bytes(d['used_peak'])} "
+            f"at the peak ({d['peak_pct']} % of {_human_bytes(d['total_bytes'])}), {_human_bytes(d['used_after'])} after")
+    for line in _disk_lines(prepared, opts):
+        say(line)
+    say("nothing was changed (dry run)")
 
 
 def _disk_lines(prepared, opts) -> list[str]:

@@ -659,12 +659,11 @@ class _Planner:
         if n < 2 or not self.reps:
             return
         # 1. over all allowed brokers; 2. inside every rack (moves inside a rack never break
-        # rack-safety; this evens brokers of a rack whose load the rack rule pins, e.g. RF = racks)
-        # (by count only: by bytes the global pass already ends within about one partition of
-        # the mean, and more moves would buy little)
+        # rack-safety; this evens brokers of a rack whose load the rack rule pins, e.g. RF = racks:
+        # by bytes too, where the global pass can stop a partition or two from the mean with the
+        # only useful moves between racks, which the rack rule forbids)
         groups = [allowed]
-        if not self.bytes_mode:
-            groups += [m for _, m in sorted(self.leaf_members.items()) if len(m) > 1]
+        groups += [m for _, m in sorted(self.leaf_members.items()) if len(m) > 1]
         for members in groups:
             self._balance_group(members)
             if self.budget.hit:
@@ -831,7 +830,8 @@ class _Planner:
                 continue
             if bytes_mode:
                 wp = w[p]
-                if n * wp > bound_n or wp <= best_w:
+                # (an empty partition moves no bytes: moving it would not bring src nearer the mean)
+                if n * wp > bound_n or wp <= best_w or wp == 0:
                     only_rack_failures = False
                     continue
             if not same:

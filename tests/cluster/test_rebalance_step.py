@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 MAX_MOVES = 6
 #: by bytes, balanced when every broker is within this % of the mean (kops' own writes to its
 #: journal topic move the mean a little with every step)
-BAND = 3
+BAND = 1
 
 
 def _run(bootstrap: str, *args: str, timeout: float = 300) -> tuple[int, dict, str]:
@@ -94,11 +94,19 @@ def test_steps_converge_to_the_one_shot_plan(sandbox, bootstrap, unique_topic):
             assert steps <= limit, f"{steps} steps and not balanced (full plan: {full_moves} moves)"
         print(f"[rebalance step] converged in {steps} steps of <= {MAX_MOVES} moves: {moved} replicas moved "
               f"(one-shot plan: {full_moves})")
-        # converged: the last run found every broker within the band of the mean bytes — the
-        # balance the one-shot plan reaches (it ends within about one partition of the mean)
-        assert doc["bytes_deviation_pct"] is not None and doc["bytes_deviation_pct"] <= BAND, doc
+        # converged: every broker within the band of the mean bytes, or nothing left that brings
+        # one nearer (the planner ends within about one partition of the mean): the balance the
+        # one-shot plan reaches, give or take what kops' own journal writes added meanwhile
         assert one_shot["balance_by"] == "bytes"
-        final = _spreads(bootstrap)["balance"]
+        report = _spreads(bootstrap)
+        final = report["balance"]
+        assert doc["bytes_deviation_pct"] <= BAND or report["replicas_moved"] == 0, (doc, report["replicas_moved"])
+        # (the planner only makes moves that bring both brokers nearer the mean, so it may stop
+        # about one partition either side of it: a different path can end a partition or two
+        # from where the one-shot plan ends)
+        biggest = max(p.get("size_bytes") or 0 for t in _snapshot(bootstrap)["topics"] for p in t["partitions"])
+        assert final["bytes_spread_before"] <= target["bytes_spread_after"] + 2 * biggest + 256 * 1024, \
+            (final, target, biggest)
         assert final["leader_spread_before"] <= target["leader_spread_after"] + 2, (final, target)
         assert steps >= math.ceil(full_moves / MAX_MOVES) - 1
     finally:
@@ -148,3 +156,64 @@ def test_bad_bounds_are_refused_before_connecting():
         r = kops("rebalance", "step", *args, "--bootstrap-server", "127.0.0.1:1", "--output", "json", timeout=60)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert needle in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+def _configs(bootstrap: str, kind: str, name: str, keys: tuple[str, ...]) -> dict[str, str]:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    from tests.cluster.kafka_helpers import admin
+
+    rt = ResourceType.BROKER if kind == "broker" else ResourceType.TOPIC
+    fut = admin(bootstrap).describe_configs([ConfigResource(rt, name)])
+    entries = next(iter(fut.values())).result(30)
+    return {k: entries[k].value for k in keys if k in entries and entries[k].value and not entries[k].is_default}
+
+
+def test_the_dry_run_of_an_execution_is_what_the_execution_does(sandbox, bootstrap, unique_topic, tmp_path):
+    """Four moves into one broker, one at a time: the dry run's waves, throttles and bytes are
+    those the engine then uses (first wave's throttles read back from the brokers and topic)."""
+    ids = sandbox.broker_ids  # racks a,a,b,b,c,c
+    topic = unique_topic("dry")
+    src, dst = ids[0], ids[1]  # the same rack: every target list stays rack-safe
+    create_topic(bootstrap, topic, assignment={p: [src, ids[2], ids[4]] for p in range(4)}, mb_per_partition=2)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": p, "replicas": [dst, ids[2], ids[4]]} for p in range(4)]}))
+    args = ["--reassignment-json-file", str(plan), "--throttle", "1048576", "--max-moves-per-broker", "1",
+            "--bootstrap-server", bootstrap, "--output", "json"]
+    try:
+        r = kops("reassign", "execute", *args, "--dry-run", timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        dry = json.loads(r.stdout)
+        assert dry["dry_run"] and dry["data_moves"] == 4 and len(dry["waves"]) == 4
+        assert [[(p["topic"], p["partition"]) for p in w["partitions"]] for w in dry["waves"]] == \
+            [[(topic, p)] for p in range(4)]
+        size = sum(p["size_bytes"] for w in dry["waves"] for p in w["partitions"])
+        assert dry["bytes_by_destination"] == {str(dst): size} and size >= 4 * 2_000_000
+        assert _assignment(_snapshot(bootstrap))[topic] == [[src, ids[2], ids[4]]] * 4  # nothing changed
+        assert not ongoing_moves(bootstrap)
+
+        # the real thing, first wave only: the throttles on the brokers and the topic are the dry run's
+        r = kops("reassign", "execute", *args, "--yes", timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        want = dry["waves"][0]["throttles"]
+        for b, cfg in want["brokers"].items():
+            assert _configs(bootstrap, "broker", b, tuple(cfg)) == cfg, b
+        t = want["topics"][topic]
+        assert _configs(bootstrap, "topic", topic, tuple(t)) == t
+        # ... then every wave, as many as the dry run said
+        r = kops("reassign", "resume", "--wait", "--bootstrap-server", bootstrap, "--output", "json", timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        done = json.loads(r.stdout)
+        assert done["state"] == "complete" and done["waves"] == len(dry["waves"]) and done["throttles_left"] == []
+        assert done["bytes_to_move"] == dry["bytes_to_move"]
+    finally:
+        if ongoing_moves(bootstrap):  # failed half way: roll back, nothing of it left for later tests
+            kops("reassign", "cancel", "--bootstrap-server", bootstrap, timeout=180)
+        delete_topic(bootstrap, topic)
+
+
+def ongoing_moves(bootstrap: str) -> dict:
+    from tests.cluster.kafka_helpers import ongoing
+
+    return ongoing(bootstrap)
