@@ -217,3 +217,39 @@ def ongoing_moves(bootstrap: str) -> dict:
     from tests.cluster.kafka_helpers import ongoing
 
     return ongoing(bootstrap)
+
+
+def test_a_killed_step_is_finished_by_the_next_run(sandbox, bootstrap, unique_topic):
+    """SIGKILL in the middle of a step's execution: the next cron run finishes that step (its
+    journal says a step started it, its process is gone) and lifts its throttles."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    ids = sandbox.broker_ids
+    topic = unique_topic("killed")
+    create_topic(bootstrap, topic, assignment={p: [ids[0], ids[2], ids[4]] for p in range(6)}, mb_per_partition=2)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "kops", "rebalance", "step", "--max-moves", "3",
+                                 "--throttle", "300K", "--balance-threshold", "1", "--bootstrap-server", bootstrap],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            wait_for(lambda: ongoing_moves(bootstrap) or proc.poll() is not None, 60, 0.2, "the step's moves")
+            assert proc.poll() is None, proc.communicate()
+            os.killpg(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait(30)
+        code, doc, err = _run(bootstrap, "rebalance", "step", "--max-moves", "3", "--throttle", "50M",
+                              "--balance-threshold", "1")
+        assert code == 0 and doc["status"] == "moved", (doc, err[-2000:])
+        assert doc["execution"]["state"] == "complete" and doc["execution"]["throttles_left"] == []
+        assert not ongoing_moves(bootstrap)
+        # and the job goes on from there: the next run plans a new step (or finds balance)
+        code, doc, err = _run(bootstrap, "rebalance", "step", "--max-moves", "3", "--throttle", "50M",
+                              "--balance-threshold", "1")
+        assert code == 0 and doc["status"] in ("moved", "balanced"), (doc, err[-2000:])
+    finally:
+        if ongoing_moves(bootstrap):
+            kops("reassign", "cancel", "--bootstrap-server", bootstrap, timeout=180)
+        delete_topic(bootstrap, topic)
