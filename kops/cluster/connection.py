@@ -119,13 +119,13 @@ class Connection:
     ) -> Connection:
         cfg = ClientConfig.load(command_config)
         zk_auth = ZookeeperAuth.load(zookeeper_auth_file)
-        if bootstrap_server:
-            for hp in bootstrap_server.split(","):
-                host, _, port = hp.strip().rpartition(":")
-                if not host or not port.isdigit():
-                    raise BadInput(
-                        f"--bootstrap-server: {hp.strip()!r} is not HOST:PORT (e.g. 127.0.0.1:9092)"
-                    )
+        if bootstrap_server:  # (the CLI checks it as an option already; library callers too)
+            from kops.inputs import values as V
+
+            try:
+                V.host_ports(bootstrap_server)
+            except V.Invalid as e:
+                raise BadInput(f"--bootstrap-server: {e}") from None
         return cls(bootstrap_server, cfg, zookeeper, timeout_s, zk_auth)
 
     # -- error mapping -----------------------------------------------------------------------
