@@ -191,7 +191,8 @@ def unhealthy(topo: Topology) -> list[str]:
     from kops.health import check_health
 
     rep = check_health(topo)
-    found = [f for f in rep.findings if f.check in UNHEALTHY]
+    # brokers down first: they explain the partitions offline or under-replicated after them
+    found = sorted((f for f in rep.findings if f.check in UNHEALTHY), key=lambda f: f.check != "broker_down")
     return [f"{f.subject}: {f.message}" for f in found]
 
 

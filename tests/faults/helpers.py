@@ -63,7 +63,26 @@ def workload_topics(bootstrap: str, n: int = 2, partitions: int = 6) -> list[str
     names = [unique("work") for _ in range(n)]
     for t in names:
         create_topic(bootstrap, t, partitions=partitions, rf=3, min_isr=2)
+    known_to_every_broker(bootstrap, names)
     return names
+
+
+def known_to_every_broker(bootstrap: str, topics: list[str], timeout: float = 60) -> None:
+    """Until each broker's own metadata shows every partition of ``topics`` with a leader: a client
+    that asks a broker which has not heard of a new topic yet (the controller tells each broker
+    on its own) would take it for unknown — a consumer then leaves it out of its subscription."""
+    from confluent_kafka.admin import AdminClient
+
+    def knows(addr: str) -> bool:
+        try:
+            md = AdminClient({"bootstrap.servers": addr}).list_topics(timeout=5)
+        except Exception:  # noqa: BLE001 - not answering yet
+            return False
+        return all(t in md.topics and md.topics[t].error is None and md.topics[t].partitions
+                   and all(p.leader >= 0 for p in md.topics[t].partitions.values()) for t in topics)
+
+    for addr in bootstrap.split(","):
+        wait_for(lambda a=addr: knows(a), timeout, 0.2, f"broker {addr} to know topics {topics}")
 
 
 def wait_in_flight(bootstrap: str, topic: str, timeout: float = 60) -> None:

@@ -78,10 +78,12 @@ def test_plan_that_would_not_fit_the_destination_disk_is_refused_before_any_writ
 
 def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, dbootstrap, tmp_path, kops_home,
                                                                         record):
-    """One move at a time onto broker 5 (waves); once the first is copying, its disk fills to 24
-    MiB free: the in-flight move still fits, the next wave does not. kops stops submitting (exit
-    1, state halted, says why), the waves after it are never submitted, `cancel` rolls back what
-    is still in flight and removes every throttle."""
+    """One move at a time onto broker 5 (waves of one ~7.6 MiB partition); once a move is copying,
+    its disk fills to 16 MiB free: the move in flight still fits, no later wave does (5 % of the
+    256 MiB disk, 12.8 MiB, is kept free: 3.2 MiB of room), whichever wave is in flight by then
+    (a first move can copy its first megabytes before the brokers apply the topic's throttled
+    replica lists). kops stops submitting (exit 1, state halted, says why), the waves after it
+    are never submitted, `cancel` rolls back what is still in flight and removes every throttle."""
     sb, bs = dsandbox, dbootstrap
     work = workload_topics(bs)
     topic, before = _topic_on_4(bs, 4, 8)
@@ -95,7 +97,7 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
                           "--bootstrap-server", bs, "--output", "json", out=tmp_path / "execute.json")
             wait_in_flight(bs, topic)
             t_fault = time.monotonic()
-            sb.fill_disk(SMALL, leave_bytes=24 * MB)
+            sb.fill_disk(SMALL, leave_bytes=16 * MB)
             rc, out, err = run.finish(300)
             doc = json.loads(out)
             c = kops("reassign", "cancel", "--bootstrap-server", bs, "--output", "json", timeout=120)
@@ -107,7 +109,7 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
         moved = sorted(p for p in after if after[p] == target[p])
         record(scenario="f. destination disk filling mid-move; `cancel`", mode="zookeeper", workload=res,
                kops_exit=f"execute {rc}, cancel {c.returncode}", recover_s=recover_s, kops_s=round(run.elapsed, 1),
-               detail=f"broker {SMALL} left with 24 MiB free during wave 1; partitions moved before the stop: {moved}",
+               detail=f"broker {SMALL} left with 16 MiB free mid-execution; partitions moved before the stop: {moved}",
                throttles_left=None)
         assert rc == 1, err[-3000:]
         assert doc["state"] == "halted", doc

@@ -108,6 +108,8 @@ class Workload:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "isolation.level": "read_uncommitted",
+            # a subscribed topic a broker did not know yet is looked up again soon (default 5 min)
+            "topic.metadata.refresh.interval.ms": 3000,
         })
         c.subscribe(self.topics)
         try:
