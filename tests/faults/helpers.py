@@ -81,7 +81,10 @@ def known_to_every_broker(bootstrap: str, topics: list[str], timeout: float = 60
         return all(t in md.topics and md.topics[t].error is None and md.topics[t].partitions
                    and all(p.leader >= 0 for p in md.topics[t].partitions.values()) for t in topics)
 
-    for addr in bootstrap.split(","):
+    # the brokers registered now (a scenario may have replaced one: the bootstrap list can name a
+    # broker that is gone)
+    brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers
+    for addr in sorted(f"{b.host}:{b.port}" for b in brokers.values()):
         wait_for(lambda a=addr: knows(a), timeout, 0.2, f"broker {addr} to know topics {topics}")
 
 
