@@ -56,9 +56,13 @@ def test_brokers_talk_sasl_ssl_to_each_other_by_container_name(secured):
     props = parse_properties(secured.config.properties_file(secured.broker_ids[0]).read_text())
     assert props["listener.security.protocol.map"] == "INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL"
     assert props["advertised.listeners"].startswith(f"INTERNAL://broker-{secured.broker_ids[0]}:")
-    md = jvm._admin(secured).list_topics(topic=jvm.TOPIC, timeout=30)
-    parts = md.topics[jvm.TOPIC].partitions.values()
-    assert parts and all(sorted(p.isrs) == sorted(p.replicas) and len(p.replicas) == 3 for p in parts)
+    from tests.cluster.kafka_helpers import wait_for
+
+    def in_sync() -> bool:  # followers join the ISR once they have fetched over INTERNAL
+        parts = jvm._admin(secured).list_topics(topic=jvm.TOPIC, timeout=30).topics[jvm.TOPIC].partitions.values()
+        return bool(parts) and all(sorted(p.isrs) == sorted(p.replicas) and len(p.replicas) == 3 for p in parts)
+
+    wait_for(in_sync, 90, 0.5, f"every partition of {jvm.TOPIC} fully in sync")
 
 
 # the JVM sandbox's secured-cluster tests, on containers (the order matters: the secret scan is last)
