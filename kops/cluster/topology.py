@@ -465,9 +465,16 @@ def _describe_log_dirs(conn: Connection, broker_ids: Iterable[int], topics: list
     ids = list(broker_ids)
     if not ids:
         return LogDirRead([], {})
+    from tenacity import Retrying, stop_after_attempt, wait_fixed
+
     try:
-        # a dict {} asks for no partitions at all; a list of names for every partition of them
-        result = conn.kp_admin().describe_log_dirs(topic_partitions=list(topics) if topics else {}, brokers=ids)
+        # a dict {} asks for no partitions at all; a list of names for every partition of them.
+        # A read: one that failed (a broker slow to answer) is sent again before giving up —
+        # a disk check that cannot be made does not refuse, so it should not give up lightly
+        for attempt in Retrying(stop=stop_after_attempt(3), wait=wait_fixed(0.5), reraise=True):
+            with attempt:
+                result = conn.kp_admin().describe_log_dirs(topic_partitions=list(topics) if topics else {},
+                                                           brokers=ids)
     except Exception:
         return None
     out = []
