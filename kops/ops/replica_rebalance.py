@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput, ClusterError
+from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput
 from kops.model import Topology
 
 BALANCED, MOVED, STEPPED_ASIDE, DRY_RUN, NOT_DONE = "balanced", "moved", "stepped_aside", "dry_run", "not_done"
@@ -368,8 +368,6 @@ def _resume_own(conn, opts, reporter):
         return R.resume(conn, opts, execution_id=j.id, reporter=reporter)
     except LockHeld:
         return None  # its owner is alive: that run is still driving it
-    except ClusterError:
-        raise
 
 
 # ------------------------------------------------------------------------------------------

@@ -28,21 +28,23 @@ RUNS: list[tuple[tuple[str, ...], subprocess.CompletedProcess]] = []
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory, request):
     """A running secured sandbox (``Sandbox``), torn down after the module."""
-    from kops.sandbox import Sandbox, SandboxConfig
+    from kops.sandbox import Sandbox
+
+    yield from secured_sandbox(Sandbox, tmp_path_factory, request, "kops-secured", "secured sandbox")
+
+
+def secured_sandbox(cls, tmp_path_factory, request, name: str, label: str, **config):
+    """``cls`` (the JVM or the containerised sandbox) secured with SASL_SSL, 3 brokers on free
+    ports, with the module's topic; down (and its work dir removed unless a test failed) after."""
+    from kops.sandbox import SandboxConfig
     from kops.sandbox.procs import free_ports
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
-    workdir = tmp_path_factory.mktemp("kops-secured", numbered=True)
+    workdir = tmp_path_factory.mktemp(name, numbered=True)
     ports = free_ports(4)
-    cfg = SandboxConfig(
-        workdir=workdir,
-        brokers=3,
-        zookeeper_port=ports[0],
-        broker_ports=ports[1:],
-        heap=os.environ.get("KOPS_TEST_HEAP", "384m"),
-        security="sasl_ssl",
-    )
-    sb = Sandbox(cfg, log=lambda m: print(f"[secured sandbox] {m}", flush=True))
+    cfg = SandboxConfig(workdir=workdir, brokers=3, zookeeper_port=ports[0], broker_ports=ports[1:],
+                        heap=os.environ.get("KOPS_TEST_HEAP", "384m"), security="sasl_ssl", **config)
+    sb = cls(cfg, log=lambda m: print(f"[{label}] {m}", flush=True))
     watchdog = spawn_watchdog(workdir)
     failed_before = request.session.testsfailed
     try:

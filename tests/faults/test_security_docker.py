@@ -9,9 +9,6 @@ The tests are the same functions, so a behaviour the JVM sandbox shows, containe
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
 from tests.cluster import test_security as jvm
@@ -23,29 +20,10 @@ pytestmark = pytest.mark.faults
 @pytest.fixture(scope="module")
 def secured(docker_engine, tmp_path_factory, request):
     """A running secured sandbox in containers, torn down after the module."""
-    from kops.sandbox import SandboxConfig
     from kops.sandbox.containers import DockerSandbox
-    from kops.sandbox.procs import free_ports
-    from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
-    workdir = tmp_path_factory.mktemp("kops-docker-secured", numbered=True)
-    ports = free_ports(4)
-    cfg = SandboxConfig(engine="docker", workdir=workdir, brokers=3, zookeeper_port=ports[0], broker_ports=ports[1:],
-                        heap=os.environ.get("KOPS_TEST_HEAP", "384m"), security="sasl_ssl")
-    sb = DockerSandbox(cfg, log=lambda m: print(f"[docker secured sandbox] {m}", flush=True))
-    watchdog = spawn_watchdog(workdir)
-    failed_before = request.session.testsfailed
-    try:
-        sb.up(timeout_s=240)
-        jvm._create_topic(sb)
-        yield sb
-    finally:
-        try:
-            sb.down()
-        finally:
-            stop_watchdog(watchdog)
-        if not (os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before):
-            shutil.rmtree(workdir, ignore_errors=True)
+    yield from jvm.secured_sandbox(DockerSandbox, tmp_path_factory, request, "kops-docker-secured",
+                                   "docker secured sandbox", engine="docker")
 
 
 def test_brokers_talk_sasl_ssl_to_each_other_by_container_name(secured):
