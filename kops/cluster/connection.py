@@ -31,6 +31,10 @@ from kops.errors import AuthorizationError, BadInput, ClusterError, ClusterTimeo
 
 log = logging.getLogger(__name__)
 
+#: a metadata request answered late or in part (after the cluster has answered) is sent again,
+#: this many times in all
+METADATA_ATTEMPTS = 3
+
 
 def _kafka_error_text(exc: BaseException) -> str:
     err = exc.args[0] if getattr(exc, "args", None) else None
@@ -62,6 +66,13 @@ def _is_timeout(exc: BaseException, text: str) -> bool:
     upper = text.upper()
     return ("TIMED_OUT" in upper or "TIMEDOUT" in upper or "TRANSPORT" in upper
             or type(exc).__name__ in ("KafkaTimeoutError", "RequestTimedOutError"))
+
+
+def _is_partial(text: str) -> bool:
+    """librdkafka ``_PARTIAL`` ("Partial response"): a broker answered a metadata request
+    without all it was asked, typically one that has just started and not yet been sent the
+    cluster's metadata. The cluster answered; asking again shortly gets the whole answer."""
+    return "_PARTIAL" in text.upper() or "PARTIAL RESPONSE" in text.upper()
 
 
 def is_authorization_error(exc: BaseException) -> bool:
@@ -179,6 +190,9 @@ class Connection:
             return self.authorization_error(what, text)
         if is_authentication_error(exc):
             return self.authentication_error(text)
+        if _is_partial(text):
+            self._answered = True
+            return ClusterTimeout(f"{what}: {text}")
         if self._answered and _is_timeout(exc, text):
             return ClusterTimeout(f"{what}: {text}")
         return ClusterError(f"{what}: {text}")
@@ -213,6 +227,28 @@ class Connection:
         """Drop the confluent-kafka client: the next :meth:`admin` makes a new one, with fresh
         connections and metadata (after a request it never answered)."""
         self._admin = None
+
+    def metadata(self, topic: str | None = None, what: str = "read metadata"):
+        """The cluster's metadata (confluent-kafka ``list_topics``: brokers, topics, partitions),
+        of every topic or of ``topic``. The one way kops asks for it: errors are mapped
+        (:meth:`map_error`), and an answer that is late or partial once the cluster has
+        answered (:class:`ClusterTimeout`: a broker slow, restarting, or just added) is asked
+        again, up to :data:`METADATA_ATTEMPTS` times in all."""
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+        for attempt in Retrying(retry=retry_if_exception_type(ClusterTimeout),
+                                stop=stop_after_attempt(METADATA_ATTEMPTS), wait=wait_fixed(1), reraise=True):
+            with attempt:
+                try:
+                    if topic is None:
+                        md = self.admin().list_topics(timeout=self.timeout_s)
+                    else:
+                        md = self.admin().list_topics(topic, timeout=self.timeout_s)
+                except Exception as e:
+                    raise self.map_error(e, what) from None
+                self._answered = True
+                return md
+        raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
 
     def wait(self, future, what: str, timeout: float | None = None):
         """``future.result()`` with the connection's bound and kops' error mapping."""

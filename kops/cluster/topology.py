@@ -96,12 +96,12 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
     # log dirs) run in this one
     cluster_future = admin.describe_cluster(request_timeout=conn.timeout_s)
     try:
-        md = admin.list_topics(timeout=conn.timeout_s)
-    except Exception as e:
+        md = conn.metadata()
+    except ClusterError:
         # the same failure ends DescribeCluster: its wait names it (cannot reach the cluster,
         # login failed, not authorized)
         conn.wait(cluster_future, "describe cluster")
-        raise conn.map_error(e, "read metadata") from None
+        raise
     cluster = conn.wait(cluster_future, "describe cluster")
 
     brokers = {

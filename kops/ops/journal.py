@@ -299,7 +299,7 @@ class TopicStore:
         from confluent_kafka.admin import NewTopic
 
         admin = self.conn.admin()
-        md = admin.list_topics(timeout=self.conn.timeout_s)
+        md = self.conn.metadata(what=f"look for the journal topic {self.topic}")
         if self.topic not in md.topics:
             alive = len(md.brokers)
             rf = max(1, min(3, alive))
@@ -381,8 +381,7 @@ class TopicStore:
     def _read_all(self) -> dict[str, bytes | None]:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        admin = self.conn.admin()
-        md = admin.list_topics(timeout=self.conn.timeout_s)
+        md = self.conn.metadata(what=f"look for the journal topic {self.topic}")
         if self.topic not in md.topics:
             return {}
         consumer = Consumer({
@@ -433,9 +432,8 @@ class TopicStore:
 
 def _wait_for_leader(conn, topic: str, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
-    admin = conn.admin()
     while time.monotonic() < deadline:
-        md = admin.list_topics(topic, timeout=conn.timeout_s).topics.get(topic)
+        md = conn.metadata(topic, what=f"read metadata of {topic}").topics.get(topic)
         if md is not None and md.error is None and md.partitions and all(
             p.leader >= 0 for p in md.partitions.values()
         ):

@@ -174,10 +174,7 @@ def kops_execution_in_progress(conn: Connection) -> str | None:
         return None
     lock = ClusterLock(conn)
     if not lock.zk_mode:
-        try:
-            md = conn.admin().list_topics(timeout=conn.timeout_s)
-        except Exception as e:
-            raise ClusterError(f"read metadata: {e}") from None
+        md = conn.metadata()
         if LOCK_TOPIC not in md.topics:
             return None
     try:

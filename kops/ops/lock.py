@@ -134,8 +134,7 @@ class ClusterLock:
         return json.loads(v.decode()) if v else None
 
     def _topic_exists(self) -> bool:
-        md = self.conn.admin().list_topics(timeout=self.conn.timeout_s)
-        return LOCK_TOPIC in md.topics
+        return LOCK_TOPIC in self.conn.metadata(what="look for the lock topic").topics
 
     def _topic_release(self, execution_id: str) -> None:
         store = TopicStore(self.conn)

@@ -121,6 +121,9 @@ class HealthStop(KopsError):
 
 #: what halted an execution (``Runner.halted_by``)
 HALT_HEALTH = "health check"
+#: the final removal of an execution's throttles is sent this many times at most while some of
+#: it fails on brokers that are up (a slow or lossy link)
+LIFT_ATTEMPTS = 3
 HALT_DISK = "disk check"
 
 
@@ -1075,12 +1078,21 @@ class Runner:
             if not records.empty or topo is None:
                 topo = read(self.conn, topics=self.topics)
             if not records.empty:
-                state, notes, changes = T.remove_all(self.conn, records, topo, before_apply=self._write_ahead)
-                self.j.throttles = state
-                for n in notes:
-                    self.note(n)
-                if changes:
-                    self.j.event("throttles removed: " + "; ".join(str(c) for c in changes))
+                state = records
+                for attempt in range(1, LIFT_ATTEMPTS + 1):
+                    # a removal that failed (a broker slow or cut off) is sent again while the
+                    # broker is up: a run that ends well leaves no throttle behind
+                    state, notes, changes = T.remove_all(self.conn, state, topo, before_apply=self._write_ahead)
+                    self.j.throttles = state
+                    if changes:
+                        self.j.event("throttles removed: " + "; ".join(str(c) for c in changes))
+                    if state.empty or attempt == LIFT_ATTEMPTS or not T.plan_sync(
+                            state, T.Desired({}, {}), topo, final=True).changes:
+                        for n in notes:
+                            self.note(n)
+                        break
+                    time.sleep(1)
+                    topo = read(self.conn, topics=self.topics)
                 if not state.empty:
                     self.note(
                         "some throttles could not be removed yet (broker down?): "

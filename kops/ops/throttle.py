@@ -452,21 +452,28 @@ def sync(conn, state: ThrottleState, desired: Desired, topo: Topology, *, final:
         failpoints.reach("throttles.applied")
     if not failures:
         return sp.state, sp.skipped, sp.changes
-    # keep the records of what could not be changed: merge old records back in
+    # a change that failed may still have landed (a request that timed out on a slow link
+    # can be applied after kops gave up on it): for what could not be changed keep the
+    # records of both the old and the new state (:func:`merge_states`, what the journal
+    # has written ahead), so that a later sync or the final removal covers it either way.
+    # A removal that failed stays recorded as active and is sent again; a rate that may
+    # not have landed is SET again by the next sync when a read does not show it.
     failed = {(k, n) for k, n, _ in failures}
-    merged = ThrottleState(brokers=dict(sp.state.brokers), topics=dict(sp.state.topics))
+    either = merge_states(state, sp.state)
+    merged = ThrottleState(brokers={b: dict(kv) for b, kv in sp.state.brokers.items()},
+                           topics={t: dict(kv) for t, kv in sp.state.topics.items()})
     for c in sp.changes:
         if (c.kind, c.name) not in failed:
             continue
         if c.kind == "broker":
             b = int(c.name)
-            old = state.brokers.get(b, {}).get(c.key)
-            if old is not None:
-                merged.brokers.setdefault(b, {})[c.key] = old
+            rec = either.brokers.get(b, {}).get(c.key)
+            if rec is not None:  # (a failed lift: still active, as in the old record)
+                merged.brokers.setdefault(b, {})[c.key] = rec
         else:
-            old = state.topics.get(c.name, {}).get(c.key)
-            if old is not None:
-                merged.topics.setdefault(c.name, {})[c.key] = old
+            rec = either.topics.get(c.name, {}).get(c.key)
+            if rec is not None:
+                merged.topics.setdefault(c.name, {})[c.key] = rec
     notes = sp.skipped + [f"throttle change failed on {k} {n}: {m}" for k, n, m in failures]
     return merged, notes, [c for c in sp.changes if (c.kind, c.name) not in failed]
 

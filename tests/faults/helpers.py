@@ -115,13 +115,22 @@ def wait_recovered(bootstrap: str, since: float, timeout: float = 180) -> float:
     return round(time.monotonic() - since, 1)
 
 
-def assert_clean(sb, bootstrap: str, topics: list[str]) -> int:
+def assert_clean(sb, bootstrap: str, topics: list[str], context: str = "") -> int:
     """No throttle kops could have set is left (topics and every broker), no reassignment in
     progress, no kops execution unfinished, the lock released. Returns the number of throttle
-    settings found (0) for the record."""
+    settings found (0) for the record. ``context`` (what ran, its notes) goes into a failure's
+    message."""
     for t in topics:
         assert topic_throttles(bootstrap, t) == {}, f"throttles left on topic {t}"
-    wait_for(lambda: broker_throttles(bootstrap, sb.broker_ids, fresh=True) == {}, 30, 0.5, "no broker throttle left")
+    seen: list = [None]
+
+    def no_broker_throttle() -> bool:
+        seen[0] = broker_throttles(bootstrap, sb.broker_ids, fresh=True)
+        return seen[0] == {}
+    try:
+        wait_for(no_broker_throttle, 30, 0.5, "no broker throttle left")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: still set {seen[0]}; {context}") from None
     assert ongoing(bootstrap) == {}, "a reassignment is still in progress"
     r = kops("reassign", "list", "--bootstrap-server", bootstrap, "--output", "json")
     assert r.returncode == 0, r.stderr

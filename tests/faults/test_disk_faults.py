@@ -92,12 +92,17 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
+            t_start = time.monotonic()
             run = kops_bg("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "1000000",
                           "--max-moves-per-broker", "1", "--wait", "--timeout", "240", "--yes", "--poll-interval", "1",
                           "--bootstrap-server", bs, "--output", "json", out=tmp_path / "execute.json")
             wait_in_flight(bs, topic)
             t_fault = time.monotonic()
             sb.fill_disk(SMALL, leave_bytes=16 * MB)
+            # what a failure message needs: when the disk filled, what was moving, what was free
+            at_fill = (f"disk filled {t_fault - t_start:.1f} s after execute started, "
+                       f"{sb.disk_usage(SMALL)[1] / MB:.1f} MiB free on the host's view, "
+                       f"in flight then: {sorted(ongoing(bs))}")
             rc, out, err = run.finish(300)
             doc = json.loads(out)
             c = kops("reassign", "cancel", "--bootstrap-server", bs, "--output", "json", timeout=120)
@@ -111,7 +116,7 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
                kops_exit=f"execute {rc}, cancel {c.returncode}", recover_s=recover_s, kops_s=round(run.elapsed, 1),
                detail=f"broker {SMALL} left with 16 MiB free mid-execution; partitions moved before the stop: {moved}",
                throttles_left=None)
-        assert rc == 1, err[-3000:]
+        assert rc == 1, f"{err[-3000:]}\nnotes: {doc.get('notes')}; waves: {doc.get('waves')}; {at_fill}"
         assert doc["state"] == "halted", doc
         assert "would not fit on the disk" in err, err[-3000:]
         assert c.returncode == 0, c.stdout + c.stderr

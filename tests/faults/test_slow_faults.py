@@ -68,7 +68,7 @@ def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_p
         assert rep["status"] == "done", rep
         assert all(counts[b] == 0 and leaders[b] == 0 for b in gone), (counts, leaders)
         assert fully_replicated(bs)
-        record(throttles_left=assert_clean(sb, bs, work))
+        record(throttles_left=assert_clean(sb, bs, work, context=f"{codes}; report {json.dumps(rep)[-4000:]}"))
         assert res.lost == 0, res.lost_examples
         # rack c back in use: a rack-aware rebalance spreads every partition over the 3 racks again
         # (add-brokers would stop at its health gate: the drained partitions are on two racks)

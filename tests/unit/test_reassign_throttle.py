@@ -227,3 +227,53 @@ def test_a_rate_changed_twice_while_a_broker_still_shows_the_first_is_not_foreig
     # and the lift recognises every value kops set on broker 1 as its own
     back = T.plan_sync(sp.state, T.Desired({}, {}), topo(broker_cfg={1: {T.FOLLOWER_RATE: "530"}}))
     assert "broker 1: delete follower.replication.throttled.rate" in {str(c) for c in back.changes}
+
+
+def _landing_anyway(monkeypatch, failing: set[str], applied: list):
+    """apply_changes that applies every change (into ``applied``) but reports the changes to the
+    resources named in ``failing`` ("broker 1", "topic foo") as failed: requests that timed
+    out on a slow link and were applied after kops gave up on them."""
+    def fake(conn, changes):
+        applied.extend(changes)
+        return [(c.kind, c.name, "alter configs: timed out") for c in changes
+                if f"{c.kind} {c.name}" in failing]
+    monkeypatch.setattr(T, "apply_changes", fake)
+
+
+def test_a_set_that_timed_out_but_landed_is_still_removed_at_the_end(monkeypatch):
+    """Fault lab (a rack slow and lossy): a throttle SET whose answer never came may land all
+    the same. Broker 1's rate is set (wave 1), lifted (wave 2 has nothing on it), set again
+    (wave 3) by a request that times out but lands; the topic's list grows the same way. kops
+    keeps the records of both states (what the journal wrote ahead), so the final removal lifts
+    them; before, the old record (lifted) was put back and the rate stayed after a run that
+    ended well."""
+    applied: list = []
+    _landing_anyway(monkeypatch, set(), applied)
+    w1, _, _ = T.sync(None, T.ThrottleState(), T.desired_throttles([M0], rate=500), topo())
+    w2, _, _ = T.sync(None, w1, T.desired_throttles([M10], rate=500), topo(*_cluster_after(applied)))
+    assert not w2.brokers[1][T.FOLLOWER_RATE]["active"]
+    _landing_anyway(monkeypatch, {"broker 1", "topic foo"}, applied)
+    w3, notes, _ = T.sync(None, w2, T.desired_throttles([M0, M10], rate=500), topo(*_cluster_after(applied)))
+    assert any("throttle change failed on broker 1" in n for n in notes)
+    b, t = _cluster_after(applied)
+    assert b[1][T.FOLLOWER_RATE] == "500" and "0:1" in t[T.FOLLOWER_REPLICAS]
+    _landing_anyway(monkeypatch, set(), applied)
+    end, _, _ = T.sync(None, w3, T.Desired({}, {}), topo(b, t), final=True)
+    b, t = _cluster_after(applied)
+    assert not any(b.values()) and not t and end.empty
+
+
+def test_a_lift_that_failed_stays_recorded_and_is_sent_again(monkeypatch):
+    applied: list = []
+    _landing_anyway(monkeypatch, set(), applied)
+    state, _, _ = T.sync(None, T.ThrottleState(), T.desired_throttles([M0], rate=500), topo())
+    b, t = _cluster_after(applied)
+    lost: list = []
+    monkeypatch.setattr(T, "apply_changes", lambda conn, changes: [(c.kind, c.name, "timed out") for c in changes
+                                                                     if c.name == "1"])
+    left, notes, _ = T.sync(None, state, T.Desired({}, {}), topo(b, t), final=True)
+    assert not left.empty and left.brokers[1][T.FOLLOWER_RATE]["active"] and not lost
+    _landing_anyway(monkeypatch, set(), applied)
+    again = T.plan_sync(left, T.Desired({}, {}), topo(b, t), final=True)
+    assert "broker 1: delete follower.replication.throttled.rate" in {str(c) for c in again.changes}
+    assert again.state.empty

@@ -116,3 +116,44 @@ def test_an_unanswered_election_is_sent_again_by_a_new_client(monkeypatch):
     with pytest.raises(ClusterTimeout, match=r"preferred leader election \(batch 1/1\): no answer") as e:
         elections.run_elections(c, "preferred", [("t", 0)])
     assert "batches done before the failure: 0/1" in e.value.details[-1]
+
+
+class _Admin:
+    """list_topics answers from a script: an exception to raise or a value to return."""
+
+    def __init__(self, outcomes):
+        self.outcomes, self.calls = list(outcomes), []
+
+    def list_topics(self, *args, timeout=None):
+        self.calls.append(args)
+        out = self.outcomes.pop(0)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+
+def test_partial_metadata_from_a_just_started_broker_is_asked_again(monkeypatch):
+    """CI: a replace-broker playbook died on librdkafka's `_PARTIAL` ("Partial response") right
+    after a broker was added: the cluster answered, in part; asking again gets all of it."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    monkeypatch.setattr("tenacity.nap.time.sleep", lambda s: None)
+    partial = KafkaException(KafkaError(KafkaError._PARTIAL, "Failed to get metadata: Local: Partial response"))
+    c = _conn()
+    assert type(c.map_error(partial, "read metadata")) is ClusterTimeout
+    c = _conn()
+    c._admin = _Admin([partial, partial, "md"])
+    assert c.metadata("t") == "md" and c._admin.calls == [("t",)] * 3
+    c._admin = _Admin([partial] * 3 + ["md"])
+    with pytest.raises(ClusterTimeout, match="look for x: .*Partial response"):
+        c.metadata(what="look for x")
+
+
+def test_metadata_of_an_unreachable_cluster_fails_at_once():
+    from confluent_kafka import KafkaError, KafkaException
+
+    c = _conn()
+    c._admin = _Admin([KafkaException(KafkaError(KafkaError._TRANSPORT, "down")), "md"])
+    with pytest.raises(ClusterError) as e:
+        c.metadata()
+    assert type(e.value) is ClusterError and len(c._admin.calls) == 1
