@@ -33,7 +33,7 @@ from typing import Any
 
 from kops.errors import BadInput
 from kops.model import Partition, ReassignmentPlan, TopicPartition, Topology
-from kops.placement.leaders import balance_orders
+from kops.placement.leaders import balance_orders, restore_orders
 from kops.placement.rackcheck import RackSafety
 from kops.placement.racks import RackTree
 
@@ -372,6 +372,10 @@ class _Planner:
         self.maxheap: list[tuple[int, int]] = []
         self.budget = _Budget(max_moves, max_bytes)
         self.gen: dict[int, int] = {b: 0 for b in self.allowed}
+        #: partitions each broker is the preferred leader of (replica index 0), kept current
+        self.leads: Counter[int] = Counter(r[0] for r in self.reps if r)
+        #: of those, the RF-1 partitions: leaderships no reordering can move
+        self.pinned: Counter[int] = Counter(r[0] for r in self.reps if len(r) == 1)
         self.neg: dict[tuple[int, int], int] = {}
         self.unrepaired: set[int] = set()
         self._scanned = False
@@ -435,6 +439,14 @@ class _Planner:
 
     def _set_replicas(self, p: int, new: list[int]) -> None:
         old = self.reps[p]
+        if old:
+            self.leads[old[0]] -= 1
+            if len(old) == 1:
+                self.pinned[old[0]] -= 1
+        if new:
+            self.leads[new[0]] += 1
+            if len(new) == 1:
+                self.pinned[new[0]] += 1
         w = self.w[p]
         for b in old:
             if b in self.load:
@@ -702,6 +714,11 @@ class _Planner:
                 break  # nobody above the target: balanced
             scans = [0]
             choice: list[tuple[int, int]] = []
+            # an RF-1 partition hands its leadership to where it goes and no reordering can give
+            # it back: among destinations as loaded as the first that takes one, the broker with
+            # the fewest such leaderships (then the fewest leaderships: the leader phase can hand
+            # the others on) gets it, else leaders pile up on one broker
+            rf1: list[tuple[tuple[int, int, int], int, int, int]] = []  # (key, p, dst, load)
             # by bytes, the bound min(ls - mean, mean - ld) only shrinks as destinations get
             # heavier: once src's smallest partition exceeds it, no later destination can help
             min_w = min((self.w[p] for p in self.on[src]), default=0) if bytes_mode else 0
@@ -710,7 +727,7 @@ class _Planner:
                 if dst == src:
                     return 0
                 ld = load[dst]
-                if not useful(ls, ld):
+                if not useful(ls, ld) or (rf1 and ld > rf1[0][3]):
                     return -1
                 if bytes_mode and n * min_w > min(n * ls - total, total - n * ld):
                     return -1
@@ -723,10 +740,19 @@ class _Planner:
                         if scans[0] > 256:
                             return -1
                     return 0
+                if len(self.reps[p]) == 1:
+                    key = (self.pinned[dst], self.leads[dst], dst)
+                    if not rf1 or key < rf1[0][0]:
+                        rf1[:] = [(key, p, dst, ld)]
+                    if key[0] or key[1]:
+                        return 0  # look at the next destination as loaded
                 choice.append((p, dst))
                 return 1
 
             found = self._ascending(accept)
+            if found is None and rf1:
+                found = rf1[0][2]
+                choice.append((rf1[0][1], found))
             if found is None:
                 # no direct move: src -> mid -> dst through a broker mid that stays as loaded
                 if not bytes_mode and dest is None and self._chain(src, members, useful, ls):
@@ -820,27 +846,39 @@ class _Planner:
         if bytes_mode:
             # largest w with n*w <= min(n*ls - total, total - n*ld)
             bound_n = min(n * ls - total, total - n * ld)
+        # a replica that is not the partition's preferred leader is preferred (same weight):
+        # moving a follower leaves leadership as it was, moving a leader hands its partition to
+        # ``dst`` (for RF 1, where no reordering can give it back, leaders would pile up there)
         best = None
         best_w = -1
+        best_leads = True
+        looked = 0
         w = self.w
         for p in self.on[src]:
             r = reps[p]
             if dst in r or p in unrepaired:
                 only_rack_failures = False
                 continue
+            leads = r[0] == src
             if bytes_mode:
                 wp = w[p]
                 # (an empty partition moves no bytes: moving it would not bring src nearer the mean)
-                if n * wp > bound_n or wp <= best_w or wp == 0:
+                if n * wp > bound_n or wp == 0 or wp < best_w or (wp == best_w and (leads or not best_leads)):
                     only_rack_failures = False
+                    continue
+            elif best is not None:
+                looked += 1
+                if looked > 64:  # a bound: a broker that only leads (RF 1) is not scanned whole
+                    return best
+                if leads:
                     continue
             if not same:
                 new = [dst if b == src else b for b in r]
                 if not safe(new):
                     continue
-            if not bytes_mode:
+            if not bytes_mode and not leads:
                 return p
-            best, best_w = p, w[p]
+            best, best_w, best_leads = p, w[p], leads
         if best is None and not same and only_rack_failures:
             self.neg[key] = self.gen[src]
         return best
@@ -860,6 +898,10 @@ class _Planner:
         scope_idx = [p for p in range(len(self.reps)) if p not in self.unrepaired]
         moved_parts = [p for p in scope_idx if self.reps[p] is not self.orig[p] and set(self.reps[p]) != set(self.orig[p])]
         balance_orders(self.reps, scope_idx, self.allowed, followers=self.followers, prefer=moved_parts)
+        # no needless leadership change: a replacement keeps the slot of the replica it replaces
+        # and an order goes back to what it was wherever balance did not need the change
+        restore_orders(self.reps, {p: _in_place(self.orig[p], self.reps[p]) for p in scope_idx
+                                   if self.reps[p] != list(self.orig[p])}, self.allowed, followers=self.followers)
         target = {tp: tuple(r) for tp, r in zip(self.tps, self.reps)}
         changes = {tp: r for tp, r, o in zip(self.tps, target.values(), self.orig) if r != tuple(o)}
         self._verify(changes)

@@ -29,7 +29,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from kops.model import TopicPartition, Topology
 
-__all__ = ["balance_leaders", "balance_orders", "slot_counts"]
+__all__ = ["balance_leaders", "balance_orders", "restore_orders", "slot_counts"]
 
 
 def balance_leaders(
@@ -86,6 +86,72 @@ def balance_orders(
         _balance_slot(reps, scope, eligible, 1)
         if _swap_pass(reps, scope, eligible):
             _balance_slot(reps, scope, eligible, 1)
+
+
+def restore_orders(reps: list[list[int]], natural: Mapping[int, Sequence[int]], eligible: Collection[int],
+                   *, followers: bool = True) -> int:
+    """In place: give partition ``p`` its ``natural[p]`` order back (the same replicas in the
+    order nobody would notice: its current order, or a replacement in the slot of the replica it
+    replaces) wherever the balanced order differs from it and going back leaves the spread
+    (max - min) of preferred leaders, and of first followers with ``followers``, no wider than it
+    is. Balancing picks one of several equally balanced orders and can reorder a list that, at the
+    end, needed no reordering: that would move a preferred leader (a leadership change once
+    elected) for nothing. A slot is never given back to a broker outside ``eligible`` that an
+    eligible broker holds now. Deterministic (by partition index); returns how many were restored."""
+    elig = set(eligible)
+    slots = (0, 1) if followers else (0,)
+    counts = [slot_counts(reps, elig, s) for s in slots]
+    # per slot: how many brokers hold each count, so max / min are read without a scan
+    freq = [Counter(c.values()) for c in counts]
+
+    def shift(i: int, b: int, d: int) -> None:
+        f = freq[i]
+        f[counts[i][b]] -= 1
+        if not f[counts[i][b]]:
+            del f[counts[i][b]]
+        counts[i][b] += d
+        f[counts[i][b]] += 1
+
+    def spread(i: int) -> int:
+        return max(freq[i]) - min(freq[i]) if freq[i] else 0
+
+    restored, todo = 0, sorted(natural)
+    for _pass in range(3):  # a restore can make room for one tried before it
+        left = []
+        for p in todo:
+            if _restore_one(reps, p, list(natural[p]), elig, slots, shift, spread):
+                restored += 1
+            else:
+                left.append(p)
+        if len(left) == len(todo):
+            break
+        todo = left
+    return restored
+
+
+def _restore_one(reps, p, nat, elig, slots, shift, spread) -> bool:
+    """:func:`restore_orders` for one partition: True when its natural order was put back."""
+    cur = reps[p]
+    if cur == nat or sorted(cur) != sorted(nat):
+        return False
+    moves = [(i, cur[s], nat[s]) for i, s in enumerate(slots) if s < len(cur) and cur[s] != nat[s]]
+    if any(a in elig and b not in elig for _i, a, b in moves):
+        return False
+    before = [spread(i) for i in range(len(slots))]
+    for i, a, b in moves:
+        if a in elig:
+            shift(i, a, -1)
+        if b in elig:
+            shift(i, b, +1)
+    if all(spread(i) <= before[i] for i in range(len(slots))):
+        reps[p][:] = nat
+        return True
+    for i, a, b in moves:  # undo
+        if b in elig:
+            shift(i, b, -1)
+        if a in elig:
+            shift(i, a, +1)
+    return False
 
 
 def slot_counts(reps: Iterable[Sequence[int]], brokers: Iterable[int], slot: int) -> dict[int, int]:

@@ -260,3 +260,43 @@ def test_rack_safety_cache_agrees_with_rack_violation(data):
         r = rng.sample(ids, rng.randint(1, min(5, len(ids))))
         assert safety.safe(r) == (rack_violation(r, tree) is None)
         assert safety.unsafe([r]) == ([] if rack_violation(r, tree) is None else [0])
+
+
+def test_a_replacement_takes_the_slot_of_the_broker_it_replaces():
+    """Issue 17: decommissioning broker 1 from [1, 2] gave [2, 3] (broker 2 became preferred
+    leader) where [3, 2] is as balanced; a list is reordered only when balance needs it."""
+    topo = Topology(brokers=(Broker(1), Broker(2), Broker(3)),
+                    topics=(Topic("t", (Partition("t", 0, (1, 2)),)),))
+    assert plan(topo, Goal("decommission", brokers=(1,))).changes == {("t", 0): (3, 2)}
+
+
+@SETTINGS
+@given(st.data())
+def test_no_needless_reorder(data):
+    """Every changed list is in its natural order (kept brokers in their slots, replacements in
+    the freed ones) unless putting that one partition back in it would widen the spread of
+    preferred leaders or first followers."""
+    from kops.placement.balancer import _in_place
+
+    topo = data.draw(topologies(dead=False))
+    goal = _goal(data.draw, topo)
+    res = _try_plan(topo, goal)
+    assume(res is not None)
+    allowed = _allowed(topo, goal)
+    target = {tp: list(r) for tp, r in res.target.items()}
+
+    def spreads(assign):
+        out = []
+        for slot in (0, 1):
+            c = slot_counts(assign.values(), allowed, slot)
+            out.append(max(c.values()) - min(c.values()) if c else 0)
+        return out
+
+    now = spreads(target)
+    for tp, r in res.changes.items():
+        natural = _in_place(res.before[tp], list(r))
+        if list(r) == natural:
+            continue
+        alt = dict(target)
+        alt[tp] = natural
+        assert any(a > b for a, b in zip(spreads(alt), now)), (tp, res.before[tp], r, natural)
