@@ -51,6 +51,69 @@ class LogDir:
         )
 
 
+#: Cruise Control's resources, as its capacity file names them
+RESOURCES = ("DISK", "NW_IN", "NW_OUT", "CPU")
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What a broker can hold and carry: disk bytes, network in / out in bytes per second, CPU
+    (percent of the machine, Cruise Control's unit; or cores). None where not known. ``source``
+    says where each known figure came from ("capacity file", "measured": the log dirs' volumes)."""
+
+    disk_bytes: int | None = None
+    nw_in_bytes_per_s: float | None = None
+    nw_out_bytes_per_s: float | None = None
+    cpu: float | None = None
+    source: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, MappingProxyType):
+            object.__setattr__(self, "source", MappingProxyType(dict(self.source or {})))
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for key, value in (("disk_bytes", self.disk_bytes), ("nw_in_bytes_per_s", self.nw_in_bytes_per_s),
+                           ("nw_out_bytes_per_s", self.nw_out_bytes_per_s), ("cpu", self.cpu)):
+            if value is not None:
+                d[key] = value
+        if self.source:
+            d["source"] = dict(sorted(self.source.items()))
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Capacity:
+        return cls(disk_bytes=d.get("disk_bytes"), nw_in_bytes_per_s=d.get("nw_in_bytes_per_s"),
+                   nw_out_bytes_per_s=d.get("nw_out_bytes_per_s"), cpu=d.get("cpu"), source=d.get("source") or {})
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSample:
+    """How the partitions' ingress rates (``Partition.bytes_in_per_s``) were measured: over a
+    window of ``seconds`` from ``started_at``, from the partitions' end offsets and sizes at both
+    ends. ``notes`` say how good the estimate is (partitions whose size shrank in the window,
+    rates from offsets times the average message size, partitions not measured)."""
+
+    seconds: float
+    started_at: str | None = None
+    partitions: int = 0
+    by_size: int = 0
+    by_offsets: int = 0
+    unmeasured: int = 0
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "started_at": self.started_at, "partitions": self.partitions,
+                "by_size": self.by_size, "by_offsets": self.by_offsets, "unmeasured": self.unmeasured,
+                "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoadSample:
+        return cls(seconds=float(d["seconds"]), started_at=d.get("started_at"), partitions=int(d.get("partitions", 0)),
+                   by_size=int(d.get("by_size", 0)), by_offsets=int(d.get("by_offsets", 0)),
+                   unmeasured=int(d.get("unmeasured", 0)), notes=tuple(d.get("notes", ())))
+
+
 @dataclass(frozen=True, slots=True)
 class Broker:
     id: int
@@ -63,6 +126,8 @@ class Broker:
     configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: the broker's log dirs with their volumes' sizes, when read (empty: not known)
     log_dirs: tuple[LogDir, ...] = ()
+    #: disk / network / CPU capacity (a capacity file, measured disk), when known
+    capacity: Capacity | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.configs, MappingProxyType):
@@ -84,7 +149,19 @@ class Broker:
             d["configs"] = dict(sorted(self.configs.items()))
         if self.log_dirs:
             d["log_dirs"] = [ld.to_dict() for ld in self.log_dirs]
+        if self.capacity is not None:
+            d["capacity"] = self.capacity.to_dict()
         return d
+
+    @property
+    def measured_disk_bytes(self) -> int | None:
+        """The total bytes of the volumes of its online log dirs, when every one reports it
+        (KIP-827). Log dirs are assumed to be on volumes of their own (JBOD's usual layout):
+        two log dirs sharing one volume count it twice."""
+        online = [d for d in self.log_dirs if not d.offline]
+        if not online or any(d.total_bytes is None for d in online):
+            return None
+        return sum(d.total_bytes or 0 for d in online)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +174,9 @@ class Partition:
     size_bytes: int | None = None
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    #: bytes written to the partition per second (its leader's bytes-in; each follower fetches
+    #: as much), from a sample of the cluster (:class:`LoadSample`); None when not sampled
+    bytes_in_per_s: float | None = None
 
     @property
     def tp(self) -> TopicPartition:
@@ -127,6 +207,8 @@ class Partition:
             d["adding_replicas"] = list(self.adding_replicas)
         if self.removing_replicas:
             d["removing_replicas"] = list(self.removing_replicas)
+        if self.bytes_in_per_s is not None:
+            d["bytes_in_per_s"] = self.bytes_in_per_s
         return d
 
 
@@ -174,6 +256,8 @@ class Topology:
     captured_at: str | None = None
     #: free-form notes from the reader (e.g. disagreements between Admin API and ZooKeeper)
     notes: tuple[str, ...] = ()
+    #: how ``Partition.bytes_in_per_s`` were measured, when the cluster was sampled
+    load_sample: LoadSample | None = None
 
     # -- lookups ---------------------------------------------------------------------------
     @property
@@ -260,6 +344,32 @@ class Topology:
         )
         return replace(self, brokers=brokers)
 
+    def with_rates(self, rates: Mapping[TopicPartition, float], sample: LoadSample) -> Topology:
+        """A copy whose partitions in ``rates`` have that ``bytes_in_per_s``, measured by ``sample``."""
+        topics = tuple(
+            replace(t, partitions=tuple(
+                replace(p, bytes_in_per_s=rates[p.tp]) if p.tp in rates else p for p in t.partitions))
+            for t in self.topics
+        )
+        return replace(self, topics=topics, load_sample=sample)
+
+    def with_capacities(self, capacities: Mapping[int, Capacity]) -> Topology:
+        """A copy whose brokers have their capacity: the entry for the broker, else the default
+        entry (broker id -1, as in Cruise Control's file); the disk measured from the broker's
+        log dirs where the file is silent on DISK. Brokers with neither keep what they had."""
+        default = capacities.get(-1)
+        brokers = []
+        for b in self.brokers:
+            cap = capacities.get(b.id, default)
+            measured = b.measured_disk_bytes
+            if cap is None:
+                cap = b.capacity
+            if measured is not None and (cap is None or cap.disk_bytes is None):
+                cap = replace(cap or Capacity(), disk_bytes=measured,
+                              source={**dict((cap.source if cap else {})), "DISK": "measured"})
+            brokers.append(replace(b, capacity=cap) if cap is not None else b)
+        return replace(self, brokers=tuple(brokers))
+
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -273,6 +383,8 @@ class Topology:
         }
         if self.notes:
             d["notes"] = list(self.notes)
+        if self.load_sample is not None:
+            d["load_sample"] = self.load_sample.to_dict()
         return d
 
     @classmethod
@@ -288,6 +400,7 @@ class Topology:
                 capacity_bytes=b.get("capacity_bytes"),
                 configs=b.get("configs") or {},
                 log_dirs=tuple(LogDir.from_dict(d) for d in b.get("log_dirs") or ()),
+                capacity=Capacity.from_dict(b["capacity"]) if b.get("capacity") else None,
             )
             for b in data["brokers"]
         )
@@ -303,6 +416,7 @@ class Topology:
                     size_bytes=p.get("size_bytes"),
                     adding_replicas=tuple(p.get("adding_replicas", ())),
                     removing_replicas=tuple(p.get("removing_replicas", ())),
+                    bytes_in_per_s=p.get("bytes_in_per_s"),
                 )
                 for p in sorted(t["partitions"], key=lambda p: p["partition"])
             )
@@ -322,6 +436,7 @@ class Topology:
             mode=data.get("mode"),
             captured_at=data.get("captured_at"),
             notes=tuple(data.get("notes", ())),
+            load_sample=LoadSample.from_dict(data["load_sample"]) if data.get("load_sample") else None,
         )
 
     def to_json(self, indent: int | None = 2) -> str:

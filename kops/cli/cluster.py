@@ -37,6 +37,20 @@ def describe(
     exclude_internal: Annotated[
         bool, typer.Option("--exclude-internal", help="Leave out internal topics (__consumer_offsets ...).")
     ] = False,
+    sample_seconds: Annotated[
+        float | None,
+        typer.Option("--sample-seconds", click_type=params.seconds(lo=1, hi=3600), metavar="N",
+                     help="Also measure each partition's bytes-in rate over N seconds (end offsets and "
+                          "sizes on disk at both ends; the snapshot says how each rate was obtained). "
+                          "60 or more gives a steady figure for planning. Needs a live cluster."),
+    ] = None,
+    capacity_file: Annotated[
+        str | None,
+        typer.Option("--capacity-file", metavar="FILE",
+                     help="Broker capacities (disk, network in/out, CPU) in Cruise Control's capacity "
+                          "file format (brokerCapacities, default entry brokerId -1); the disk measured "
+                          "from the log dirs where the file is silent. Also with --topology."),
+    ] = None,
     topology: TopologyOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
@@ -50,11 +64,29 @@ def describe(
 
     Reads through the Admin API; with --zookeeper it also reads ZooKeeper and reports every
     disagreement between the two. --output json prints a topology snapshot
-    (schemas/topology.schema.json) that every planning command accepts with --topology FILE.
+    (schemas/topology.schema.json) that every planning command accepts with --topology FILE;
+    with --sample-seconds and --capacity-file it carries load and capacities, so that planning
+    against it needs no cluster.
     """
     c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
                      zookeeper=zookeeper, request_timeout=request_timeout, output=output)
+    if sample_seconds is not None and topology:
+        from kops.errors import BadInput
+
+        raise BadInput("--sample-seconds measures a live cluster: it cannot be used with --topology")
+    capacities = None
+    if capacity_file:
+        from kops.inputs.capacity import read_capacity_file
+
+        capacities = read_capacity_file(capacity_file)  # checked before connecting
     topo = _filter(c, topology, load_topology(c, topology), topic, exclude_internal)
+    if sample_seconds is not None:  # the topics shown only
+        from kops.cluster.sampling import sample_rates
+
+        with c.connection() as conn:
+            topo = sample_rates(conn, topo, sample_seconds)
+    if capacities is not None:
+        topo = topo.with_capacities(capacities)
     if c.json:
         emit_json(topo.to_dict())
         return
