@@ -49,12 +49,12 @@ def estimate(first: Mapping[TopicPartition, Reading], second: Mapping[TopicParti
             continue
         if (a.size is not None and b.size is not None and b.size >= a.size
                 and a.start is not None and a.start == b.start):
-            rates[tp] = (b.size - a.size) / seconds
+            rates[tp] = round((b.size - a.size) / seconds, 1)
             by_size += 1
             continue
         kept = (b.end - b.start) if b.start is not None else None
         if b.size is not None and kept is not None and kept > 0:
-            rates[tp] = (b.end - a.end) * (b.size / kept) / seconds
+            rates[tp] = round((b.end - a.end) * (b.size / kept) / seconds, 1)
             by_offsets += 1
             shrank.append(f"{tp[0]}-{tp[1]}")
         elif b.end == a.end:

@@ -67,8 +67,20 @@ def _flaky(monkeypatch, outcomes):
 
 def test_read_topology_sends_a_timed_out_read_again(monkeypatch):
     calls = _flaky(monkeypatch, [ClusterTimeout("x: no answer"), ClusterTimeout("x: no answer"), "topology"])
-    assert topology.read_topology(_conn()) == "topology"
+    c = _conn()
+    seen = []
+    real = topology._read_topology
+
+    def spy(conn, opts):
+        seen.append((conn.timeout_s, conn._admin))
+        return real(conn, opts)
+
+    monkeypatch.setattr(topology, "_read_topology", spy)
+    c._admin = "client 1"
+    assert topology.read_topology(c) == "topology"
     assert len(calls) == topology.READ_ATTEMPTS == 3
+    # each attempt by a new client, with twice the time to answer; the timeout is restored
+    assert seen == [(0.1, "client 1"), (0.2, None), (0.4, None)] and c.timeout_s == 0.1
 
 
 def test_read_topology_gives_up_after_its_attempts(monkeypatch):
