@@ -361,6 +361,7 @@ def _render_goal_report(con, rep: dict) -> None:
             rt.add_row(escape(r["rack"]), str(r["brokers"]), f"{r['replicas_before']} -> {r['replicas_after']}",
                        f"{r['leaders_before']} -> {r['leaders_after']}")
         con.print(rt)
+    _render_goals(con, rep.get("goals") or {})
     d = rep["duration"]
     if d:
         if d["seconds"] is None:
@@ -379,6 +380,29 @@ def _render_goal_report(con, rep: dict) -> None:
         con.print(f"note: {escape(n)}")
     if not rep["partitions_changed"]:
         con.print("nothing to change: the cluster already meets the goal")
+
+
+def _render_goals(con, goals: dict) -> None:
+    """Each goal before -> after against its bound (docs/load-and-capacity.md); goals without
+    their data in one line."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    shown = {g: v for g, v in goals.items() if v.get("status") != "unknown"}
+    if shown:
+        gt = Table(box=None, pad_edge=False)
+        for col in ("goal", "before", "after", "bound", "status", "measure"):
+            gt.add_column(col, justify="right" if col in ("before", "after", "bound") else "left")
+        for g, v in shown.items():
+            bound = "-" if v.get("bound") is None else str(v["bound"])
+            status = v["status"] + (" (hard)" if v.get("hard") else "")
+            if v.get("blockers"):
+                status += ": " + ", ".join(str(x) for x in v["blockers"][:3])
+            gt.add_row(g, str(v["before"]), str(v["after"]), bound, escape(status), escape(v["unit"]))
+        con.print(gt)
+    unknown = [g for g, v in goals.items() if v.get("status") == "unknown"]
+    if unknown:
+        con.print("goals not measured (no data): " + "; ".join(f"{g} needs {goals[g]['needs']}" for g in unknown))
 
 
 def _write_chart(rep: dict, path: str, fmt: str | None) -> None:

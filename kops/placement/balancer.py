@@ -885,7 +885,7 @@ class _Planner:
 
     # -- run ---------------------------------------------------------------------------------------
     def run(self, *, throttle: int | None, compare_kafka: bool, kafka_seed: int) -> PlanResult:
-        from kops.placement import metrics
+        from kops.placement import goals, metrics
 
         before = {tp: tuple(r) for tp, r in zip(self.tps, self.orig)}
         self.prepare()
@@ -907,6 +907,20 @@ class _Planner:
         self._verify(changes)
         kafka = metrics.kafka_generate(self, kafka_seed) if compare_kafka else None
         report = metrics.build_report(self, before, target, changes, lower, kafka, throttle, complete)
+        # the goals' figures (issue 21); those the report has measured already are taken from it
+        bal = report["balance"]
+        known = {"rack": goals.figures("rack", "rack-unsafe partitions", report["rack_violations_before"],
+                                       report["rack_violations_after"], 0, met=not report["rack_violations_after"])}
+        slots = (("replicas", "replica", None), ("leaders", "leader", 0), ("first-followers", "first_follower", 1))
+        for goal, key, slot in slots:
+            after = bal[f"{key}_spread_after"]
+            total = sum(len(r) if slot is None else int(len(r) > slot) for r in target.values())
+            bound = goals.count_bound(total, len(self.allowed))
+            known[goal] = goals.figures(goal, "spread (max - min per broker)", bal[f"{key}_spread_before"], after,
+                                        bound, met=after <= max(bound, 1))
+        full_before = self.topo.assignment()
+        report["goals"] = goals.evaluate(self.topo, full_before, {**full_before, **target}, brokers=self.allowed,
+                                         known=known)
         return PlanResult(self.goal, target, changes, report, complete, before)
 
     def _verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:

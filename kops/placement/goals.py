@@ -1,0 +1,234 @@
+"""Planning goals, measured: each goal's figure before and after a plan, against its bound.
+
+Hard goals first, then soft ones in priority order (issue 21): rack safety; disk capacity
+threshold (counting data in flight: during a move source and destination both hold the
+partition); network-in and network-out capacity thresholds; then balance of disk usage %, of
+network-in %, of leaders' bytes-in, topic spread (each topic's replicas and leaders per broker
+within ±1 where the brokers allow), replica counts, leaders, first followers.
+
+A goal needs data: sizes (``Partition.size_bytes``) for the disk goals, sampled rates
+(``Partition.bytes_in_per_s``) for the network and leader-bytes-in goals, capacities
+(``Broker.capacity``) for thresholds and percentages. A goal without its data is reported as
+``unknown`` with what it needs, never as met.
+
+Pure: model objects in, dicts out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kops.model import TopicPartition, Topology
+from kops.placement.rackcheck import RackSafety
+from kops.placement.racks import RackTree
+
+#: every goal, hard first, then soft in the default priority order
+GOALS = ("rack", "disk-capacity", "nw-in-capacity", "nw-out-capacity", "disk-usage", "nw-in-usage",
+         "leader-bytes-in", "topic-spread", "replicas", "leaders", "first-followers")
+HARD = frozenset({"rack", "disk-capacity", "nw-in-capacity", "nw-out-capacity"})
+#: default capacity threshold: a broker's disk / network use kept at or below this share
+DEFAULT_THRESHOLD = 0.80
+#: consumers per partition assumed for a leader's network-out (each reads what is written once)
+DEFAULT_FANOUT = 1.0
+
+Assignment = Mapping[TopicPartition, Sequence[int]]
+
+
+def _spread(values: Iterable[float]) -> float:
+    v = list(values)
+    return (max(v) - min(v)) if v else 0.0
+
+
+def _per_broker(assign: Assignment, brokers: Sequence[int], weight, slots: slice | int | None = None) -> dict[int, float]:
+    out = dict.fromkeys(brokers, 0.0)
+    for tp, reps in assign.items():
+        chosen = reps if slots is None else (reps[slots:slots + 1] if isinstance(slots, int) else reps[slots])
+        w = weight(tp)
+        if w is None:
+            continue
+        for b in chosen:
+            if b in out:
+                out[b] += w
+    return out
+
+
+def count_bound(total: int, n: int) -> int:
+    """The least spread ``total`` units can have over ``n`` brokers."""
+    return 0 if n == 0 or total % n == 0 else 1
+
+
+def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: Sequence[int] | None = None,
+             threshold: float = DEFAULT_THRESHOLD, fanout: float = DEFAULT_FANOUT,
+             goals: Sequence[str] = GOALS, known: Mapping[str, dict[str, Any]] | None = None,
+             ) -> dict[str, dict[str, Any]]:
+    """Each goal of ``goals``: ``{"hard", "unit", "before", "after", "bound", "status", ...}``;
+    ``bound`` is what no placement can beat (the mean use for a capacity goal, the least spread
+    for a balance goal; None where not computed), ``status`` met / not met (with ``blockers``:
+    the brokers or topics that stop it) / reported (a balance figure) / unknown (with ``needs``).
+
+    ``brokers``: the brokers balanced over (default: the alive ones). ``before`` / ``after``: the
+    replica lists of every partition (a plan's whole target, not only its changes). ``known``:
+    goals a caller has measured already (the planner's report), taken as they are."""
+    ids = sorted(brokers if brokers is not None else topo.alive_broker_ids)
+    parts = {p.tp: p for p in topo.partitions()}
+    size = {tp: p.size_bytes for tp, p in parts.items()}
+    rate = {tp: p.bytes_in_per_s for tp, p in parts.items()}
+    sizes_known = bool(size) and all(v is not None for v in size.values())
+    rates_known = bool(rate) and all(v is not None for v in rate.values())
+    cap = {b: topo.broker(b).capacity if topo.broker(b) else None for b in ids}
+    # a broker's disk: its capacity, else what its log dirs' volumes measure
+    disk_cap = {b: d for b in ids if (d := (cap[b].disk_bytes if cap[b] is not None else None)
+                                         or (topo.broker(b).measured_disk_bytes if topo.broker(b) else None))}
+    in_cap = {b: c.nw_in_bytes_per_s for b, c in cap.items() if c is not None and c.nw_in_bytes_per_s}
+    out_cap = {b: c.nw_out_bytes_per_s for b, c in cap.items() if c is not None and c.nw_out_bytes_per_s}
+    out: dict[str, dict[str, Any]] = {}
+
+    def unknown(goal: str, needs: str) -> None:
+        out[goal] = {"hard": goal in HARD, "status": "unknown", "needs": needs}
+
+    for goal in goals:
+        if known and goal in known:
+            out[goal] = dict(known[goal])
+        elif goal == "rack":
+            safety = RackSafety(RackTree.build({b.id: b.rack for b in topo.brokers}))
+
+            def unsafe(assign: Assignment) -> list[str]:
+                keys = list(assign)
+                return sorted(f"{keys[i][0]}-{keys[i][1]}" for i in safety.unsafe([assign[k] for k in keys]))
+            ub, ua = unsafe(before), unsafe(after)
+            out[goal] = figures(goal, "rack-unsafe partitions", len(ub), len(ua), 0, met=not ua, blockers=ua[:10])
+        elif goal == "disk-capacity":
+            if not sizes_known:
+                unknown(goal, "partition sizes (a live read, or a snapshot with size_bytes)")
+                continue
+            if not disk_cap:
+                unknown(goal, "disk capacities (measured from the log dirs by a live read, or a snapshot from cluster describe --capacity-file)")
+                continue
+            ub = _per_broker(before, ids, size.get)
+            ua = _per_broker(after, ids, size.get)
+            incoming = _per_broker({tp: [b for b in r if b not in before.get(tp, ())] for tp, r in after.items()},
+                                   ids, size.get)
+            peak = {b: ub[b] + incoming[b] for b in ids}  # nothing is freed before a move ends
+            pct = {k: {b: v[b] / disk_cap[b] for b in disk_cap} for k, v in (("before", ub), ("after", ua),
+                                                                            ("peak", peak))}
+            over = [b for b in disk_cap if pct["after"][b] > threshold or pct["peak"][b] > threshold]
+            # no placement has its largest use below the mean (of the brokers whose capacity is known)
+            mean = sum(ua[b] for b in disk_cap) / sum(disk_cap.values())
+            out[goal] = figures(goal, "largest disk use, % of capacity", _pct(max(pct["before"].values())),
+                                 _pct(max(pct["after"].values())), _pct(mean), met=not over,
+                                 blockers=[f"broker {b}: {_pct(pct['after'][b])} % after, {_pct(pct['peak'][b])} % "
+                                           "at the peak of the move" for b in sorted(over)],
+                                 peak=_pct(max(pct["peak"].values())), threshold=_pct(threshold),
+                                 unchecked=sorted(set(ids) - set(disk_cap)))
+        elif goal in ("nw-in-capacity", "nw-out-capacity"):
+            if not rates_known:
+                unknown(goal, "bytes-in rates (cluster describe --sample-seconds N)")
+                continue
+            caps = in_cap if goal == "nw-in-capacity" else out_cap
+            if not caps:
+                unknown(goal, "network capacities (a snapshot from cluster describe --capacity-file with NW_IN / NW_OUT)")
+                continue
+            load_b = _nw(before, ids, rate, goal, fanout)
+            load_a = _nw(after, ids, rate, goal, fanout)
+            over = [b for b in caps if load_a[b] / caps[b] > threshold]
+            out[goal] = figures(goal, "busiest broker, % of capacity",
+                                 _pct(max(load_b[b] / caps[b] for b in caps)), _pct(max(load_a[b] / caps[b] for b in caps)),
+                                 _pct(sum(load_a[b] for b in caps) / sum(caps.values())), met=not over,
+                                 blockers=[f"broker {b}: {_pct(load_a[b] / caps[b])} %" for b in sorted(over)],
+                                 threshold=_pct(threshold), unchecked=sorted(set(ids) - set(caps)))
+        elif goal == "disk-usage":
+            if not sizes_known or not disk_cap:
+                unknown(goal, "partition sizes and disk capacities")
+                continue
+            known = sorted(disk_cap)
+            pb = {b: v / disk_cap[b] for b, v in _per_broker(before, known, size.get).items()}
+            pa = {b: v / disk_cap[b] for b, v in _per_broker(after, known, size.get).items()}
+            ideal = sum(_per_broker(after, known, size.get).values()) / sum(disk_cap.values())
+            out[goal] = figures(goal, "spread of disk use, percentage points", _pct(_spread(pb.values())),
+                                 _pct(_spread(pa.values())), 0.0, met=None, mean=_pct(ideal))
+        elif goal == "nw-in-usage":
+            if not rates_known or not in_cap:
+                unknown(goal, "bytes-in rates and network-in capacities")
+                continue
+            known = sorted(in_cap)
+            lb, la = _nw(before, known, rate, "nw-in-capacity", fanout), _nw(after, known, rate, "nw-in-capacity", fanout)
+            out[goal] = figures(goal, "spread of network-in use, percentage points",
+                                 _pct(_spread(lb[b] / in_cap[b] for b in known)),
+                                 _pct(_spread(la[b] / in_cap[b] for b in known)), 0.0, met=None)
+        elif goal == "leader-bytes-in":
+            if not rates_known:
+                unknown(goal, "bytes-in rates (cluster describe --sample-seconds N)")
+                continue
+            lb = _per_broker(before, ids, rate.get, 0)
+            la = _per_broker(after, ids, rate.get, 0)
+            out[goal] = figures(goal, "spread of leaders' bytes-in, bytes/s", round(_spread(lb.values()), 1),
+                                 round(_spread(la.values()), 1), 0.0, met=None)
+        elif goal == "topic-spread":
+            racks = {b: topo.rack_of(b) for b in ids}
+            wb, bound = _topics_uneven(before, ids, racks)
+            wa, _ = _topics_uneven(after, ids, racks)
+            out[goal] = figures(goal, "topics whose replicas or leaders per broker differ by more than 1",
+                                 len(wb), len(wa), bound, met=None if bound is None else len(wa) <= bound,
+                                 blockers=wa[:10])
+        else:
+            slot = {"replicas": None, "leaders": 0, "first-followers": 1}[goal]
+            cb = _per_broker(before, ids, lambda tp: 1, slot)
+            ca = _per_broker(after, ids, lambda tp: 1, slot)
+            total = int(sum(ca.values()))
+            bound = count_bound(total, len(ids))
+            out[goal] = figures(goal, "spread (max - min per broker)", int(_spread(cb.values())),
+                                 int(_spread(ca.values())), bound, met=_spread(ca.values()) <= max(bound, 1))
+    return out
+
+
+def figures(goal: str, unit: str, before: Any, after: Any, bound: Any, *, met: bool | None, **extra: Any) -> dict:
+    d = {"hard": goal in HARD, "unit": unit, "before": before, "after": after, "bound": bound,
+         "status": "met" if met else ("not met" if met is False else "reported")}
+    d.update({k: v for k, v in extra.items() if v not in (None, [], ())})
+    return d
+
+
+def _pct(x: float) -> float:
+    return round(100.0 * x, 1)
+
+
+def _nw(assign: Assignment, ids: Sequence[int], rate: Mapping[TopicPartition, float | None], goal: str,
+        fanout: float) -> dict[int, float]:
+    """Network use per broker: in, every replica takes the partition's bytes-in (the leader from
+    producers, each follower by fetching); out, a leader sends it to each follower and to
+    ``fanout`` consumers."""
+    load = dict.fromkeys(ids, 0.0)
+    for tp, reps in assign.items():
+        r = rate.get(tp) or 0.0
+        if not reps:
+            continue
+        if goal == "nw-in-capacity":
+            for b in reps:
+                if b in load:
+                    load[b] += r
+        elif reps[0] in load:
+            load[reps[0]] += r * (len(reps) - 1 + fanout)
+    return load
+
+
+def _topics_uneven(assign: Assignment, ids: Sequence[int], racks: Mapping[int, str | None]) -> tuple[list[str], int | None]:
+    """Topics whose replicas or leaders per broker (over ``ids``) spread by more than 1, and the
+    bound: 0 where every topic can be even (no racks, or racks of equal size), None (not
+    computed) where racks of different sizes may force a topic's replicas onto the brokers of a
+    small rack."""
+    reps: dict[str, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ids, 0))
+    leads: dict[str, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ids, 0))
+    for (t, _p), r in assign.items():
+        for i, b in enumerate(r):
+            if b in reps[t]:
+                reps[t][b] += 1
+                if i == 0:
+                    leads[t][b] += 1
+    uneven = sorted(t for t in reps if _spread(reps[t].values()) > 1 or _spread(leads[t].values()) > 1)
+    sizes = defaultdict(int)
+    for b in ids:
+        sizes[racks.get(b)] += 1
+    even = None in sizes and len(sizes) == 1 or len(set(sizes.values())) <= 1
+    return uneven, 0 if even else None

@@ -1,0 +1,92 @@
+"""Goals measured before / after a plan against their bounds (issue 21 item 3's report; pure)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kops.model import Broker, Capacity, Partition, Topic, Topology
+from kops.placement import goals as G
+from kops.placement.balancer import Goal, plan
+
+MB = 1 << 20
+
+
+def cluster(sizes=True, rates=True, caps=True, racks="abc") -> Topology:
+    cap = Capacity(disk_bytes=1000 * MB, nw_in_bytes_per_s=100 * MB, nw_out_bytes_per_s=100 * MB) if caps else None
+    brokers = tuple(Broker(b, racks[b % len(racks)], capacity=cap) for b in range(6))
+    parts = tuple(Partition("hot", i, (i % 6, (i + 1) % 6, (i + 2) % 6), size_bytes=200 * MB if sizes else None,
+                            bytes_in_per_s=20 * MB if rates else None) for i in range(6))
+    cold = tuple(Partition("cold", i, ((i + 3) % 6, (i + 4) % 6), size_bytes=10 * MB if sizes else None,
+                           bytes_in_per_s=1 * MB if rates else None) for i in range(3))
+    return Topology(brokers=brokers, topics=(Topic("hot", parts), Topic("cold", cold)))
+
+
+def test_disk_capacity_counts_what_a_move_holds_twice():
+    topo = cluster()
+    before = topo.assignment()
+    after = dict(before)
+    after[("hot", 0)] = (3, 1, 2)  # broker 0's replica to broker 3
+    g = G.evaluate(topo, before, after, threshold=0.8)
+    d = g["disk-capacity"]
+    # the fullest broker before: 4 (3 hot replicas, 600 MiB, + 2 cold, 20) = 62 %; broker 3 holds
+    # 610 MiB and takes hot-0: 81 % after, the same at the peak of the move
+    assert d["before"] == 62.0 and d["after"] == 81.0 and d["peak"] == 81.0 and d["status"] == "not met"
+    assert d["blockers"] == ["broker 3: 81.0 % after, 81.0 % at the peak of the move"] and d["hard"]
+    assert d["bound"] == round(100 * (18 * 200 + 6 * 10) / 6000, 1)  # the mean use: no placement does better
+    # under a higher threshold the same plan is fine
+    assert G.evaluate(topo, before, after, threshold=0.9)["disk-capacity"]["status"] == "met"
+
+
+def test_network_goals_leaders_send_to_followers_and_consumers():
+    topo = cluster()
+    before = topo.assignment()
+    g = G.evaluate(topo, before, before, fanout=1.0)
+    # in: every replica takes its partition's bytes-in; broker 4: hot 2,3,4 (60) + cold 0,1 (2) MiB/s
+    assert g["nw-in-capacity"]["after"] == 62.0 and g["nw-in-capacity"]["status"] == "met"
+    # out: broker 3 leads hot-3 (20 x (2 followers + 1 consumer)) and cold-0 (1 x (1 + 1)) = 62 MiB/s
+    assert g["nw-out-capacity"]["after"] == 62.0
+    assert G.evaluate(topo, before, before, fanout=3.0)["nw-out-capacity"]["status"] == "not met"
+
+
+def test_goals_without_their_data_are_unknown_never_met():
+    topo = cluster(sizes=False, rates=False, caps=False)
+    g = G.evaluate(topo, topo.assignment(), topo.assignment())
+    for goal in ("disk-capacity", "nw-in-capacity", "nw-out-capacity", "disk-usage", "nw-in-usage", "leader-bytes-in"):
+        assert g[goal]["status"] == "unknown" and g[goal]["needs"], goal
+    assert [k for k in g] == list(G.GOALS)
+    assert g["rack"]["status"] == "met" and g["replicas"]["after"] == 2  # cold's replicas: 2 on brokers 4, 5
+
+
+def test_topic_spread_names_the_topics_stacked_on_a_few_brokers():
+    brokers = tuple(Broker(b, None) for b in range(4))
+    stacked = Topic("t", tuple(Partition("t", i, (0, 1)) for i in range(4)))
+    even = Topic("u", tuple(Partition("u", i, (i % 4, (i + 1) % 4)) for i in range(4)))
+    topo = Topology(brokers=brokers, topics=(stacked, even))
+    g = G.evaluate(topo, topo.assignment(), topo.assignment())["topic-spread"]
+    assert g["after"] == 1 and g["blockers"] == ["t"] and g["bound"] == 0 and g["status"] == "not met"
+    res = plan(topo, Goal("rebalance"))
+    assert res.report["goals"]["topic-spread"]["before"] == 1
+    # racks of different sizes: the bound is not computed, the figure only reported
+    uneven = Topology(brokers=(Broker(0, "a"), Broker(1, "a"), Broker(2, "b")), topics=(stacked,))
+    assert G.evaluate(uneven, uneven.assignment(), uneven.assignment())["topic-spread"]["bound"] is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**16))
+def test_the_planners_figures_agree_with_the_goals_own(seed):
+    """The planner hands the goals it measured already (rack, replicas, leaders, first followers);
+    they must be what the goals module measures itself."""
+    import random
+
+    rnd = random.Random(seed)
+    n = rnd.randint(3, 8)
+    brokers = tuple(Broker(b, rnd.choice(["a", "b", "c"])) for b in range(n))
+    parts = tuple(Partition("t", i, tuple(rnd.sample(range(n), rnd.randint(1, 3)))) for i in range(rnd.randint(1, 20)))
+    topo = Topology(brokers=brokers, topics=(Topic("t", parts),))
+    res = plan(topo, Goal("rebalance"))
+    before = topo.assignment()
+    mine = G.evaluate(topo, before, {**before, **res.target}, brokers=topo.alive_broker_ids)
+    for goal in ("replicas", "leaders", "first-followers"):
+        assert res.report["goals"][goal] == mine[goal], goal
+    assert res.report["goals"]["rack"]["after"] == mine["rack"]["after"] == 0
