@@ -124,6 +124,10 @@ class PlanResult:
 # ---------------------------------------------------------------------------------------------
 # public entry points
 # ---------------------------------------------------------------------------------------------
+#: default hard limit of a broker's disk use a plan may reach (issue 21's disk capacity goal)
+DISK_THRESHOLD = 0.80
+
+
 def plan(
     topology: Topology,
     goal: Goal,
@@ -135,8 +139,15 @@ def plan(
     kafka_seed: int = KAFKA_SEED,
     balance_followers: bool = True,
     rebalance: bool = True,
+    disk_threshold: float = DISK_THRESHOLD,
 ) -> PlanResult:
     """Compute a minimal-movement, rack-safe, balanced plan for ``goal``.
+
+    ``disk_threshold`` (a share of a broker's disk, default 80 %) is a hard limit where disk
+    capacities and sizes are known: no move of the plan takes a destination past it, counting
+    data in flight (a destination holds its new replicas before any source lets go of one).
+    A move the goal forces (a removed broker's replicas) that fits nowhere still goes where it
+    is most even, and the report's ``disk-capacity`` goal names the brokers past the limit.
 
     ``rebalance=False``: only the moves the goal forces (replicas off removed brokers, RF
     changes, rack repairs) plus leadership reordering; no balancing moves.
@@ -150,8 +161,11 @@ def plan(
         raise BadInput(f"--max-bytes must be >= 0 (got {max_bytes})")
     if throttle is not None and throttle <= 0:
         raise BadInput(f"--throttle must be > 0 bytes/s (got {throttle})")
+    if not 0 < disk_threshold <= 1:
+        raise BadInput(f"the disk threshold must be above 0 and at most 100 % (got {disk_threshold:.0%})")
     planner = _Planner(topology, goal, max_moves, max_bytes, balance_followers)
     planner.rebalance = rebalance
+    planner.limit_disks(disk_threshold)
     return planner.run(throttle=throttle, compare_kafka=compare_kafka, kafka_seed=kafka_seed)
 
 
@@ -372,6 +386,14 @@ class _Planner:
         self.maxheap: list[tuple[int, int]] = []
         self.budget = _Budget(max_moves, max_bytes)
         self.gen: dict[int, int] = {b: 0 for b in self.allowed}
+        #: the disk limit (bytes) of brokers whose capacity and sizes are known, and each one's
+        #: use at the peak of the plan: what it holds now plus every replica the plan adds to it
+        #: so far (set by :meth:`limit_disks`; empty: no disk limit)
+        self.disk_threshold = DISK_THRESHOLD
+        self.disk_limit: dict[int, float] = {}
+        self.disk_peak: dict[int, float] = {}
+        #: the partition :meth:`_pick_add` finds a broker for (its disk check needs the size)
+        self._placing: int | None = None
         #: partitions each broker is the preferred leader of (replica index 0), kept current
         self.leads: Counter[int] = Counter(r[0] for r in self.reps if r)
         #: of those, the RF-1 partitions: leaderships no reordering can move
@@ -437,8 +459,43 @@ class _Planner:
         added = [b for b in new if b not in o]
         return len(added), len(added) * self.size[p]
 
+    def limit_disks(self, threshold: float) -> None:
+        """The hard disk limit: ``threshold`` of each allowed broker's disk, where its capacity
+        (``Broker.capacity``, else its log dirs' volumes) and every partition's size are known.
+        A broker's use now: its volumes' total minus usable bytes where the log dirs say so
+        (everything on them), else the sizes of the replicas it holds."""
+        from kops.placement.goals import disk_capacity, disk_used
+
+        self.disk_threshold = threshold
+        if not self.sizes_known:
+            return
+        held: dict[int, int] = defaultdict(int)
+        for p, r in enumerate(self.orig):
+            for b in r:
+                held[b] += self.size[p]
+        for b in self.allowed:
+            cap = disk_capacity(self.topo.broker(b))
+            if cap:
+                self.disk_limit[b] = threshold * cap
+                self.disk_peak[b] = disk_used(self.topo.broker(b), held[b])
+
+    def _fits_disk(self, b: int, p: int) -> bool:
+        """May partition ``p`` get a new replica on broker ``b`` within the disk limit?"""
+        limit = self.disk_limit.get(b)
+        if limit is None or b in self.orig[p]:
+            return True
+        return self.disk_peak[b] + self.size[p] <= limit
+
     def _set_replicas(self, p: int, new: list[int]) -> None:
         old = self.reps[p]
+        if self.disk_limit:
+            orig = self.orig[p]
+            for b in new:
+                if b in self.disk_peak and b not in orig and b not in old:
+                    self.disk_peak[b] += self.size[p]
+            for b in old:
+                if b in self.disk_peak and b not in orig and b not in new:
+                    self.disk_peak[b] -= self.size[p]
         if old:
             self.leads[old[0]] -= 1
             if len(old) == 1:
@@ -481,14 +538,20 @@ class _Planner:
         safe = self.safety.safe_distinct
         load = self.load
 
+        fits = self._fits_disk
+        p_now = self._placing
+
         def accept(b: int) -> int:
-            return 1 if b not in excl and safe(cur + [b]) else 0
+            return 1 if b not in excl and safe(cur + [b]) and (p_now is None or fits(b, p_now)) else 0
 
         best = self._ascending(accept)
+        if best is None and p_now is not None and self.disk_limit:
+            # nowhere within the disk limit: where it is most even (the report names the brokers)
+            best = self._ascending(lambda b: 1 if b not in excl and safe(cur + [b]) else 0)
         if prefer_leaf is not None and best is not None and self.leaf[best] != prefer_leaf:
             same = [
                 b for b in self.leaf_members.get(prefer_leaf, ())
-                if b not in excl and load[b] <= load[best]
+                if b not in excl and load[b] <= load[best] and (p_now is None or fits(b, p_now))
             ]
             same.sort(key=lambda b: (load[b], b))
             for b in same:
@@ -561,7 +624,11 @@ class _Planner:
         while len(cur) + len(adds) < rf:
             prefer = gone_leaf[i] if i < len(gone_leaf) else None
             i += 1
-            b = self._pick_add(cur + adds, prefer)
+            self._placing = p
+            try:
+                b = self._pick_add(cur + adds, prefer)
+            finally:
+                self._placing = None
             adds.append(b)
         new = cur + adds
         # rack repair: move replicas until the list is rack-safe
@@ -802,7 +869,7 @@ class _Planner:
                     if dst in rq or q in self.unrepaired:
                         continue
                     new_q = [dst if b == mid else b for b in rq]
-                    if not safe(new_q):
+                    if not safe(new_q) or not self._fits_disk(dst, q):
                         continue
                     for p in self.on[src]:
                         budget -= 1
@@ -810,7 +877,7 @@ class _Planner:
                         if p == q or mid in rp or p in self.unrepaired:
                             continue
                         new_p = [mid if b == src else b for b in rp]
-                        if not safe(new_p):
+                        if not safe(new_p) or not self._fits_disk(mid, p):
                             continue
                         cost = [(a - b, c - d) for (a, c), (b, d) in
                                 ((self._cost(p, new_p), self._cost(p, rp)), (self._cost(q, new_q), self._cost(q, rq)))]
@@ -854,9 +921,10 @@ class _Planner:
         best_leads = True
         looked = 0
         w = self.w
+        fits = self._fits_disk if self.disk_limit else None
         for p in self.on[src]:
             r = reps[p]
-            if dst in r or p in unrepaired:
+            if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
                 only_rack_failures = False
                 continue
             leads = r[0] == src
@@ -920,7 +988,7 @@ class _Planner:
                                         bound, met=after <= max(bound, 1))
         full_before = self.topo.assignment()
         report["goals"] = goals.evaluate(self.topo, full_before, {**full_before, **target}, brokers=self.allowed,
-                                         known=known)
+                                         known=known, threshold=self.disk_threshold)
         return PlanResult(self.goal, target, changes, report, complete, before)
 
     def _verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:

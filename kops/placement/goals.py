@@ -36,6 +36,23 @@ DEFAULT_FANOUT = 1.0
 Assignment = Mapping[TopicPartition, Sequence[int]]
 
 
+def disk_capacity(broker) -> int | None:
+    """A broker's disk: its capacity (a capacity file), else what its log dirs' volumes measure."""
+    if broker is None:
+        return None
+    return (broker.capacity.disk_bytes if broker.capacity is not None else None) or broker.measured_disk_bytes
+
+
+def disk_used(broker, held: float) -> float:
+    """A broker's disk use now: its volumes' total minus usable bytes where every online log dir
+    reports them (everything on the disk: other files, deleted segments not yet gone), else
+    ``held``, the sizes of the replicas it holds."""
+    online = [d for d in broker.log_dirs if not d.offline] if broker is not None else []
+    if online and all(d.capacity_known for d in online):
+        return float(sum((d.total_bytes or 0) - (d.usable_bytes or 0) for d in online))
+    return float(held)
+
+
 def _spread(values: Iterable[float]) -> float:
     v = list(values)
     return (max(v) - min(v)) if v else 0.0
@@ -78,9 +95,7 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
     sizes_known = bool(size) and all(v is not None for v in size.values())
     rates_known = bool(rate) and all(v is not None for v in rate.values())
     cap = {b: topo.broker(b).capacity if topo.broker(b) else None for b in ids}
-    # a broker's disk: its capacity, else what its log dirs' volumes measure
-    disk_cap = {b: d for b in ids if (d := (cap[b].disk_bytes if cap[b] is not None else None)
-                                         or (topo.broker(b).measured_disk_bytes if topo.broker(b) else None))}
+    disk_cap = {b: c for b in ids if (c := disk_capacity(topo.broker(b)))}
     in_cap = {b: c.nw_in_bytes_per_s for b, c in cap.items() if c is not None and c.nw_in_bytes_per_s}
     out_cap = {b: c.nw_out_bytes_per_s for b, c in cap.items() if c is not None and c.nw_out_bytes_per_s}
     out: dict[str, dict[str, Any]] = {}
@@ -106,10 +121,13 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
             if not disk_cap:
                 unknown(goal, "disk capacities (measured from the log dirs by a live read, or a snapshot from cluster describe --capacity-file)")
                 continue
-            ub = _per_broker(before, ids, size.get)
-            ua = _per_broker(after, ids, size.get)
+            held = _per_broker(before, ids, size.get)
             incoming = _per_broker({tp: [b for b in r if b not in before.get(tp, ())] for tp, r in after.items()},
                                    ids, size.get)
+            outgoing = _per_broker({tp: [b for b in r if b not in after.get(tp, ())] for tp, r in before.items()},
+                                   ids, size.get)
+            ub = {b: disk_used(topo.broker(b), held[b]) for b in ids}
+            ua = {b: ub[b] + incoming[b] - outgoing[b] for b in ids}
             peak = {b: ub[b] + incoming[b] for b in ids}  # nothing is freed before a move ends
             pct = {k: {b: v[b] / disk_cap[b] for b in disk_cap} for k, v in (("before", ub), ("after", ua),
                                                                             ("peak", peak))}

@@ -90,3 +90,48 @@ def test_the_planners_figures_agree_with_the_goals_own(seed):
     for goal in ("replicas", "leaders", "first-followers"):
         assert res.report["goals"][goal] == mine[goal], goal
     assert res.report["goals"]["rack"]["after"] == mine["rack"]["after"] == 0
+
+
+def _sized(caps: dict[int, int], parts: list[tuple[int, ...]], size: int = 100 * MB) -> Topology:
+    brokers = tuple(Broker(b, None, capacity=Capacity(disk_bytes=c) if c else None) for b, c in caps.items())
+    return Topology(brokers=brokers, topics=(Topic("t", tuple(Partition("t", i, r, size_bytes=size)
+                                                              for i, r in enumerate(parts))),))
+
+
+def test_balancing_by_bytes_never_takes_a_small_disk_past_the_threshold():
+    # brokers 0-2 hold 10 partitions x 100 MiB each (RF 1); broker 3 is new and small: 500 MiB
+    parts = [(i % 3,) for i in range(30)]
+    topo = _sized({0: 10_000 * MB, 1: 10_000 * MB, 2: 10_000 * MB, 3: 500 * MB}, parts)
+    res = plan(topo, Goal("rebalance"))
+    on3 = sum(1 for r in res.target.values() if 3 in r)
+    assert on3 == 4  # 400 MiB <= 80 % of 500 MiB; the bytes balance alone puts 6 there
+    assert res.report["goals"]["disk-capacity"]["status"] == "met"
+    roomy = plan(topo, Goal("rebalance"), disk_threshold=1.0)
+    assert sum(1 for r in roomy.target.values() if 3 in r) == 5
+    unlimited = plan(_sized({0: 0, 1: 0, 2: 0, 3: 0}, parts), Goal("rebalance"))
+    assert sum(1 for r in unlimited.target.values() if 3 in r) >= 6
+
+
+def test_a_forced_move_that_fits_nowhere_is_made_and_named():
+    # decommission broker 0: its 5 x 100 MiB must go to 1 or 2, each with 300 MiB of 500 MiB used
+    parts = [(0,)] * 5 + [(1,)] * 3 + [(2,)] * 3
+    topo = _sized({0: 1000 * MB, 1: 500 * MB, 2: 500 * MB}, parts)
+    res = plan(topo, Goal("decommission", brokers=(0,)))
+    assert all(0 not in r for r in res.target.values())
+    d = res.report["goals"]["disk-capacity"]
+    assert d["status"] == "not met" and any("broker 1" in x or "broker 2" in x for x in d["blockers"]), d
+
+
+def test_a_live_reads_disk_use_counts_everything_on_the_volume():
+    """With log dirs that report their volumes, use now is total - usable (other files too)."""
+    from kops.model import LogDir
+
+    dirs = (LogDir("/d", total_bytes=1000 * MB, usable_bytes=300 * MB),)  # 700 MiB used, 100 by kops' replicas
+    brokers = (Broker(0, None), Broker(1, None, log_dirs=dirs))
+    topo = Topology(brokers=brokers, topics=(Topic("t", tuple(Partition("t", i, (0,), size_bytes=100 * MB)
+                                                              for i in range(6))),))
+    topo = topo.with_assignment({("t", 5): (1,)})
+    res = plan(topo, Goal("rebalance"))
+    # broker 1 may take one more (800 MiB = 80 %), not the two a count balance would give it
+    assert sum(1 for r in res.target.values() if 1 in r) == 2
+    assert res.report["goals"]["disk-capacity"]["after"] == 80.0
