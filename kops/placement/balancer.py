@@ -464,7 +464,7 @@ class _Planner:
         (``Broker.capacity``, else its log dirs' volumes) and every partition's size are known.
         A broker's use now: its volumes' total minus usable bytes where the log dirs say so
         (everything on them), else the sizes of the replicas it holds."""
-        from kops.placement.goals import disk_capacity, disk_used
+        from kops.placement.goals import disk_capacity, disk_used, shared_disks
 
         self.disk_threshold = threshold
         if not self.sizes_known:
@@ -473,8 +473,9 @@ class _Planner:
         for p, r in enumerate(self.orig):
             for b in r:
                 held[b] += self.size[p]
+        shared = shared_disks(self.topo)
         for b in self.allowed:
-            cap = disk_capacity(self.topo.broker(b))
+            cap = disk_capacity(self.topo.broker(b), shared)
             if cap:
                 self.disk_limit[b] = threshold * cap
                 self.disk_peak[b] = disk_used(self.topo.broker(b), held[b])

@@ -36,11 +36,27 @@ DEFAULT_FANOUT = 1.0
 Assignment = Mapping[TopicPartition, Sequence[int]]
 
 
-def disk_capacity(broker) -> int | None:
-    """A broker's disk: its capacity (a capacity file), else what its log dirs' volumes measure."""
+def shared_disks(topo: Topology) -> set[int]:
+    """Brokers whose log dirs are on a volume another broker of the same host uses too (the
+    same host and a log dir of the same total size: a local sandbox, several brokers per
+    machine). Their measured disk is not theirs alone: no per-broker limit can be drawn from it."""
+    seen: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for b in topo.brokers:
+        for d in b.log_dirs:
+            if b.host and d.total_bytes is not None:
+                seen[(b.host, d.total_bytes)].add(b.id)
+    return {x for ids in seen.values() if len(ids) > 1 for x in ids}
+
+
+def disk_capacity(broker, shared: set[int] = frozenset()) -> int | None:
+    """A broker's disk: its capacity (a capacity file), else what its log dirs' volumes measure
+    (not for a broker in ``shared``, see :func:`shared_disks`)."""
     if broker is None:
         return None
-    return (broker.capacity.disk_bytes if broker.capacity is not None else None) or broker.measured_disk_bytes
+    given = broker.capacity.disk_bytes if broker.capacity is not None else None
+    if given:
+        return given
+    return None if broker.id in shared else broker.measured_disk_bytes
 
 
 def disk_used(broker, held: float) -> float:
@@ -95,7 +111,8 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
     sizes_known = bool(size) and all(v is not None for v in size.values())
     rates_known = bool(rate) and all(v is not None for v in rate.values())
     cap = {b: topo.broker(b).capacity if topo.broker(b) else None for b in ids}
-    disk_cap = {b: c for b in ids if (c := disk_capacity(topo.broker(b)))}
+    shared = shared_disks(topo)
+    disk_cap = {b: c for b in ids if (c := disk_capacity(topo.broker(b), shared))}
     in_cap = {b: c.nw_in_bytes_per_s for b, c in cap.items() if c is not None and c.nw_in_bytes_per_s}
     out_cap = {b: c.nw_out_bytes_per_s for b, c in cap.items() if c is not None and c.nw_out_bytes_per_s}
     out: dict[str, dict[str, Any]] = {}
@@ -119,7 +136,8 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
                 unknown(goal, "partition sizes (a live read, or a snapshot with size_bytes)")
                 continue
             if not disk_cap:
-                unknown(goal, "disk capacities (measured from the log dirs by a live read, or a snapshot from cluster describe --capacity-file)")
+                unknown(goal, "disk capacities (measured from the log dirs by a live read, or a snapshot from "
+                              "cluster describe --capacity-file; brokers sharing one volume need the file)")
                 continue
             held = _per_broker(before, ids, size.get)
             incoming = _per_broker({tp: [b for b in r if b not in before.get(tp, ())] for tp, r in after.items()},
@@ -139,7 +157,8 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
                                  blockers=[f"broker {b}: {_pct(pct['after'][b])} % after, {_pct(pct['peak'][b])} % "
                                            "at the peak of the move" for b in sorted(over)],
                                  peak=_pct(max(pct["peak"].values())), threshold=_pct(threshold),
-                                 unchecked=sorted(set(ids) - set(disk_cap)))
+                                 unchecked=sorted(set(ids) - set(disk_cap)),
+                                 shared_volume=sorted(shared & set(ids) - set(disk_cap)))
         elif goal in ("nw-in-capacity", "nw-out-capacity"):
             if not rates_known:
                 unknown(goal, "bytes-in rates (cluster describe --sample-seconds N)")

@@ -135,3 +135,22 @@ def test_a_live_reads_disk_use_counts_everything_on_the_volume():
     # broker 1 may take one more (800 MiB = 80 %), not the two a count balance would give it
     assert sum(1 for r in res.target.values() if 1 in r) == 2
     assert res.report["goals"]["disk-capacity"]["after"] == 80.0
+
+
+def test_brokers_sharing_one_volume_get_no_limit_from_it():
+    """A local sandbox: six brokers on one host and one disk that is 90 % used by other things;
+    the measured disk is nobody's alone, so it limits nothing (a capacity file still would)."""
+    from kops.model import LogDir
+
+    disk = (LogDir("/data", total_bytes=1000 * MB, usable_bytes=100 * MB),)
+    brokers = tuple(Broker(b, None, host="127.0.0.1", log_dirs=disk) for b in range(3))
+    topo = Topology(brokers=brokers, topics=(Topic("t", tuple(Partition("t", i, (0,), size_bytes=MB)
+                                                              for i in range(6))),))
+    res = plan(topo, Goal("rebalance"))
+    assert sorted(sum(1 for r in res.target.values() if b in r) for b in range(3)) == [2, 2, 2]
+    d = res.report["goals"]["disk-capacity"]
+    assert d["status"] == "unknown" and "sharing one volume" in d["needs"]
+    # its own host each (a real cluster): the same disks are 90 % full, nothing may move there
+    apart = Topology(brokers=tuple(Broker(b, None, host=f"k{b}", log_dirs=disk) for b in range(3)),
+                     topics=topo.topics)
+    assert plan(apart, Goal("rebalance")).changes == {}
