@@ -119,6 +119,10 @@ class HealthStop(KopsError):
     exit_code = EXIT_FAILURE
 
 
+#: a data move in flight whose new replicas copy nothing for this long (every broker up; more at a
+#: very low throttle) is stuck: when every move in flight is, waiting ends (resume or cancel)
+NO_PROGRESS_S = 120.0
+
 #: what halted an execution (``Runner.halted_by``)
 HALT_HEALTH = "health check"
 #: the final removal of an execution's throttles is sent this many times at most while some of
@@ -696,6 +700,8 @@ class Runner:
         }
         self.topics = sorted({m.topic for m in journal.moves})
         self._stalled_since: float | None = None
+        #: per data move in flight: bytes its new replicas held when last seen to change, and when
+        self._copied: dict[str, tuple[int, float]] = {}
         self._mismatch_seen: dict[str, float] = {}
         self._last_save = 0.0
         self._log_dirs_started: set[tuple[str, int, int]] = set()
@@ -703,6 +709,7 @@ class Runner:
         self.halted_reasons: list[str] = []
         self.halted_by = HALT_HEALTH
         self.stalled = False
+        self.stalled_reason = "stalled on down broker(s)"
         self._watch: set[TopicPartition] = set()
         self._lagging: dict[TopicPartition, float] = {}
         #: (topology, time.monotonic() it was read) that the first tick may use instead of reading
@@ -1011,8 +1018,21 @@ class Runner:
                 self.note(f"every move in flight waits on down broker(s) {dead}")
             elif time.monotonic() - self._stalled_since > self.opts.stall_after_s:
                 self.stalled = True
-        else:
-            self._stalled_since = None
+            return
+        self._stalled_since = None
+        # every broker up, yet nothing copied: a follower that cannot fetch (seen in the fault
+        # lab: a broker holding a stale log of a deleted topic answers INCONSISTENT_TOPIC_ID
+        # forever). Without this, --wait with no --timeout waited for good. The window leaves
+        # a slow throttle its time: a follower fetches up to 1 MiB at once, throttled to the rate.
+        window = max(NO_PROGRESS_S, 3 * (1 << 20) / self.opts.throttle if self.opts.throttle else 0)
+        now_m = time.monotonic()
+        idle = [m for m in data_moves if m.name in self._copied and now_m - self._copied[m.name][1] > window]
+        if data_moves and len(idle) == len(data_moves) and not self.j.moves_in(J.PENDING):
+            self.stalled = True
+            self.stalled_reason = (f"no data copied for {window:.0f} s by any move in flight, every broker up: "
+                                   + ", ".join(m.name for m in idle[:5])
+                                   + " (the brokers' logs say why: a follower that cannot fetch)")
+            self.note(self.stalled_reason)
 
     def snapshot(self, topo: Topology | None = None) -> Snapshot:
         done = len(self.j.moves_in(J.DONE, J.MISMATCH, J.REJECTED))
@@ -1030,9 +1050,14 @@ class Runner:
                 dests = sorted({b for m in in_flight for b in m.adding})
                 sizes = replica_sizes(self.conn, dests, sorted({m.topic for m in in_flight}))
                 left = []
+                now_m = time.monotonic()
                 for m in in_flight:
                     copied = [min(sizes.get((m.topic, m.partition, b), 0), m.size_bytes or 0) for b in m.adding]
                     bytes_done += sum(copied)
+                    if sizes:  # (an unanswered read says nothing about progress)
+                        seen = self._copied.get(m.name)
+                        if seen is None or seen[0] != sum(copied):
+                            self._copied[m.name] = (sum(copied), now_m)
                     left.append(max(((m.size_bytes or 0) - c for c in copied), default=0))
                 soon = max(ENDING_SOON_S * (self.opts.throttle or 0), 0.05 * max(m.size_bytes or 0 for m in in_flight))
                 self._ending_soon = (not sizes) or min(left) <= soon
@@ -1171,7 +1196,7 @@ class Runner:
                    + ("drive the remaining waves with `kops reassign resume`." if c.get(J.PENDING) else
                       "verify removes the throttles once it completes."))
             return Outcome(j, False, EXIT_OK, msg, self.notes, self.bytes_total, elapsed)
-        why = "stalled on down broker(s)" if self.stalled else "timed out"
+        why = self.stalled_reason if self.stalled else "timed out"
         return Outcome(j, False, EXIT_NOT_DONE,
                        f"execution {j.id} not done ({why}): {c}; continue with `kops reassign resume`, "
                        "or `kops reassign cancel`", self.notes, self.bytes_total, elapsed)

@@ -205,6 +205,43 @@ def test_a_kept_replica_on_a_down_broker_stalls_a_move_too():
             assert r.notes == ["every move in flight waits on down broker(s) [2, 4]"]
 
 
+def test_moves_that_copy_nothing_with_every_broker_up_end_the_wait(monkeypatch):
+    """CI run G: a follower fetching from a broker that kept a deleted topic's log got
+    INCONSISTENT_TOPIC_ID for good; every broker was up, so `rebalance step` (no --timeout)
+    waited for 5 minutes without a word until the test killed it. A move whose new replicas copy
+    nothing for the window (longer at a very low throttle) is stuck; when every move in flight
+    is, the wait ends (exit 3, resumable) and says why."""
+    from kops.ops import reassign as R
+
+    m = mv(0, (0, 1), (0, 2))
+    j = J.Journal(id="x", cluster_id="c", moves=[m])
+    j.progress[m.name] = J.IN_FLIGHT
+    up = Topology(brokers=(Broker(0), Broker(1), Broker(2)), topics=())
+    clock = [1000.0]
+    monkeypatch.setattr(R.time, "monotonic", lambda: clock[0])
+    r = R.Runner(conn=None, store=None, journal=j, opts=R.ExecuteOptions(throttle=50 << 20))
+    r._copied[m.name] = (0, clock[0])  # what snapshot() records from the destination's replica size
+    r._check_stall(up, [m])
+    assert not r.stalled
+    clock[0] += R.NO_PROGRESS_S - 1
+    r._check_stall(up, [m])
+    assert not r.stalled
+    clock[0] += 2
+    r._check_stall(up, [m])
+    assert r.stalled and "no data copied for 120 s" in r.stalled_reason and m.name in r.stalled_reason
+    # at 1 KB/s a follower's 1 MiB fetch takes ~17 min: that is not a stall yet
+    slow = R.Runner(conn=None, store=None, journal=j, opts=R.ExecuteOptions(throttle=1024))
+    slow._copied[m.name] = (0, clock[0])
+    clock[0] += R.NO_PROGRESS_S * 10
+    slow._check_stall(up, [m])
+    assert not slow.stalled
+    # a move that copies is never stalled, however long it takes
+    busy = R.Runner(conn=None, store=None, journal=j, opts=R.ExecuteOptions(throttle=50 << 20))
+    busy._copied[m.name] = (10, clock[0] - 1)
+    busy._check_stall(up, [m])
+    assert not busy.stalled
+
+
 class _Store:
     def __init__(self, journals):
         self.journals = {j.id: j for j in journals}
