@@ -185,8 +185,9 @@ def err_console():
     if _stderr_console is None:
         from rich.console import Console
 
-        # messages are never cut into 80-column pieces: logs and cron mails stay greppable
-        _stderr_console = Console(stderr=True, highlight=False, soft_wrap=True,
+        # messages are never cut into 80-column pieces: logs and cron mails stay greppable; no
+        # emoji codes: a user's "5:a:1T" or a topic "x:b:y" is printed as typed, not as 🅱
+        _stderr_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False,
                                   width=None if sys.stderr.isatty() else 200)
     return _stderr_console
 
@@ -198,7 +199,7 @@ def out_console():
         from rich.console import Console
 
         # piped into a file or grep: no 80-column wrapping of names
-        _stdout_console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        _stdout_console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 200)
     return _stdout_console
 
 

@@ -221,6 +221,74 @@ NoBalanceOpt = Annotated[
     ),
 ]
 
+_WHAT_IF = "Capacity and what-if"
+CapacityFileOpt = Annotated[
+    str | None,
+    typer.Option("--capacity-file", metavar="FILE",
+                 help="Broker capacities in Cruise Control's capacity file format (DISK MB, NW_IN/NW_OUT KB/s, "
+                      "CPU; default entry brokerId -1): resized or heterogeneous brokers. Where it is silent on "
+                      "DISK, the disk measured from the log dirs counts.", rich_help_panel=_WHAT_IF),
+]
+DiskThresholdOpt = Annotated[
+    float,
+    typer.Option("--disk-threshold", click_type=params.number(1, 100), metavar="PCT",
+                 help="Hard limit of a broker's disk use, % of its capacity, at the peak of the move "
+                      "(where capacity and sizes are known). Default 80.", rich_help_panel=_WHAT_IF),
+]
+AddBrokerOpt = Annotated[
+    list[str] | None,
+    typer.Option("--add-broker", metavar="ID:RACK[:DISK]",
+                 help="What-if (with --topology): plan as if an empty broker ID in RACK (empty: no rack) with a "
+                      "disk of DISK bytes (e.g. 2T) were there. Repeatable.", rich_help_panel=_WHAT_IF),
+]
+
+
+def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
+    """The topology with the capacity file applied and the what-if brokers added."""
+    from dataclasses import replace
+
+    from kops.inputs import Problems
+    from kops.inputs import values as V
+    from kops.model import Broker, Capacity
+
+    added: list = []
+    disks: dict[int, int] = {}
+    if add_broker:
+        problems = Problems("--add-broker")
+        for spec in add_broker:
+            parts = spec.split(":")
+            if not 2 <= len(parts) <= 3:
+                problems.add(spec, "expected ID:RACK or ID:RACK:DISK (e.g. 7:c:2T; ID: for no rack)")
+                continue
+            try:
+                bid = V.broker_id(parts[0])
+                rack = V.rack(parts[1]) if parts[1] else None
+                disk = V.size(parts[2], lo=1) if len(parts) == 3 else None
+            except V.Invalid as e:
+                problems.add(spec, str(e))
+                continue
+            if topo.broker(bid) is not None:
+                problems.add(spec, f"broker {bid} is in the cluster already")
+            elif bid in {b.id for b in added}:
+                problems.add(spec, f"broker {bid} is given twice")
+            else:
+                added.append(Broker(bid, rack))
+                if disk:
+                    disks[bid] = disk
+        problems.raise_if_any()
+    topo = replace(topo, brokers=topo.brokers + tuple(added)) if added else topo
+    if capacity_file:  # (a file's entry or default entry applies to an added broker too)
+        from kops.inputs.capacity import read_capacity_file
+
+        topo = topo.with_capacities(read_capacity_file(capacity_file))
+    if disks:  # --add-broker's DISK wins over the file
+        topo = replace(topo, brokers=tuple(
+            replace(b, capacity=replace(b.capacity or Capacity(), disk_bytes=disks[b.id],
+                                        source={**dict(b.capacity.source if b.capacity else {}), "DISK": "--add-broker"}))
+            if b.id in disks else b for b in topo.brokers))
+    return topo
+
+
 def _run_goal(
     ctx: typer.Context,
     make_goal,
@@ -236,6 +304,9 @@ def _run_goal(
     chart: str | None,
     output,
     no_balance: bool = False,
+    capacity_file: str | None = None,
+    disk_threshold: float = 80.0,
+    add_broker: list[str] | None = None,
 ) -> None:
     from kops.cli.common import load_topology
     from kops.inputs.files import CHART_FORMATS, output_file
@@ -250,9 +321,20 @@ def _run_goal(
         request_timeout=request_timeout,
         output=output,
     )
-    topo = load_topology(c, topology)
+    if add_broker and not topology:
+        from kops.errors import BadInput
+
+        raise BadInput("--add-broker plans against brokers that do not exist: it needs --topology FILE (a "
+                       "snapshot from `kops cluster describe --output json`), so that nobody executes the plan "
+                       "on the live cluster by mistake")
+    if capacity_file:  # checked before connecting
+        from kops.inputs.capacity import read_capacity_file
+
+        read_capacity_file(capacity_file)
+    topo = _what_if(load_topology(c, topology), capacity_file, add_broker)
     goal = make_goal(topo)
-    res = plan(topo, goal, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, rebalance=not no_balance)
+    res = plan(topo, goal, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, rebalance=not no_balance,
+               disk_threshold=disk_threshold / 100)
     if chart:
         _write_chart(res.report, chart, chart_format)
     if c.json:
@@ -468,6 +550,9 @@ def rebalance(
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
     request_timeout: TimeoutOpt = None,
+    capacity_file: CapacityFileOpt = None,
+    disk_threshold: DiskThresholdOpt = 80.0,
+    add_broker: AddBrokerOpt = None,
 ) -> None:
     """Balance replicas, preferred leaders and first followers over the alive brokers, rack-safe,
     moving as few replicas as possible (replicas on dead brokers are replaced).
@@ -479,7 +564,8 @@ def rebalance(
 
     _run_goal(ctx, lambda topo: Goal("rebalance"), topology=topology, bootstrap_server=bootstrap_server,
               command_config=command_config, zookeeper=zookeeper, request_timeout=request_timeout,
-              max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, chart=chart, output=output)
+              max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, chart=chart, output=output,
+              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("decommission")
@@ -498,6 +584,9 @@ def decommission(
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
     request_timeout: TimeoutOpt = None,
+    capacity_file: CapacityFileOpt = None,
+    disk_threshold: DiskThresholdOpt = 80.0,
+    add_broker: AddBrokerOpt = None,
 ) -> None:
     """Move every replica off BROKERS (to the same rack where that is balanced), then balance.
 
@@ -510,7 +599,8 @@ def decommission(
     _run_goal(ctx, lambda topo: Goal("decommission", brokers=ids), topology=topology,
               bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
               request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
-              chart=chart, output=output, no_balance=no_balance)
+              chart=chart, output=output, no_balance=no_balance,
+              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("add-brokers")
@@ -528,6 +618,9 @@ def add_brokers(
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
     request_timeout: TimeoutOpt = None,
+    capacity_file: CapacityFileOpt = None,
+    disk_threshold: DiskThresholdOpt = 80.0,
+    add_broker: AddBrokerOpt = None,
 ) -> None:
     """Move load onto new brokers: every copy goes to one of BROKERS, from the most loaded brokers."""
     from kops.placement.balancer import Goal
@@ -536,7 +629,8 @@ def add_brokers(
     _run_goal(ctx, lambda topo: Goal("add-brokers", brokers=ids), topology=topology,
               bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
               request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
-              chart=chart, output=output)
+              chart=chart, output=output,
+              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("drain-rack")
@@ -555,6 +649,9 @@ def drain_rack(
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
     request_timeout: TimeoutOpt = None,
+    capacity_file: CapacityFileOpt = None,
+    disk_threshold: DiskThresholdOpt = 80.0,
+    add_broker: AddBrokerOpt = None,
 ) -> None:
     """Move every replica off the brokers of RACK, rack-safe over the racks that remain.
 
@@ -568,7 +665,8 @@ def drain_rack(
     _run_goal(ctx, lambda topo: Goal("drain-rack", rack=rack), topology=topology,
               bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
               request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
-              chart=chart, output=output, no_balance=no_balance)
+              chart=chart, output=output, no_balance=no_balance,
+              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("set-replication-factor")
@@ -588,6 +686,9 @@ def set_replication_factor(
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
     request_timeout: TimeoutOpt = None,
+    capacity_file: CapacityFileOpt = None,
+    disk_threshold: DiskThresholdOpt = 80.0,
+    add_broker: AddBrokerOpt = None,
 ) -> None:
     """Raise or lower the replication factor of topics: existing replicas stay, new ones go to the
     least-loaded brokers that keep each partition rack-safe; lowering drops replicas without copying."""
@@ -601,7 +702,8 @@ def set_replication_factor(
     _run_goal(ctx, lambda topo: Goal("set-replication-factor", topics=names, replication_factor=replication_factor),
               topology=topology, bootstrap_server=bootstrap_server, command_config=command_config,
               zookeeper=zookeeper, request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes,
-              throttle=throttle, chart=chart, output=output)
+              throttle=throttle, chart=chart, output=output,
+              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("move-topics")
@@ -622,6 +724,9 @@ def move_topics(
     command_config: CommandConfigOpt = None,
     zookeeper: ZookeeperOpt = None,
     request_timeout: TimeoutOpt = None,
+    capacity_file: CapacityFileOpt = None,
+    disk_threshold: DiskThresholdOpt = 80.0,
+    add_broker: AddBrokerOpt = None,
 ) -> None:
     """Kafka's --generate inputs, minimal-movement answer: place the topics on --broker-list,
     keeping every replica that already sits on a listed broker where balance allows."""
@@ -636,4 +741,5 @@ def move_topics(
     _run_goal(ctx, lambda topo: Goal("move-topics", topics=names, brokers=ids), topology=topology,
               bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
               request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
-              chart=chart, output=output)
+              chart=chart, output=output,
+              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)

@@ -24,12 +24,22 @@ def render_topology(con: Console, topo: Topology) -> None:
     head = f"cluster {topo.cluster_id or '?'}  mode {topo.mode or '?'}  controller {topo.controller}"
     con.print(f"[bold]{escape(head)}[/bold]")
 
+    sampled = topo.load_sample is not None
+    caps = any(b.capacity is not None for b in topo.brokers)
+    bytes_in: Counter = Counter()
+    if sampled:
+        for p in topo.partitions():
+            for b in p.replicas:  # every replica takes its partition's bytes-in (network in)
+                bytes_in[b] += p.bytes_in_per_s or 0.0
     bt = Table(title="Brokers", title_justify="left")
-    for col in ("id", "host:port", "rack", "alive", "replicas", "leaders", "throttles"):
-        bt.add_column(col, justify="right" if col in ("id", "replicas", "leaders") else "left")
+    cols = ["id", "host:port", "rack", "alive", "replicas", "leaders", "throttles"]
+    cols += ["bytes in/s"] if sampled else []
+    cols += ["disk", "network in/out"] if caps else []
+    for col in cols:
+        bt.add_column(col, justify="right" if col in ("id", "replicas", "leaders", "bytes in/s") else "left")
     for b in sorted(topo.brokers, key=lambda b: b.id):
         thr = ", ".join(f"{k.split('.')[0]}={v}" for k, v in sorted(b.configs.items())) or "-"
-        bt.add_row(
+        row = [
             str(b.id),
             f"{b.host}:{b.port}" if b.host else "-",
             escape(b.rack or "-"),
@@ -37,13 +47,22 @@ def render_topology(con: Console, topo: Topology) -> None:
             str(replicas[b.id]),
             str(leaders[b.id]),
             escape(thr),
-        )
+        ]
+        if sampled:
+            row.append(_human_bytes(int(bytes_in[b.id])) + "/s")
+        if caps:
+            c = b.capacity
+            row.append(_human_bytes(c.disk_bytes) if c is not None and c.disk_bytes else "-")
+            row.append(f"{_human_bytes(int(c.nw_in_bytes_per_s))}/s / {_human_bytes(int(c.nw_out_bytes_per_s))}/s"
+                       if c is not None and c.nw_in_bytes_per_s and c.nw_out_bytes_per_s else "-")
+        bt.add_row(*row)
     con.print(bt)
 
     tt = Table(title="Partitions", title_justify="left")
     longest = min(60, max((len(t.name) for t in topo.topics), default=5))
-    for col in ("topic", "partition", "replicas", "isr", "leader", "size", "min.isr", "notes"):
-        tt.add_column(col, justify="right" if col in ("partition", "leader", "size", "min.isr") else "left",
+    pcols = ["topic", "partition", "replicas", "isr", "leader", "size"] + (["in/s"] if sampled else []) + ["min.isr", "notes"]
+    for col in pcols:
+        tt.add_column(col, justify="right" if col in ("partition", "leader", "size", "in/s", "min.isr") else "left",
                       overflow="fold", min_width=longest if col == "topic" else None)
     for t in topo.topics:
         min_isr = t.configs.get("min.insync.replicas", "-")
@@ -61,17 +80,20 @@ def render_topology(con: Console, topo: Topology) -> None:
                 notes.append(f"reassigning +{_ids(p.adding_replicas)} -{_ids(p.removing_replicas)}")
             if throttled:
                 notes.append("throttled")
-            tt.add_row(
-                escape(t.name), str(p.partition), _ids(p.replicas), _ids(p.isr),
-                str(p.leader) if p.leader is not None else "-",
-                _human_bytes(p.size_bytes), str(min_isr), "; ".join(notes),
-            )
+            cells = [escape(t.name), str(p.partition), _ids(p.replicas), _ids(p.isr),
+                     str(p.leader) if p.leader is not None else "-", _human_bytes(p.size_bytes)]
+            if sampled:
+                cells.append(_human_bytes(int(p.bytes_in_per_s)) + "/s" if p.bytes_in_per_s is not None else "-")
+            tt.add_row(*cells, str(min_isr), "; ".join(notes))
     con.print(tt)
     reassigning = [p for p in topo.partitions() if p.reassigning]
     con.print(f"{len(topo.topics)} topics, {sum(len(t.partitions) for t in topo.topics)} partitions, "
               f"{len(reassigning)} reassignments in progress")
     for n in topo.notes:
         con.print(f"[yellow]Admin API / ZooKeeper disagree:[/yellow] {escape(n)}")
+    if sampled:
+        for n in topo.load_sample.notes:
+            con.print(f"load sample: {escape(n)}")
 
 
 def render_health(con: Console, rep: HealthReport, topo: Topology, fail_on: str) -> None:
@@ -96,6 +118,9 @@ def render_health(con: Console, rep: HealthReport, topo: Topology, fail_on: str)
         con.print("summary: " + ", ".join(f"{k}={v}" for k, v in rep.summary().items()))
     for n in topo.notes:
         con.print(f"[yellow]Admin API / ZooKeeper disagree:[/yellow] {escape(n)}")
+    if sampled:
+        for n in topo.load_sample.notes:
+            con.print(f"load sample: {escape(n)}")
 
 
 def _human_bytes(n: int | None) -> str:

@@ -125,10 +125,10 @@ NO_PROGRESS_S = 120.0
 
 #: what halted an execution (``Runner.halted_by``)
 HALT_HEALTH = "health check"
+HALT_DISK = "disk check"
 #: the final removal of an execution's throttles is sent this many times at most while some of
 #: it fails on brokers that are up (a slow or lossy link)
 LIFT_ATTEMPTS = 3
-HALT_DISK = "disk check"
 
 
 # ------------------------------------------------------------------------------------------
@@ -1117,7 +1117,13 @@ class Runner:
                             self.note(n)
                         break
                     time.sleep(1)
-                    topo = read(self.conn, topics=self.topics)
+                    try:
+                        topo = read(self.conn, topics=self.topics)
+                    except ClusterError as e:  # the journal keeps the records: verify/resume lift them
+                        for n in notes:
+                            self.note(n)
+                        self.note(f"could not read the cluster to lift the throttles again: {e.message}")
+                        break
                 if not state.empty:
                     self.note(
                         "some throttles could not be removed yet (broker down?): "

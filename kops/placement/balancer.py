@@ -771,7 +771,10 @@ class _Planner:
         def useful(ls: int, ld: int) -> bool:
             if bytes_mode:
                 return n * ls > total and n * ld < total
-            return (ls > ceil_ and ld < ceil_) or (ls > floor_ and ld < floor_)
+            # into the band [floor, ceil]; or, where rack rules keep some broker out of reach, any
+            # move from above the band that narrows the gap by two (the heap offers the least
+            # loaded destinations first, so an unconstrained cluster never gets here)
+            return (ls > ceil_ and ld < ceil_) or (ls > floor_ and ld < floor_) or (ls > ceil_ and ls - ld >= 2)
 
         while maxheap:
             negl, src = heapq.heappop(maxheap)

@@ -140,3 +140,58 @@ def test_cli_sampling_needs_a_live_cluster(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kops", "cluster", "describe", "--topology", str(snap),
                         "--sample-seconds", "5", "--output", "json"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--sample-seconds" in r.stdout, r.stdout + r.stderr
+
+
+SNAP = {"version": 1, "brokers": [{"id": 0, "rack": "a"}, {"id": 1, "rack": "b"}, {"id": 2, "rack": "c"}],
+        "topics": [{"name": "t", "partitions": [{"partition": p, "replicas": [p % 3, (p + 1) % 3], "size_bytes": 100 << 20}
+                                                for p in range(6)]}]}
+
+
+def _plan(tmp_path, *args):
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(SNAP))
+    r = subprocess.run([sys.executable, "-m", "kops", "plan", *args, "--topology", str(snap), "--output", "json"],
+                       capture_output=True, text=True, timeout=120)
+    return r.returncode, json.loads(r.stdout), r.stderr
+
+
+def test_what_if_a_small_broker_is_added(tmp_path):
+    """Issue 21 item 4: capacity planning without a cluster. A new broker with a 250 MiB disk takes
+    two 100 MiB replicas (80 %), not the three a balance by bytes would give it."""
+    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a:250M")
+    assert rc == 0, err
+    d = doc["report"]["goals"]["disk-capacity"]
+    assert len(doc["plan"]["partitions"]) == 2 and d["after"] == 80.0 and d["status"] == "met", d
+    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a:250M", "--disk-threshold", "100")
+    assert len(doc["plan"]["partitions"]) == 2  # 300 MiB would not fit 250 MiB either
+    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a")
+    assert len(doc["plan"]["partitions"]) == 3 and doc["report"]["goals"]["disk-capacity"]["status"] == "unknown"
+
+
+def test_what_if_capacities_from_a_file(tmp_path):
+    cap = tmp_path / "cap.json"
+    cap.write_text(json.dumps({"brokerCapacities": [{"brokerId": -1, "capacity": {"DISK": "1000"}},
+                                                    {"brokerId": 3, "capacity": {"DISK": "150"}}]}))
+    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a", "--capacity-file", str(cap))
+    assert rc == 0, err
+    assert len(doc["plan"]["partitions"]) == 1  # 100 MiB of 150: 67 %; a second would be 133 %
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--add-broker", "0:a"], "broker 0 is in the cluster already"),
+    (["--add-broker", "x"], "expected ID:RACK"),
+    (["--add-broker", "5:a:-1"], "is not a byte count"),
+    (["--add-broker", "5:a", "--add-broker", "5:b"], "given twice"),
+    (["--disk-threshold", "0"], "--disk-threshold"),
+    (["--disk-threshold", "nan"], "--disk-threshold"),
+])
+def test_what_if_bad_input(tmp_path, args, expect):
+    rc, doc, err = _plan(tmp_path, "rebalance", *args)
+    assert rc == 2 and expect in json.dumps(doc), (doc, err)
+
+
+def test_add_broker_needs_a_snapshot():
+    r = subprocess.run([sys.executable, "-m", "kops", "plan", "rebalance", "--add-broker", "3:a",
+                        "--bootstrap-server", "127.0.0.1:1", "--output", "json"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "needs --topology" in r.stdout
