@@ -118,9 +118,6 @@ def render_health(con: Console, rep: HealthReport, topo: Topology, fail_on: str)
         con.print("summary: " + ", ".join(f"{k}={v}" for k, v in rep.summary().items()))
     for n in topo.notes:
         con.print(f"[yellow]Admin API / ZooKeeper disagree:[/yellow] {escape(n)}")
-    if sampled:
-        for n in topo.load_sample.notes:
-            con.print(f"load sample: {escape(n)}")
 
 
 def _human_bytes(n: int | None) -> str:
