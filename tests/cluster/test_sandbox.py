@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kops.sandbox import Sandbox
+from kops.sandbox import Sandbox, attach
 
 pytestmark = pytest.mark.cluster
 
@@ -64,7 +64,7 @@ def test_up_state(sandbox, bootstrap, zk):
     if zk:
         assert [s.id for s in st if s.controller] == [ctrl]
     # state persisted for other processes; attach sees the same cluster
-    other = Sandbox.attach(sandbox.workdir)
+    other = attach(sandbox.workdir)
     assert other.bootstrap_servers == bootstrap and other.zookeeper_connect == zk
     assert [s.pid for s in other.status()] == [s.pid for s in st]
     # idempotent up: nothing started twice
@@ -200,7 +200,7 @@ def test_add_and_remove_a_broker(sandbox, zk):
         # the session's Sandbox object learns it from the state file at its next operation
         assert by_name(sandbox)[f"broker-{new}"].alive
         assert sandbox.brokers_in_rack("b") == [2, 3, new] and sandbox.broker_port(new) == port
-        assert Sandbox.attach(wd).broker_ids == [*base, new]
+        assert attach(wd).broker_ids == [*base, new]
         props = (sandbox.workdir / "config" / f"broker-{new}.properties").read_text()
         assert "broker.rack=b" in props and f":{port}" in props
         # an id in use, a taken port: exit 2, nothing changed
