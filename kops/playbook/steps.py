@@ -16,7 +16,7 @@ from typing import Any
 
 from kops.errors import BadInput
 from kops.model import Topology
-from kops.playbook.engine import PausedForOperator, RunContext, StepFailed
+from kops.playbook.state import PausedForOperator, RunContext, StepFailed
 from kops.playbook.spec import Playbook, StepSpec
 
 StepFn = Callable[[dict[str, Any], RunContext], dict[str, Any]]
@@ -275,7 +275,7 @@ def _execute(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
                 "partitions_moved": len(moves), "applied_plan": plan.to_dict()}
     with ctx.connection() as conn:
         # idempotent: an unfinished execution of this very plan (kops was killed) is resumed
-        store = J.JournalStore(conn, R._cluster_id(R.cluster_identity(conn)))
+        store = J.JournalStore(conn, R.cluster_id_of(R.cluster_identity(conn)))
         earlier = R.find_journal(store, plan=plan, unfinished_only=True)
         if earlier is not None:
             ctx.say(f"  resuming execution {earlier.id} of this plan")

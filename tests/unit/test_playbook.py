@@ -136,15 +136,15 @@ def test_state_pause_failure_and_resume(tmp_path, monkeypatch):
     pb = load_playbook(pb_file)
     msgs: list[str] = []
     with pytest.raises(engine.PausedForOperator) as e:
-        engine.run(pb, {}, ctx, say=msgs.append, interactive=False)
+        engine.run(pb, {}, ctx.connection, has_cluster=False, say=msgs.append, interactive=False)
     run_id = e.value.run_state.run_id
     assert (tmp_path / "hello.out").read_text() == "hello\n"
     with pytest.raises(engine.StepFailed):
-        engine.run(pb, {}, ctx, resume=run_id, say=msgs.append, interactive=False)
+        engine.run(pb, {}, ctx.connection, has_cluster=False, resume=run_id, say=msgs.append, interactive=False)
     state = json.loads((tmp_path / "home" / "playbook-runs" / f"{run_id}.json").read_text())
     assert [s["status"] for s in state["steps"]] == ["done", "done", "done", "failed", "pending"]
     (tmp_path / "go").write_text("")
-    final = engine.run(pb, {}, ctx, resume=run_id, say=msgs.append, interactive=False)
+    final = engine.run(pb, {}, ctx.connection, has_cluster=False, resume=run_id, say=msgs.append, interactive=False)
     assert final.status == "done"
     # 'one' ran exactly once across the three invocations; 'three' ran once
     assert (tmp_path / "hello.out").read_text() == "hello\ndone\n"
