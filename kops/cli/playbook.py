@@ -65,7 +65,7 @@ def show(c: Context, name: Annotated[str, typer.Argument(help="Playbook name or 
             "name": pb.name, "source": pb.source, "description": pb.description,
             "params": {k: {"type": p.type, "required": p.required, "default": p.default, "help": p.help}
                        for k, p in pb.params.items()},
-            "steps": [{"id": s.id, "type": s.type, "line": s.line, **s.fields} for s in pb.steps],
+            "steps": [_step_doc(s) for s in pb.steps],
         })
         return
     con = out_console()
@@ -73,12 +73,22 @@ def show(c: Context, name: Annotated[str, typer.Argument(help="Playbook name or 
     con.print(" ".join(pb.description.split()))
     con.print("\nparameters:")
     for p in pb.params.values():
-        req = "required" if p.required else f"default {p.default}"
-        con.print(f"  {p.name} ({p.type}, {req}) {p.help}")
+        req = "required" if p.required else ("optional" if p.default is None else f"default {p.default}")
+        con.print(f"  {p.name} ({p.type}, {req}) {' '.join(p.help.split())}", markup=False)
     con.print("\nsteps:")
     for i, s in enumerate(pb.steps, 1):
         fields = " ".join(f"{k}={v}" for k, v in s.fields.items())
-        con.print(f"  {i}. {s.id}: {s.type} {fields}")
+        con.print(f"  {i}. {s.id}: {s.type} {fields}", markup=False)
+        for j, b in enumerate(s.body, 1):  # a for_each: its steps, once per broker ({broker})
+            fields = " ".join(f"{k}={v}" for k, v in b.fields.items())
+            con.print(f"     {i}.{j}. {b.id}: {b.type} {fields}", markup=False)
+
+
+def _step_doc(s) -> dict:
+    doc = {"id": s.id, "type": s.type, "line": s.line, **s.fields}
+    if s.body:
+        doc["steps"] = [_step_doc(b) for b in s.body]
+    return doc
 
 
 @app.command()

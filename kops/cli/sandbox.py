@@ -371,6 +371,28 @@ def start(
 @app.command()
 @handle_errors
 @output_command
+def restart(
+    c: Context,
+    broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="The broker to restart.")],
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Restart one broker (both engines): a graceful stop (controlled shutdown; returns once it
+    left the cluster), then a start with its config and data (returns once it is registered
+    again). This is the sandbox's restart hook for the rolling-restart playbook:
+
+        kops playbook run rolling-restart --param restart_command='kops sandbox restart --broker {broker}'
+
+    A broker that is not running is started. Exit 1 when it does not stop or start in time."""
+    sb = _attach(workdir)
+    stopped = sb.stop(broker, timeout_s=timeout)
+    started = sb.start(broker, timeout_s=timeout)
+    _report("restart", sb, started, c.json, extra={"was_running": bool(stopped)})
+
+
+@app.command()
+@handle_errors
+@output_command
 def add(
     c: Context,
     broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="Id of the new broker (not in use).")],
@@ -441,6 +463,12 @@ def _report(action: str, sb, done: list[int], as_json: bool, *, kill: bool = Fal
         out_console().print(f"removed broker {done[0]}" + (" (stopped it)" if x.get("was_running") else "")
                             + ("; its data and logs deleted" if x.get("purged") else "; its data and logs kept")
                             + f"; bootstrap servers: {sb.bootstrap_servers}", soft_wrap=True)
+        _render_status(rows)
+        return
+    if action == "restart":
+        was = (extra or {}).get("was_running")
+        out_console().print(f"restarted broker {', '.join(map(str, done))}" if was else
+                            f"broker {', '.join(map(str, done))} was not running: started it", soft_wrap=True)
         _render_status(rows)
         return
     verb = {"stop": "killed" if kill else "stopped", "start": "started"}[action]

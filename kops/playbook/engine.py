@@ -15,14 +15,17 @@ import secrets
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from kops.errors import BadInput, KopsError
 from kops.playbook import steps as step_impls
-from kops.playbook.spec import Playbook, bind_params, resolve_all
+from kops.model import Topology
+from kops.playbook.spec import LOOP_VAR, Playbook, StepSpec, bind_params, resolve_all, resolve_fields
 from kops.playbook.state import (  # noqa: F401  (re-exported: the engine's public names)
     STEP_STATUSES,
+    HookFailed,
     PausedForOperator,
     RunContext,
     RunState,
@@ -34,9 +37,79 @@ from kops.playbook.state import (  # noqa: F401  (re-exported: the engine's publ
 def new_state(pb: Playbook, params: dict[str, Any], *, dry_run: bool) -> RunState:
     run_id = f"{pb.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
     sha = hashlib.sha256(pb.text.encode()).hexdigest()
-    steps = [{"id": s.id, "type": s.type, "status": "pending", "line": s.line} for s in pb.steps]
-    return RunState(run_id, pb.name, pb.source, sha, params, steps, dry_run=dry_run,
+    return RunState(run_id, pb.name, pb.source, sha, params, [], dry_run=dry_run,
                     path=None if dry_run else runs_dir() / f"{run_id}.json")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One step as the run executes it: a playbook step, or one iteration's copy of a for_each
+    body step (id ``<loop>.<broker>.<step>``, ``{broker}`` resolved)."""
+
+    spec: StepSpec
+    fields: dict[str, Any]
+    loop: str | None = None
+    broker: int | None = None
+    first_of_iteration: bool = False
+    pause_before_s: float = 0.0
+
+
+def loop_brokers(fields: dict[str, Any], topo: Topology) -> list[int]:
+    """The brokers a for_each goes through, in order. ``order: safe`` (the default): rack by
+    rack (racks by name), the active controller's rack last and the controller last in it, so
+    leadership of the cluster moves once, at the end; ``order: given``: as ``brokers`` lists them."""
+    known = {b.id: b for b in topo.brokers}
+    if fields.get("brokers"):
+        ids = list(dict.fromkeys(fields["brokers"]))
+        unknown = [b for b in ids if b not in known]
+        if unknown:
+            raise BadInput(f"for_each: unknown brokers {unknown} (cluster: {sorted(known)})")
+    elif fields.get("rack") is not None:
+        ids = topo.brokers_in_rack(fields["rack"])
+        if not ids:
+            raise BadInput(f"for_each: rack {fields['rack']!r} has no brokers (racks: {', '.join(topo.racks) or 'none'})")
+    else:
+        ids = sorted(known)
+    if fields.get("order", "safe") == "given" and fields.get("brokers"):
+        return ids
+    controller = topo.controller
+    controller_rack = known[controller].rack if controller in known else None
+
+    def key(b: int) -> tuple:
+        rack = known[b].rack or ""
+        return (controller is not None and rack == (controller_rack or ""), rack, b == controller, b)
+
+    return sorted(ids, key=key)
+
+
+def expand(pb: Playbook, params: dict[str, Any], resolved: dict[str, dict[str, Any]],
+           loops: dict[str, list[int]]) -> list[Planned]:
+    """The steps the run executes, loops unrolled over the brokers in ``loops``."""
+    out: list[Planned] = []
+    for s in pb.steps:
+        if s.type != "for_each":
+            out.append(Planned(s, resolved[s.id]))
+            continue
+        pause = float(resolved[s.id].get("pause_between", 0.0))
+        for n, b in enumerate(loops.get(s.id, [])):
+            for i, body in enumerate(s.body):
+                fields = resolve_fields(body, {**params, LOOP_VAR: b})
+                out.append(Planned(replace(body, id=f"{s.id}.{b}.{body.id}"), fields, s.id, b,
+                                   first_of_iteration=i == 0, pause_before_s=pause if i == 0 and n else 0.0))
+    return out
+
+
+def _broker_now(topo: Topology, b: int) -> str:
+    """What a resumed loop re-checks about the broker it was on."""
+    broker = next((x for x in topo.brokers if x.id == b), None)
+    if broker is None or not broker.alive:
+        return f"broker {b} is not registered"
+    parts = list(topo.partitions())
+    led = sum(1 for p in parts if p.leader == b)
+    preferred = sum(1 for p in parts if p.preferred_leader == b)
+    out_of_isr = sum(1 for p in parts if b in p.replicas and b not in p.isr)
+    return (f"broker {b} is registered, leads {led} partition(s) ({preferred} prefer it), "
+            f"{out_of_isr} of its replicas out of the ISR")
 
 
 def run(
@@ -80,16 +153,29 @@ def run(
     ctx = RunContext(connect, state, dry_run, yes, say, params, interactive, topology_file,
                      has_cluster=has_cluster)
     resolved = resolve_all(pb, params)
+    loop_steps = [s for s in pb.steps if s.type == "for_each"]
+    if not resume and loop_steps:  # the brokers of each loop, in order, fixed for the whole run
+        topo = ctx.topology()
+        state.loops = {s.id: loop_brokers(resolved[s.id], topo) for s in loop_steps}
+        for s in loop_steps:
+            say(f"[{s.id}] for each broker, in this order: {state.loops[s.id]}")
+    planned = expand(pb, params, resolved, state.loops)
+    if not resume:
+        state.steps = [{"id": p.spec.id, "type": p.spec.type, "status": "pending", "line": p.spec.line}
+                       for p in planned]
     # pre-flight: every step checks its inputs against the live cluster before anything changes
     if any(s["status"] != "done" for s in state.steps):
-        step_impls.preflight(pb, resolved, ctx)
+        step_impls.preflight(pb.name, [(p.spec, p.fields) for p in planned], ctx)
     state.save()
     say(f"run {state.run_id}" + (" (dry run: nothing will change)" if dry_run else f"  state: {state.path}"))
     pause_source = f"playbook {pb.name} run {state.run_id}"
     if not dry_run:  # kops' cron jobs step aside while the run lasts (lifted when it is done)
         _pause_cron_jobs(ctx, pb, state, pause_source, say)
 
-    for spec in pb.steps:
+    resumed_at: str | None = None  # the loop iteration a resumed run continues in
+    ran_here = False
+    for item in planned:
+        spec = item.spec
         rec = state.step(spec.id) if any(s["id"] == spec.id for s in state.steps) else None
         if rec is None:  # the playbook gained a step since the run started
             rec = {"id": spec.id, "type": spec.type, "status": "pending", "line": spec.line}
@@ -101,15 +187,27 @@ def run(
             state.save()
             say(f"[{spec.id}] pause: operator resumed the run")
             continue
+        if item.loop is not None and resume and not ran_here and resumed_at is None:
+            # a resumed run continues with the broker it was on: say where that broker stands
+            resumed_at = f"{item.loop}.{item.broker}"
+            started = any(r["id"].startswith(resumed_at + ".") and r["status"] != "pending" for r in state.steps)
+            if started:
+                now = _broker_now(ctx.topology(), item.broker)
+                say(f"[{item.loop}] resuming at broker {item.broker} (step {spec.id}): {now}")
+                rec["resume_check"] = now
+        if item.pause_before_s and ran_here and not dry_run:
+            say(f"[{item.loop}] pausing {item.pause_before_s:.0f} s before broker {item.broker}")
+            time.sleep(item.pause_before_s)
         rec.update(status="running", started_at=_now())
         rec.pop("error", None)
         state.save()
+        ran_here = True
         t0 = time.monotonic()
         ctx.current_step = spec.id
         label = f"[{spec.id}] {spec.type}"
         say(f"{label} ...")
         try:
-            result = step_impls.run_step(spec, resolved[spec.id], ctx)
+            result = step_impls.run_step(spec, item.fields, ctx)
         except KeyboardInterrupt as e:
             e.run_state = state  # type: ignore[attr-defined]
             rec.update(status="interrupted", duration_s=round(time.monotonic() - t0, 3))

@@ -41,12 +41,16 @@ class RunState:
     dry_run: bool = False
     created_at: str = field(default_factory=_now)
     path: Path | None = None
+    #: each for_each step's brokers, in the order the run goes through them (fixed when the run
+    #: starts: a resumed run continues the same order even if the controller moved meanwhile)
+    loops: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "playbook": self.playbook, "source": self.source,
             "sha256": self.sha256, "params": self.params, "status": self.status,
-            "dry_run": self.dry_run, "created_at": self.created_at, "steps": self.steps,
+            "dry_run": self.dry_run, "created_at": self.created_at, "loops": self.loops,
+            "steps": self.steps,
         }
 
     def save(self) -> None:
@@ -93,11 +97,17 @@ class RunState:
                 problems.add(f"steps[{i}].status", f"{st['status']!r} is not one of {', '.join(STEP_STATUSES)}")
             elif not isinstance(st.get("result", {}), dict):
                 problems.add(f"steps[{i}].result", "not a JSON object")
+        loops = d.get("loops", {})
+        if not isinstance(loops, dict) or not all(
+                isinstance(k, str) and isinstance(v, list) and all(isinstance(b, int) and not isinstance(b, bool) for b in v)
+                for k, v in loops.items()):
+            problems.add("loops", "not a mapping of loop id to a list of broker ids")
+            loops = {}
         if d.get("run_id") not in (None, run_id) and not problems:
             problems.add("run_id", f"{d.get('run_id')!r}, not {run_id!r}")
         problems.raise_if_any(recover)
         return cls(d["run_id"], d["playbook"], d["source"], d["sha256"], d["params"], d["steps"],
-                   str(d.get("status", "running")), False, str(d.get("created_at", _now())), path)
+                   str(d.get("status", "running")), False, str(d.get("created_at", _now())), path, loops)
 
     def step(self, sid: str) -> dict[str, Any]:
         return next(s for s in self.steps if s["id"] == sid)
@@ -112,6 +122,12 @@ STEP_STATUSES = ("pending", "running", "done", "failed", "interrupted", "paused"
 
 class StepFailed(KopsError):
     """A step could not do its work; the run stops there and can be resumed."""
+
+
+class HookFailed(StepFailed):
+    """The operator's hook (a restart command) failed or timed out: the run stops, resumable (exit 3)."""
+
+    exit_code = 3
 
 
 class PausedForOperator(KopsError):
