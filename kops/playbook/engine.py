@@ -153,11 +153,13 @@ def run(
     ctx = RunContext(connect, state, dry_run, yes, say, params, interactive, topology_file,
                      has_cluster=has_cluster)
     resolved = resolve_all(pb, params)
-    loop_steps = [s for s in pb.steps if s.type == "for_each"]
-    if not resume and loop_steps:  # the brokers of each loop, in order, fixed for the whole run
+    # the brokers of each loop, in order, fixed for the whole run (a resumed run keeps them; a loop
+    # the playbook gained since the run started gets its brokers now)
+    new_loops = [s for s in pb.steps if s.type == "for_each" and s.id not in state.loops]
+    if new_loops:
         topo = ctx.topology()
-        state.loops = {s.id: loop_brokers(resolved[s.id], topo) for s in loop_steps}
-        for s in loop_steps:
+        for s in new_loops:
+            state.loops[s.id] = loop_brokers(resolved[s.id], topo)
             say(f"[{s.id}] for each broker, in this order: {state.loops[s.id]}")
     planned = expand(pb, params, resolved, state.loops)
     if not resume:
