@@ -176,6 +176,26 @@ def test_cli_against_the_session_cluster(sandbox, bootstrap):
     assert kops("sandbox", "status", "--workdir", wd).returncode == 0
 
 
+def test_restart_hook_of_the_local_sandbox(sandbox, zk):
+    """`kops sandbox restart --broker N`, the rolling-restart playbook's sandbox hook: a graceful
+    stop and a start; the broker registers anew (a new process) and the sandbox is healthy."""
+    if not isinstance(sandbox, Sandbox):
+        pytest.skip("local JVM sandbox only (the containerised one: tests/faults/test_rolling_restart.py)")
+    wd = str(sandbox.workdir)
+    pid = by_name(sandbox)["broker-4"].pid
+    r = kops("sandbox", "restart", "--broker", "4", "--workdir", wd, "--output", "json")
+    try:
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["action"] == "restart" and doc["brokers"] == [4] and doc["was_running"] is True
+        now = by_name(sandbox)["broker-4"]
+        assert now.alive and now.pid != pid
+        assert 4 in zk_state(zk, sandbox)[0]
+    finally:
+        sandbox.start(broker=4)
+    assert kops("sandbox", "status", "--workdir", wd).returncode == 0
+
+
 def test_add_and_remove_a_broker(sandbox, zk):
     """`kops sandbox add` grows the running cluster by a new broker id in a rack (registered with
     its rack, in the metadata, known to status/stop/start and to another process); `remove`

@@ -81,6 +81,20 @@ def _assignment_and_leaders(bootstrap: str) -> tuple[dict, dict]:
     return reps, leaders
 
 
+def _registered_at(sb) -> dict[int, int]:
+    """Broker id -> when it registered in ZooKeeper (its ephemeral node's creation time, ms): a
+    broker that restarted registers anew."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=sb.zookeeper_connect, timeout=10)
+    zk.start(timeout=15)
+    try:
+        return {b: zk.get(f"/brokers/ids/{b}")[1].ctime for b in sb.broker_ids}
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def _not_preferred(bootstrap: str) -> list[str]:
     reps, leaders = _assignment_and_leaders(bootstrap)
     return [f"{t}-{p} led by {leaders[(t, p)]}, prefers {r[0]}" for (t, p), r in reps.items() if leaders[(t, p)] != r[0]]
@@ -144,6 +158,7 @@ def test_rolling_restart_of_the_whole_cluster(dsandbox, dbootstrap, tmp_path, ko
         wait_for(lambda: not _not_preferred(bs), 60, 0.5, "preferred leaders everywhere to start from")
         before, _ = _assignment_and_leaders(bs)
         controller = admin(bs).list_topics(timeout=10).controller_id
+        registered = _registered_at(sb)
         with Workload(bs, work) as w, Sampler(bs, work) as sampler:
             w.wait_acknowledged(200)
             t0 = time.monotonic()
@@ -165,6 +180,9 @@ def test_rolling_restart_of_the_whole_cluster(dsandbox, dbootstrap, tmp_path, ko
         assert rep["status"] == "done", rep
         # each broker once, rack by rack (racks in one block each), the controller last
         assert sorted(order) == sorted(sb.broker_ids), order
+        again = _registered_at(sb)
+        assert all(again[b] > registered[b] for b in sb.broker_ids), (registered, again)  # each restarted
+        assert [again[b] for b in order] == sorted(again.values()), (order, again)  # one after the other
         racks = [sb.rack_of(b) for b in order]
         assert racks == sorted(racks, key=lambda r: racks.index(r)), racks
         assert order[-1] == controller, (order, controller)
