@@ -160,12 +160,12 @@ def main() -> None:
     ap.add_argument("--prefix", help="reuse existing topics with this name prefix instead of creating them")
     a = ap.parse_args()
 
-    from kops.sandbox import Sandbox, SandboxConfig
+    from kops.sandbox import Sandbox, SandboxConfig, attach
     from kops.sandbox.procs import free_ports
 
     work = None
     if a.attach:
-        sb = Sandbox.attach(a.attach)
+        sb = attach(a.attach)
     else:
         work = tempfile.mkdtemp(prefix="kops-bench-leader-")
         ports = free_ports(7)

@@ -8,16 +8,12 @@ import typer
 
 from kops.cli import params
 from kops.cli.common import (
-    BootstrapOpt,
-    CommandConfigOpt,
-    OutputOpt,
-    TimeoutOpt,
+    Context,
     TopologyOpt,
-    ZookeeperOpt,
+    cluster_command,
     emit_json,
     handle_errors,
     load_topology,
-    make_context,
     out_console,
 )
 
@@ -31,8 +27,9 @@ TopicFilterOpt = Annotated[
 
 @app.command()
 @handle_errors
+@cluster_command
 def describe(
-    ctx: typer.Context,
+    c: Context,
     topic: TopicFilterOpt = None,
     exclude_internal: Annotated[
         bool, typer.Option("--exclude-internal", help="Leave out internal topics (__consumer_offsets ...).")
@@ -52,11 +49,6 @@ def describe(
                           "from the log dirs where the file is silent. Also with --topology."),
     ] = None,
     topology: TopologyOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Show brokers (id, host, port, rack, alive), the controller, topics with partitions
     (replicas, ISR, leader), min.insync.replicas and replication throttles, and ongoing
@@ -68,8 +60,6 @@ def describe(
     with --sample-seconds and --capacity-file it carries load and capacities, so that planning
     against it needs no cluster.
     """
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     if sample_seconds is not None and topology:
         from kops.errors import BadInput
 
@@ -97,19 +87,15 @@ def describe(
 
 @app.command()
 @handle_errors
+@cluster_command
 def health(
-    ctx: typer.Context,
+    c: Context,
     topic: TopicFilterOpt = None,
     fail_on: Annotated[
         str,
         typer.Option("--fail-on", help="Exit 3 on findings of this severity or worse: critical, problem, warning."),
     ] = "problem",
     topology: TopologyOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Check health: offline, under-min-ISR (critical); under-replicated, at-min-ISR,
     rack-unsafe partitions and down brokers that still hold replicas (problems); leaders that
@@ -124,8 +110,6 @@ def health(
 
     if fail_on not in ("critical", "problem", "warning"):
         raise BadInput(f"--fail-on must be critical, problem or warning, not {fail_on!r}")
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     topo = _filter(c, topology, load_topology(c, topology), topic, False)
     report = check_health(topo)
     if c.json:

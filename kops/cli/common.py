@@ -11,6 +11,7 @@ Every command that talks to a cluster accepts the connection options both global
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -172,6 +173,56 @@ def make_context(
             zookeeper_auth_file or getattr(g, "zookeeper_auth_file", None) or os.environ.get(ZOOKEEPER_AUTH_ENV) or None
         ),
     )
+
+
+#: the options every command that talks to a cluster takes, declared here once (Kafka's names)
+CLUSTER_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("bootstrap_server", BootstrapOpt),
+    ("command_config", CommandConfigOpt),
+    ("zookeeper", ZookeeperOpt),
+    ("request_timeout", TimeoutOpt),
+    ("output", OutputOpt),
+)
+
+
+def _with_options(func: Callable[..., Any], options: tuple[tuple[str, Any], ...]) -> Callable[..., Any]:
+    sig = inspect.signature(func, eval_str=True)
+    params = list(sig.parameters.values())
+    if not params or params[0].name != "c":
+        raise TypeError(f"{func.__name__}: the first parameter must be `c: Context`")
+    taken = {p.name for p in params} & {name for name, _ in options}
+    if taken:
+        raise TypeError(f"{func.__name__}: declares {sorted(taken)} itself")
+    names = [name for name, _ in options]
+
+    @functools.wraps(func)
+    def command(ctx: typer.Context, **kwargs: Any) -> Any:
+        given = {name: kwargs.pop(name, None) for name in names}
+        return func(make_context(ctx, **given), **kwargs)
+
+    kind = inspect.Parameter.KEYWORD_ONLY
+    new_sig = sig.replace(parameters=[
+        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+        *(p.replace(kind=kind) for p in params[1:]),
+        *(inspect.Parameter(name, kind, default=None, annotation=ann) for name, ann in options),
+    ])
+    # typer reads the signature and the type hints of what it is given: this command's, evaluated
+    del command.__wrapped__
+    command.__signature__ = new_sig  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in new_sig.parameters.values()}
+    return command
+
+
+def cluster_command(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A command that talks to a cluster: it takes ``c: Context`` first, and gets the connection
+    options (``--bootstrap-server``, ``--command-config``, ``--zookeeper``, ``--request-timeout``,
+    ``--output``) added to its own, merged over the global ones given before the command name."""
+    return _with_options(func, CLUSTER_OPTIONS)
+
+
+def output_command(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A command that needs no cluster: ``c: Context`` first, and ``--output`` added."""
+    return _with_options(func, (("output", OutputOpt),))
 
 
 # -- rendering ------------------------------------------------------------------------------

@@ -13,16 +13,12 @@ import typer
 
 from kops.cli import params
 from kops.cli.common import (
-    BootstrapOpt,
-    CommandConfigOpt,
-    OutputOpt,
-    TimeoutOpt,
+    Context,
     TopologyOpt,
-    ZookeeperOpt,
+    cluster_command,
     emit_json,
     err_console,
     handle_errors,
-    make_context,
 )
 
 app = typer.Typer(
@@ -81,8 +77,9 @@ def _read_election_file(c, path: str) -> list[tuple[str, int]]:
 
 @app.command()
 @handle_errors
+@cluster_command
 def elect(
-    ctx: typer.Context,
+    c: Context,
     election_type: Annotated[
         ElectionTypeOpt,
         typer.Option("--election-type", case_sensitive=False, help="preferred or unclean (as kafka-leader-election.sh)."),
@@ -101,11 +98,6 @@ def elect(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before an unclean election.")] = False,
     batch_size: BatchSizeOpt = 1000,
     batch_wait: BatchWaitOpt = 0.0,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Elect leaders like kafka-leader-election.sh, in batches, with a per-partition outcome:
     elected, not needed (a valid leader is already in place) or failed and why.
@@ -117,8 +109,6 @@ def elect(
     """
     from kops.errors import BadInput
 
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     chosen = sum(1 for x in (all_topic_partitions, topic is not None, path_to_json_file is not None) if x)
     if chosen != 1:
         raise BadInput("One and only one of the following options is required: --topic, "
@@ -201,8 +191,9 @@ def _interactive() -> bool:
 
 @app.command()
 @handle_errors
+@cluster_command
 def rebalance(
-    ctx: typer.Context,
+    c: Context,
     imbalance_threshold: Annotated[
         float,
         typer.Option("--imbalance-threshold", click_type=params.number(0.0, 100.0),
@@ -225,11 +216,6 @@ def rebalance(
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the per-broker table too.")] = False,
     topology: TopologyOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """The cron job: restore preferred leaders the way Kafka's ZooKeeper controller would for
     leader.imbalance.per.broker.percentage, but on your schedule.
@@ -248,8 +234,6 @@ def rebalance(
 
     if metrics_file:
         output_file(metrics_file, what="--metrics-file", create_parents=True)
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     if topology:
         from kops.cluster.snapshot import load_topology
 
@@ -298,8 +282,9 @@ def _render_imbalance(res) -> None:
 
 @app.command("balance-plan")
 @handle_errors
+@cluster_command
 def balance_plan(
-    ctx: typer.Context,
+    c: Context,
     topic: Annotated[
         list[str] | None,
         typer.Option("--topic", click_type=params.TOPIC,
@@ -312,11 +297,6 @@ def balance_plan(
         str | None, typer.Option("--reassignment-json-file", help="Also write the plan to this file.")
     ] = None,
     topology: TopologyOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """A reorder-only reassignment plan (replica sets unchanged, no data moves) that balances
     preferred leaders to within 1 per broker and first followers, so leadership stays balanced
@@ -333,8 +313,6 @@ def balance_plan(
 
     if out_file:
         output_file(out_file, what="--reassignment-json-file")
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     topo = load_topology(c, topology, with_zookeeper=False)
     if topic:
         missing = sorted(set(topic) - set(topo.topic_map))
@@ -400,12 +378,9 @@ WaitOpt = Annotated[
 ]
 
 
-def _move_command(action: str, ctx, broker, rack, dry_run, state_file, wait, topology,
-                  bootstrap_server, command_config, zookeeper, request_timeout, output) -> None:
+def _move_command(action: str, c: Context, broker, rack, dry_run, state_file, wait, topology) -> None:
     from kops.errors import BadInput
 
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     if topology:
         if action != "demote" or not dry_run:
             raise BadInput("--topology works only with demote --dry-run (restore needs the live cluster)")
@@ -449,19 +424,15 @@ def _move_command(action: str, ctx, broker, rack, dry_run, state_file, wait, top
 
 @app.command()
 @handle_errors
+@cluster_command
 def demote(
-    ctx: typer.Context,
+    c: Context,
     broker: BrokerSelOpt = None,
     rack: RackSelOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the reorders and elections; change nothing.")] = False,
     state_file: StateFileOpt = None,
     wait: WaitOpt = 60.0,
     topology: TopologyOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Move leadership off brokers or a whole rack before maintenance, without moving data.
 
@@ -473,24 +444,19 @@ def demote(
 
     Exit 0 when no partition is led by the demoted brokers any more, 3 when some still are.
     """
-    _move_command("demote", ctx, broker, rack, dry_run, state_file, wait, topology,
-                  bootstrap_server, command_config, zookeeper, request_timeout, output)
+    _move_command("demote", c, broker, rack, dry_run, state_file, wait, topology)
 
 
 @app.command()
 @handle_errors
+@cluster_command
 def restore(
-    ctx: typer.Context,
+    c: Context,
     broker: BrokerSelOpt = None,
     rack: RackSelOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the reorders and elections; change nothing.")] = False,
     state_file: StateFileOpt = None,
     wait: WaitOpt = 60.0,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Give leadership back after maintenance: put demoted partitions back in the replica
     order they had before `kops leader demote` (from the demotion record) and elect the
@@ -500,5 +466,4 @@ def restore(
     Exit 0 when every affected partition is led by its preferred replica again, 3 when some are
     not yet (e.g. a broker still catching up into the ISR; they are named).
     """
-    _move_command("restore", ctx, broker, rack, dry_run, state_file, wait, None,
-                  bootstrap_server, command_config, zookeeper, request_timeout, output)
+    _move_command("restore", c, broker, rack, dry_run, state_file, wait, None)

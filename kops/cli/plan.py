@@ -14,7 +14,15 @@ app = typer.Typer(
 import sys  # noqa: E402
 
 from kops.cli import params  # noqa: E402
-from kops.cli.common import OutputOpt, emit_json, err_console, handle_errors, make_context  # noqa: E402
+from kops.cli.common import (  # noqa: E402
+    Context,
+    cluster_command,
+    emit_json,
+    err_console,
+    handle_errors,
+    output_command,
+)
+from kops.inputs.values import human_bytes  # noqa: E402
 
 #: ``plan assign`` computes at most this many partitions and replicas in one run (about a minute
 #: on a 2-core machine); more is a typo, not a plan anyone reviews
@@ -25,22 +33,21 @@ _INT32_MIN = "INT32_MIN"  # kops.inputs.values' constant, looked up when a value
 
 @app.command("assign")
 @handle_errors
+@output_command
 def assign(
-    ctx: typer.Context,
+    c: Context,
     brokers: str = typer.Option(..., "--brokers", help="Broker ids, e.g. 0,1,2 (Kafka's order for rack-unaware)."),
     racks: str | None = typer.Option(
         None,
         "--racks",
-        help="Broker racks, e.g. 0:r1,1:r2,2:r1. Path racks (0:/dc1/r1,...) use kops' multi-level algorithm.",
-    ),
+        help="Broker racks, e.g. 0:r1,1:r2,2:r1. Path racks (0:/dc1/r1,...) use kops' multi-level algorithm."),
     partitions: int = typer.Option(..., "--partitions", click_type=params.count(_INT32_MIN, MAX_ASSIGN_PARTITIONS),
                                    help=f"Number of partitions (at most {MAX_ASSIGN_PARTITIONS:,})."),
     replication_factor: int = typer.Option(..., "--replication-factor", click_type=params.count(_INT32_MIN),
                                            help="Replicas per partition."),
     start_index: int = typer.Option(
         -1, "--start-index", click_type=params.count(_INT32_MIN),
-        help="Kafka's fixedStartIndex; -1 (default) draws it at random, as Kafka does.",
-    ),
+        help="Kafka's fixedStartIndex; -1 (default) draws it at random, as Kafka does."),
     start_partition: int = typer.Option(-1, "--start-partition", click_type=params.count(_INT32_MIN),
                                         help="First partition id (Kafka's startPartitionId)."),
     disable_rack_aware: bool = typer.Option(
@@ -48,7 +55,6 @@ def assign(
     ),
     topic: str = typer.Option("topic", "--topic", click_type=params.TOPIC,
                               help="Topic name written into the reassignment JSON."),
-    output: OutputOpt = None,
 ) -> None:
     """Kafka's own replica assignment (AdminUtils.assignReplicasToBrokers), offline.
 
@@ -63,7 +69,6 @@ def assign(
     from kops.placement.kafka_assign import assign_replicas_to_brokers
     from kops.placement.racks import validate_racks
 
-    c = make_context(ctx, output=output)
     ids = parse_broker_list(brokers, option="--brokers")
     rack_of: dict[int, str | None] = dict.fromkeys(ids)
     if racks:
@@ -170,13 +175,7 @@ def _assign_summary(con, algorithm: str, result, rack_of, start_index: int) -> N
 #    move-topics: the minimal-movement planner (kops.placement.balancer) ----------------------------
 from typing import Annotated  # noqa: E402
 
-from kops.cli.common import (  # noqa: E402
-    BootstrapOpt,
-    CommandConfigOpt,
-    TimeoutOpt,
-    TopologyOpt,
-    ZookeeperOpt,
-)
+from kops.cli.common import TopologyOpt  # noqa: E402
 
 _GOAL_PANEL = "Plan limits and report"
 MaxMovesOpt = Annotated[
@@ -290,19 +289,14 @@ def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
 
 
 def _run_goal(
-    ctx: typer.Context,
+    c: Context,
     make_goal,
     *,
     topology: str | None,
-    bootstrap_server: str | None,
-    command_config: str | None,
-    zookeeper: str | None,
-    request_timeout: float | None,
     max_moves: int | None,
     max_bytes: int | None,
     throttle: int | None,
     chart: str | None,
-    output,
     no_balance: bool = False,
     capacity_file: str | None = None,
     disk_threshold: float = 80.0,
@@ -313,14 +307,6 @@ def _run_goal(
     from kops.placement.balancer import plan
 
     chart_format = output_file(chart, what="--chart", formats=CHART_FORMATS) if chart else None
-    c = make_context(
-        ctx,
-        bootstrap_server=bootstrap_server,
-        command_config=command_config,
-        zookeeper=zookeeper,
-        request_timeout=request_timeout,
-        output=output,
-    )
     if add_broker and not topology:
         from kops.errors import BadInput
 
@@ -344,16 +330,6 @@ def _run_goal(
     if chart:
         err_console().print(f"chart written to {chart}")
     sys.stdout.write(res.plan.to_json() + "\n")
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n = n / 1024
-    return str(n)
 
 
 def _fmt_duration(s: float | None) -> str:
@@ -384,10 +360,10 @@ def _render_goal_report(con, rep: dict) -> None:
     t.add_column("Kafka --generate", justify="right")
     t.add_row("replicas moved", str(rep["replicas_moved"]), f"{lb['moves']} (mandatory {lb['moves_mandatory']})",
               str(kg["replicas_moved"]) if kav else "-")
-    t.add_row("bytes moved", _fmt_bytes(rep["bytes_moved"]),
-              _fmt_bytes(lb["bytes_mandatory"]) + (f" (exact mean: {_fmt_bytes(lb['bytes_to_reach_mean'])})"
+    t.add_row("bytes moved", human_bytes(rep["bytes_moved"]),
+              human_bytes(lb["bytes_mandatory"]) + (f" (exact mean: {human_bytes(lb['bytes_to_reach_mean'])})"
                                                   if lb.get("bytes_to_reach_mean") is not None else ""),
-              _fmt_bytes(kg.get("bytes_moved")) if kav else "-")
+              human_bytes(kg.get("bytes_moved")) if kav else "-")
     t.add_row("partitions changed", str(rep["partitions_changed"]), "", str(kg["partitions_changed"]) if kav else "-")
     t.add_row("rack violations after", str(rep["rack_violations_after"]), "0", str(kg["rack_violations"]) if kav else "-")
     t.add_row("replica spread after", str(bal["replica_spread_after"]), "", str(kg["replica_spread"]) if kav else "-")
@@ -402,7 +378,7 @@ def _render_goal_report(con, rep: dict) -> None:
         f"spread (max-min per broker) replicas {bal['replica_spread_before']} -> {bal['replica_spread_after']}, "
         f"leaders {bal['leader_spread_before']} -> {bal['leader_spread_after']}, first followers "
         f"{bal['first_follower_spread_before']} -> {bal['first_follower_spread_after']}"
-        + (f", bytes {_fmt_bytes(bal['bytes_spread_before'])} -> {_fmt_bytes(bal['bytes_spread_after'])}"
+        + (f", bytes {human_bytes(bal['bytes_spread_before'])} -> {human_bytes(bal['bytes_spread_after'])}"
            if "bytes_spread_before" in bal else "")
     )
     con.print(f"{rep['reorder_only_partitions']} partitions only reordered (no data), "
@@ -429,7 +405,7 @@ def _render_goal_report(con, rep: dict) -> None:
                 f"{r['first_followers_before']} -> {r['first_followers_after']}",
             ]
             if has_bytes:
-                cells.append(f"{_fmt_bytes(r['bytes_before'])} -> {_fmt_bytes(r['bytes_after'])}")
+                cells.append(f"{human_bytes(r['bytes_before'])} -> {human_bytes(r['bytes_after'])}")
             bt.add_row(*cells)
         con.print(bt)
         if len(shown) < len(rows):
@@ -449,7 +425,7 @@ def _render_goal_report(con, rep: dict) -> None:
         if d["seconds"] is None:
             con.print(f"duration: {escape(d['assumptions'])}")
         else:
-            con.print(f"estimated duration at {_fmt_bytes(d['throttle_bytes_per_s'])}/s: "
+            con.print(f"estimated duration at {human_bytes(d['throttle_bytes_per_s'])}/s: "
                       f"{_fmt_duration(d['seconds_parallel'])} with every broker copying in parallel, "
                       f"{_fmt_duration(d['seconds'])} if one stream at a time")
     b = rep["bounded"]
@@ -538,18 +514,14 @@ def _ids_opt(text: str, option: str) -> tuple[int, ...]:
 
 @app.command("rebalance")
 @handle_errors
+@cluster_command
 def rebalance(
-    ctx: typer.Context,
+    c: Context,
     topology: TopologyOpt = None,
     max_moves: MaxMovesOpt = None,
     max_bytes: MaxBytesOpt = None,
     throttle: ThrottleOpt = None,
     chart: ChartOpt = None,
-    output: OutputOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
     add_broker: AddBrokerOpt = None,
@@ -562,16 +534,16 @@ def rebalance(
     """
     from kops.placement.balancer import Goal
 
-    _run_goal(ctx, lambda topo: Goal("rebalance"), topology=topology, bootstrap_server=bootstrap_server,
-              command_config=command_config, zookeeper=zookeeper, request_timeout=request_timeout,
-              max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, chart=chart, output=output,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("rebalance"), topology=topology, max_moves=max_moves, max_bytes=max_bytes,
+              throttle=throttle, chart=chart, capacity_file=capacity_file, disk_threshold=disk_threshold,
+              add_broker=add_broker)
 
 
 @app.command("decommission")
 @handle_errors
+@cluster_command
 def decommission(
-    ctx: typer.Context,
+    c: Context,
     brokers: str = typer.Option(..., "--brokers", help="Brokers to empty, e.g. 4,5."),
     no_balance: NoBalanceOpt = False,
     topology: TopologyOpt = None,
@@ -579,11 +551,6 @@ def decommission(
     max_bytes: MaxBytesOpt = None,
     throttle: ThrottleOpt = None,
     chart: ChartOpt = None,
-    output: OutputOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
     add_broker: AddBrokerOpt = None,
@@ -596,28 +563,22 @@ def decommission(
     from kops.placement.balancer import Goal
 
     ids = _ids_opt(brokers, "--brokers")
-    _run_goal(ctx, lambda topo: Goal("decommission", brokers=ids), topology=topology,
-              bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
-              request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
-              chart=chart, output=output, no_balance=no_balance,
+    _run_goal(c, lambda topo: Goal("decommission", brokers=ids), topology=topology, max_moves=max_moves,
+              max_bytes=max_bytes, throttle=throttle, chart=chart, no_balance=no_balance,
               capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("add-brokers")
 @handle_errors
+@cluster_command
 def add_brokers(
-    ctx: typer.Context,
+    c: Context,
     brokers: str = typer.Option(..., "--brokers", help="New (empty) brokers to move load onto, e.g. 6,7."),
     topology: TopologyOpt = None,
     max_moves: MaxMovesOpt = None,
     max_bytes: MaxBytesOpt = None,
     throttle: ThrottleOpt = None,
     chart: ChartOpt = None,
-    output: OutputOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
     add_broker: AddBrokerOpt = None,
@@ -626,17 +587,16 @@ def add_brokers(
     from kops.placement.balancer import Goal
 
     ids = _ids_opt(brokers, "--brokers")
-    _run_goal(ctx, lambda topo: Goal("add-brokers", brokers=ids), topology=topology,
-              bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
-              request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
-              chart=chart, output=output,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("add-brokers", brokers=ids), topology=topology, max_moves=max_moves,
+              max_bytes=max_bytes, throttle=throttle, chart=chart, capacity_file=capacity_file,
+              disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("drain-rack")
 @handle_errors
+@cluster_command
 def drain_rack(
-    ctx: typer.Context,
+    c: Context,
     rack: str = typer.Option(..., "--rack", help="Rack to empty (a path prefix such as /dc1 drains a whole domain)."),
     no_balance: NoBalanceOpt = False,
     topology: TopologyOpt = None,
@@ -644,11 +604,6 @@ def drain_rack(
     max_bytes: MaxBytesOpt = None,
     throttle: ThrottleOpt = None,
     chart: ChartOpt = None,
-    output: OutputOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
     add_broker: AddBrokerOpt = None,
@@ -662,17 +617,16 @@ def drain_rack(
 
     if not rack.strip():
         raise BadInput("--rack: an empty rack name")
-    _run_goal(ctx, lambda topo: Goal("drain-rack", rack=rack), topology=topology,
-              bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
-              request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
-              chart=chart, output=output, no_balance=no_balance,
+    _run_goal(c, lambda topo: Goal("drain-rack", rack=rack), topology=topology, max_moves=max_moves,
+              max_bytes=max_bytes, throttle=throttle, chart=chart, no_balance=no_balance,
               capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("set-replication-factor")
 @handle_errors
+@cluster_command
 def set_replication_factor(
-    ctx: typer.Context,
+    c: Context,
     topic: list[str] = typer.Option(..., "--topic", help="Topic (repeat, or comma-separate, for several)."),
     replication_factor: int = typer.Option(..., "--replication-factor", click_type=params.count(1, 32767),
                                            help="The new replication factor."),
@@ -681,11 +635,6 @@ def set_replication_factor(
     max_bytes: MaxBytesOpt = None,
     throttle: ThrottleOpt = None,
     chart: ChartOpt = None,
-    output: OutputOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
     add_broker: AddBrokerOpt = None,
@@ -699,17 +648,17 @@ def set_replication_factor(
     names = tuple(V.check("--topic", V.topics, topic))
     if not names:
         raise BadInput("--topic: no topic names given")
-    _run_goal(ctx, lambda topo: Goal("set-replication-factor", topics=names, replication_factor=replication_factor),
-              topology=topology, bootstrap_server=bootstrap_server, command_config=command_config,
-              zookeeper=zookeeper, request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes,
-              throttle=throttle, chart=chart, output=output,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("set-replication-factor", topics=names,
+              replication_factor=replication_factor), topology=topology, max_moves=max_moves,
+              max_bytes=max_bytes, throttle=throttle, chart=chart, capacity_file=capacity_file,
+              disk_threshold=disk_threshold, add_broker=add_broker)
 
 
 @app.command("move-topics")
 @handle_errors
+@cluster_command
 def move_topics(
-    ctx: typer.Context,
+    c: Context,
     topics_to_move_json_file: str = typer.Option(
         ..., "--topics-to-move-json-file", help='Kafka\'s {"topics":[{"topic":"foo"}],"version":1} file.'
     ),
@@ -719,11 +668,6 @@ def move_topics(
     max_bytes: MaxBytesOpt = None,
     throttle: ThrottleOpt = None,
     chart: ChartOpt = None,
-    output: OutputOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
     add_broker: AddBrokerOpt = None,
@@ -738,8 +682,6 @@ def move_topics(
     data = read_json(topics_to_move_json_file, what=what)
     names = tuple(parse_topics_to_move(data, source=f"{what} {topics_to_move_json_file}"))
     ids = _ids_opt(broker_list, "--broker-list")
-    _run_goal(ctx, lambda topo: Goal("move-topics", topics=names, brokers=ids), topology=topology,
-              bootstrap_server=bootstrap_server, command_config=command_config, zookeeper=zookeeper,
-              request_timeout=request_timeout, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle,
-              chart=chart, output=output,
+    _run_goal(c, lambda topo: Goal("move-topics", topics=names, brokers=ids), topology=topology,
+              max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, chart=chart,
               capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)

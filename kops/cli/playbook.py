@@ -9,17 +9,14 @@ import typer
 
 from kops.cli import params
 from kops.cli.common import (
-    BootstrapOpt,
-    CommandConfigOpt,
-    OutputOpt,
-    TimeoutOpt,
+    Context,
     TopologyOpt,
-    ZookeeperOpt,
+    cluster_command,
     emit_json,
     err_console,
     handle_errors,
-    make_context,
     out_console,
+    output_command,
 )
 
 app = typer.Typer(
@@ -31,12 +28,12 @@ app = typer.Typer(
 
 @app.command("list")
 @handle_errors
-def list_(ctx: typer.Context, output: OutputOpt = None) -> None:
+@output_command
+def list_(c: Context) -> None:
     """List the playbooks kops ships (and those on $KOPS_PLAYBOOK_PATH)."""
     from kops.playbook.library import available
     from kops.playbook.spec import load_playbook
 
-    c = make_context(ctx, output=output)
     rows = []
     for name, path in available().items():
         pb = load_playbook(path)
@@ -57,19 +54,18 @@ def list_(ctx: typer.Context, output: OutputOpt = None) -> None:
 
 @app.command()
 @handle_errors
-def show(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Playbook name or file.")],
-         output: OutputOpt = None) -> None:
+@output_command
+def show(c: Context, name: Annotated[str, typer.Argument(help="Playbook name or file.")]) -> None:
     """Show a playbook: its parameters and steps."""
     from kops.playbook.library import find
 
-    c = make_context(ctx, output=output)
     pb = find(name)
     if c.json:
         emit_json({
             "name": pb.name, "source": pb.source, "description": pb.description,
             "params": {k: {"type": p.type, "required": p.required, "default": p.default, "help": p.help}
                        for k, p in pb.params.items()},
-            "steps": [{"id": s.id, "type": s.type, "line": s.line, **s.fields} for s in pb.steps],
+            "steps": [_step_doc(s) for s in pb.steps],
         })
         return
     con = out_console()
@@ -77,18 +73,29 @@ def show(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Playbook 
     con.print(" ".join(pb.description.split()))
     con.print("\nparameters:")
     for p in pb.params.values():
-        req = "required" if p.required else f"default {p.default}"
-        con.print(f"  {p.name} ({p.type}, {req}) {p.help}")
+        req = "required" if p.required else ("optional" if p.default is None else f"default {p.default}")
+        con.print(f"  {p.name} ({p.type}, {req}) {' '.join(p.help.split())}", markup=False)
     con.print("\nsteps:")
     for i, s in enumerate(pb.steps, 1):
         fields = " ".join(f"{k}={v}" for k, v in s.fields.items())
-        con.print(f"  {i}. {s.id}: {s.type} {fields}")
+        con.print(f"  {i}. {s.id}: {s.type} {fields}", markup=False)
+        for j, b in enumerate(s.body, 1):  # a for_each: its steps, once per broker ({broker})
+            fields = " ".join(f"{k}={v}" for k, v in b.fields.items())
+            con.print(f"     {i}.{j}. {b.id}: {b.type} {fields}", markup=False)
+
+
+def _step_doc(s) -> dict:
+    doc = {"id": s.id, "type": s.type, "line": s.line, **s.fields}
+    if s.body:
+        doc["steps"] = [_step_doc(b) for b in s.body]
+    return doc
 
 
 @app.command()
 @handle_errors
+@cluster_command
 def run(
-    ctx: typer.Context,
+    c: Context,
     name: Annotated[str, typer.Argument(help="Playbook name (see `kops playbook list`) or a YAML file.")],
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="KEY=VALUE (repeatable).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what each step would do, from the live topology; change nothing.")] = False,
@@ -96,11 +103,6 @@ def run(
                                                help="Continue run RUN_ID from its last completed step.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not stop at operator pauses or confirmations.")] = False,
     topology: TopologyOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Run a playbook. The file and the parameters are validated before anything runs (exit 2
     with the line and the reason); a state file records every step, so a run stopped by a crash,
@@ -111,8 +113,6 @@ def run(
     from kops.playbook import engine
     from kops.playbook.library import find
 
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     given: dict[str, str] = {}
     for item in param or []:
         key, sep, value = item.partition("=")
@@ -127,7 +127,7 @@ def run(
             conn.require_zookeeper_mode("--zookeeper")
     con = err_console()
     try:
-        state = engine.run(pb, given, c, dry_run=dry_run, yes=yes, resume=resume,
+        state = engine.run(pb, given, c.connection, has_cluster=bool(c.bootstrap_server), dry_run=dry_run, yes=yes, resume=resume,
                            say=lambda m: con.print(m, markup=False, highlight=False),
                            interactive=sys.stdin.isatty(), topology_file=topology)
     except (KopsError, KeyboardInterrupt) as e:

@@ -14,17 +14,14 @@ import typer
 
 from kops.cli import params
 from kops.cli.common import (
-    BootstrapOpt,
-    CommandConfigOpt,
-    OutputOpt,
-    TimeoutOpt,
-    ZookeeperOpt,
+    Context,
+    cluster_command,
     emit_json,
     err_console,
     handle_errors,
-    make_context,
 )
 from kops.errors import BadInput
+from kops.inputs.values import human_bytes
 
 app = typer.Typer(
     help=(
@@ -91,13 +88,8 @@ def _read_plan(c, path: str):
     return parsed.plan
 
 
-def _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output):
-    return make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                        zookeeper=zookeeper, request_timeout=request_timeout, output=output)
-
-
 def _reporter(c):
-    from kops.ops.progress import make_reporter
+    from kops.cli.progress import make_reporter
 
     return make_reporter()
 
@@ -115,8 +107,9 @@ def _render_outcome(c, outcome) -> None:
 
 @app.command()
 @handle_errors
+@cluster_command
 def execute(
-    ctx: typer.Context,
+    c: Context,
     reassignment_json_file: PlanFileOpt,
     throttle: Annotated[
         int | None,
@@ -160,11 +153,6 @@ def execute(
     ] = Via.admin,
     poll_interval: PollOpt = 2.0,
     disk_reserve: DiskReserveOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Start the plan: validate it all first (exit 2, nothing changed, on any bad entry or if
     its data would not fit on a destination disk), set throttles on the brokers and replicas
@@ -175,7 +163,6 @@ def execute(
     another execution is running."""
     from kops.ops import reassign as R
 
-    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
     opts = R.ExecuteOptions(
         throttle=throttle, log_dir_throttle=replica_alter_log_dirs_throttle,
         max_moves_per_broker=max_moves_per_broker, max_moves_in_flight=max_moves_in_flight,
@@ -201,7 +188,6 @@ def execute(
 
 def _render_dry_run(c, doc: dict, prepared, opts) -> None:
     """The dry run: one JSON document, or readable lines on stderr."""
-    from kops.ops.progress import _human_bytes
 
     if c.json:
         emit_json(doc)
@@ -214,23 +200,23 @@ def _render_dry_run(c, doc: dict, prepared, opts) -> None:
     est = doc["estimated_seconds"]
     say(f"dry run: {doc['partitions']} partitions change ({doc['data_moves']} copy data, {doc['reorders']} "
         f"reorders only), {len(doc['waves'])} wave(s)"
-        + (f", {_human_bytes(doc['bytes_to_move'])} to copy" if doc["bytes_to_move"] is not None else "")
-        + (f", about {est:.0f} s at {_human_bytes(opts.throttle)}/s" if est is not None else ""))
+        + (f", {human_bytes(doc['bytes_to_move'])} to copy" if doc["bytes_to_move"] is not None else "")
+        + (f", about {est:.0f} s at {human_bytes(opts.throttle)}/s" if est is not None else ""))
     for w in doc["waves"]:
         names = [f"{p['topic']}-{p['partition']}" for p in w["partitions"]]
         start = f" (after ~{w['starts_after_s']:.0f} s)" if w["starts_after_s"] else ""
-        say(f"wave {w['wave']}{start}: {len(names)} partitions, {_human_bytes(w['bytes'])}: "
+        say(f"wave {w['wave']}{start}: {len(names)} partitions, {human_bytes(w['bytes'])}: "
             + ", ".join(names[:12]) + (f" ... and {len(names) - 12} more" if len(names) > 12 else ""))
         for b, cfg in w["throttles"]["brokers"].items():
             say(f"  throttle broker {b}: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
         for t, cfg in w["throttles"]["topics"].items():
             say(f"  throttle topic {t}: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
     if doc["bytes_by_destination"]:
-        say("bytes per destination broker: " + ", ".join(f"{b}: {_human_bytes(n)}"
+        say("bytes per destination broker: " + ", ".join(f"{b}: {human_bytes(n)}"
                                                          for b, n in doc["bytes_by_destination"].items()))
     for d in doc["disk"]:
-        say(f"broker {d['broker']} disk: {_human_bytes(d['used_before'])} used before, {_human_bytes(d['used_peak'])} "
-            f"at the peak ({d['peak_pct']} % of {_human_bytes(d['total_bytes'])}), {_human_bytes(d['used_after'])} after")
+        say(f"broker {d['broker']} disk: {human_bytes(d['used_before'])} used before, {human_bytes(d['used_peak'])} "
+            f"at the peak ({d['peak_pct']} % of {human_bytes(d['total_bytes'])}), {human_bytes(d['used_after'])} after")
     for line in _disk_lines(prepared, opts):
         say(line)
     say("nothing was changed (dry run)")
@@ -238,7 +224,6 @@ def _render_dry_run(c, doc: dict, prepared, opts) -> None:
 
 def _disk_lines(prepared, opts) -> list[str]:
     """The destination disks: the tightest fit, and what could not be checked."""
-    from kops.ops.progress import _human_bytes
 
     disk = prepared.disk
     if disk is None:
@@ -249,25 +234,24 @@ def _disk_lines(prepared, opts) -> list[str]:
         lines.append(
             f"destination disks: {len(disk.figures)} log dir(s) checked, all fit keeping {opts.reserve_pct:g} % "
             f"free (tightest: broker "
-            f"{f.broker} {f.log_dir}, {_human_bytes(f.needed_bytes)} of {_human_bytes(f.room_bytes)} room)"
+            f"{f.broker} {f.log_dir}, {human_bytes(f.needed_bytes)} of {human_bytes(f.room_bytes)} room)"
         )
     lines.extend(f"warning: disk check: {w}" for w in disk.warnings)
     return lines
 
 
 def _confirm(c, prepared, opts, yes: bool) -> None:
-    from kops.ops.progress import _human_bytes
 
     work = prepared.work
     data = [m for m in work if m.moves_data]
     b = prepared.bytes_to_move
     lines = [
         f"{len(work)} of {len(prepared.moves)} partitions change ({len(data)} copy data"
-        + (f", {_human_bytes(b)} to copy" if b is not None else "") + ")",
+        + (f", {human_bytes(b)} to copy" if b is not None else "") + ")",
     ]
     est = prepared.estimated_seconds(opts.throttle)
     if est:
-        lines.append(f"at {_human_bytes(opts.throttle)}/s per broker that takes at least {est:.0f} s "
+        lines.append(f"at {human_bytes(opts.throttle)}/s per broker that takes at least {est:.0f} s "
                      "(without waves)")
     lines.extend(_disk_lines(prepared, opts))
     lines.append("Current assignment (save it to roll back): "
@@ -293,25 +277,20 @@ def _rollback_json(prepared) -> str:
 
 @app.command()
 @handle_errors
+@cluster_command
 def verify(
-    ctx: typer.Context,
+    c: Context,
     reassignment_json_file: OptionalPlanFileOpt = None,
     preserve_throttles: Annotated[
         bool, typer.Option("--preserve-throttles", help="Do not lift kops' throttles even if everything is complete.")
     ] = False,
     execution_id: ExecutionIdOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Per partition: complete, in progress, waiting for a later wave, or mismatch. Lifts the
     throttles kops set as their moves finish (never others'). Exit 0 complete, 3 in progress,
     1 mismatch."""
     from kops.ops import reassign as R
 
-    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
     plan = _read_plan(c, reassignment_json_file) if reassignment_json_file else None
     with c.connection() as conn:
         res = R.verify(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id)
@@ -332,25 +311,20 @@ def verify(
 
 @app.command()
 @handle_errors
+@cluster_command
 def cancel(
-    ctx: typer.Context,
+    c: Context,
     reassignment_json_file: OptionalPlanFileOpt = None,
     preserve_throttles: Annotated[bool, typer.Option("--preserve-throttles", help="Leave kops' throttles set.")] = False,
     execution_id: ExecutionIdOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", click_type=TimeoutSecondsOpt,
                                            help="Seconds to wait for the rollback.")] = 60.0,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Cancel what kops started (its current execution), or the plan's partitions: moves in
     flight roll back to their original replicas (KIP-455), including moves that only add
     replicas; waves not started are dropped; kops' throttles are lifted."""
     from kops.ops import reassign as R
 
-    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
     plan = _read_plan(c, reassignment_json_file) if reassignment_json_file else None
     with c.connection() as conn:
         res = R.cancel(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id,
@@ -379,8 +353,9 @@ def cancel(
 
 @app.command()
 @handle_errors
+@cluster_command
 def resume(
-    ctx: typer.Context,
+    c: Context,
     execution_id: ExecutionIdOpt = None,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Drive it to the end (default) or one step.")] = True,
     timeout: Annotated[float | None, typer.Option("--timeout", click_type=TimeoutSecondsOpt,
@@ -390,18 +365,12 @@ def resume(
     force: Annotated[bool, typer.Option("--force", help="Take over even if the owner looks alive.")] = False,
     poll_interval: PollOpt = 2.0,
     disk_reserve: DiskReserveOpt = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Continue an execution that was interrupted (kops killed, --timeout, health or disk
     stop) from its journal in the cluster: re-applies its throttles, starts the remaining
     waves (each after the health and disk checks), waits, and lifts the throttles at the end."""
     from kops.ops import reassign as R
 
-    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
     opts = R.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, poll_interval_s=poll_interval,
                             disk_reserve_pct=disk_reserve)
     with c.connection() as conn:
@@ -412,18 +381,13 @@ def resume(
 
 @app.command("list")
 @handle_errors
+@cluster_command
 def list_(
-    ctx: typer.Context,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
+    c: Context,
 ) -> None:
     """Ongoing reassignments (replicas, adding, removing) and which kops execution started them."""
     from kops.ops import reassign as R
 
-    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
     with c.connection() as conn:
         doc = R.list_all(conn)
     if c.json:
@@ -454,8 +418,9 @@ def list_(
 
 @app.command()
 @handle_errors
+@cluster_command
 def generate(
-    ctx: typer.Context,
+    c: Context,
     topics_to_move_json_file: Annotated[
         str, typer.Option("--topics-to-move-json-file", help='{"topics":[{"topic":"foo"}],"version":1}')
     ],
@@ -469,11 +434,6 @@ def generate(
     topology: Annotated[
         str | None, typer.Option("--topology", help="Plan on a topology snapshot instead of a live cluster.")
     ] = None,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Print the current and the proposed assignment of the topics, in Kafka's format, like
     kafka-reassign-partitions.sh --generate. Changes nothing; review, save the proposed JSON and
@@ -483,7 +443,6 @@ def generate(
     from kops.model import parse_broker_list, parse_topics_to_move
     from kops.ops.generate import generate as gen
 
-    c = _ctx(ctx, bootstrap_server, command_config, zookeeper, request_timeout, output)
     what = "--topics-to-move-json-file"
     data = read_json(topics_to_move_json_file, what=what)
     topics = parse_topics_to_move(data, source=f"{what} {topics_to_move_json_file}")

@@ -12,15 +12,11 @@ import typer
 
 from kops.cli import params
 from kops.cli.common import (
-    BootstrapOpt,
-    CommandConfigOpt,
-    OutputOpt,
-    TimeoutOpt,
-    ZookeeperOpt,
+    Context,
+    cluster_command,
     emit_json,
     err_console,
     handle_errors,
-    make_context,
 )
 app = typer.Typer(
     help="Unattended replica rebalancing: one bounded, rack-safe step per cron run that converges to "
@@ -34,8 +30,9 @@ DURATION = params.seconds(1.0)
 
 @app.command()
 @handle_errors
+@cluster_command
 def step(
-    ctx: typer.Context,
+    c: Context,
     max_moves: Annotated[
         int, typer.Option("--max-moves", click_type=params.count(1),
                           help="At most this many replica moves per step (reorders of leaders are free).")
@@ -68,11 +65,6 @@ def step(
         typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the step's plan too.")] = False,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """The cron job: one bounded, rack-safe replica rebalancing step.
 
@@ -92,8 +84,6 @@ def step(
     """
     from kops.ops import replica_rebalance as RR
 
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     bounds = RR.StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration,
                            threshold_pct=balance_threshold)
     res = None
@@ -101,7 +91,7 @@ def step(
         with c.connection() as conn:
             reporter = None
             if verbose and not c.json:
-                from kops.ops.progress import make_reporter
+                from kops.cli.progress import make_reporter
 
                 reporter = make_reporter()
             res = RR.step(conn, bounds=bounds, throttle=throttle, dry_run=dry_run,
@@ -122,26 +112,20 @@ def step(
 
 @app.command()
 @handle_errors
+@cluster_command
 def pause(
-    ctx: typer.Context,
+    c: Context,
     for_: Annotated[
         float, typer.Option("--for", click_type=params.seconds(1.0, 7 * 86400.0),
                             help="How long (e.g. 4h; at most 7d): the pause ends by itself then.")
     ] = 4 * 3600.0,
     reason: Annotated[str, typer.Option("--reason", help="Shown by every job that steps aside.")] = "maintenance",
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Pause kops' cron jobs (`rebalance step`, `leader rebalance`) on this cluster for a
     maintenance window: they step aside (exit 0, saying why) until `unpause` or the end of
     --for. The pause is a record in the cluster (topic __kops_journal), seen from every host."""
     from kops.ops import maintenance
 
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     with c.connection() as conn:
         p = maintenance.pause(conn, reason=reason, duration_s=for_)
     if c.json:
@@ -152,19 +136,13 @@ def pause(
 
 @app.command()
 @handle_errors
+@cluster_command
 def unpause(
-    ctx: typer.Context,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
+    c: Context,
 ) -> None:
     """Lift the pause (whoever set it); the next cron runs work again."""
     from kops.ops import maintenance
 
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     with c.connection() as conn:
         p = maintenance.unpause(conn)
     if c.json:
@@ -175,19 +153,13 @@ def unpause(
 
 @app.command()
 @handle_errors
+@cluster_command
 def status(
-    ctx: typer.Context,
-    bootstrap_server: BootstrapOpt = None,
-    command_config: CommandConfigOpt = None,
-    zookeeper: ZookeeperOpt = None,
-    request_timeout: TimeoutOpt = None,
-    output: OutputOpt = None,
+    c: Context,
 ) -> None:
     """Whether kops' cron jobs are paused on this cluster (exit 0 running, 3 paused)."""
     from kops.ops import maintenance
 
-    c = make_context(ctx, bootstrap_server=bootstrap_server, command_config=command_config,
-                     zookeeper=zookeeper, request_timeout=request_timeout, output=output)
     with c.connection() as conn:
         p = maintenance.current(conn)
     if c.json:

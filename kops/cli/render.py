@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kops.health import CRITICAL, PROBLEM, WARNING, HealthReport
+from kops.inputs.values import human_bytes
 from kops.model import Topology
 
 _SEV_STYLE = {CRITICAL: "bold red", PROBLEM: "yellow", WARNING: "cyan"}
@@ -49,11 +50,11 @@ def render_topology(con: Console, topo: Topology) -> None:
             escape(thr),
         ]
         if sampled:
-            row.append(_human_bytes(int(bytes_in[b.id])) + "/s")
+            row.append(human_bytes(int(bytes_in[b.id])) + "/s")
         if caps:
             c = b.capacity
-            row.append(_human_bytes(c.disk_bytes) if c is not None and c.disk_bytes else "-")
-            row.append(f"{_human_bytes(int(c.nw_in_bytes_per_s))}/s / {_human_bytes(int(c.nw_out_bytes_per_s))}/s"
+            row.append(human_bytes(c.disk_bytes) if c is not None and c.disk_bytes else "-")
+            row.append(f"{human_bytes(int(c.nw_in_bytes_per_s))}/s / {human_bytes(int(c.nw_out_bytes_per_s))}/s"
                        if c is not None and c.nw_in_bytes_per_s and c.nw_out_bytes_per_s else "-")
         bt.add_row(*row)
     con.print(bt)
@@ -81,9 +82,9 @@ def render_topology(con: Console, topo: Topology) -> None:
             if throttled:
                 notes.append("throttled")
             cells = [escape(t.name), str(p.partition), _ids(p.replicas), _ids(p.isr),
-                     str(p.leader) if p.leader is not None else "-", _human_bytes(p.size_bytes)]
+                     str(p.leader) if p.leader is not None else "-", human_bytes(p.size_bytes)]
             if sampled:
-                cells.append(_human_bytes(int(p.bytes_in_per_s)) + "/s" if p.bytes_in_per_s is not None else "-")
+                cells.append(human_bytes(int(p.bytes_in_per_s)) + "/s" if p.bytes_in_per_s is not None else "-")
             tt.add_row(*cells, str(min_isr), "; ".join(notes))
     con.print(tt)
     reassigning = [p for p in topo.partitions() if p.reassigning]
@@ -120,12 +121,3 @@ def render_health(con: Console, rep: HealthReport, topo: Topology, fail_on: str)
         con.print(f"[yellow]Admin API / ZooKeeper disagree:[/yellow] {escape(n)}")
 
 
-def _human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if size < 1024 or unit == "TB":
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
-    return str(n)

@@ -12,7 +12,14 @@ from typing import Annotated, Any
 import typer
 
 from kops.cli import params
-from kops.cli.common import OutputOpt, emit_json, err_console, handle_errors, make_context, out_console
+from kops.cli.common import (
+    Context,
+    emit_json,
+    err_console,
+    handle_errors,
+    out_console,
+    output_command,
+)
 
 app = typer.Typer(
     help=(
@@ -64,9 +71,9 @@ def _log(msg: str) -> None:
 
 
 def _attach(workdir: str | None):
-    from kops.sandbox.cluster import Sandbox
+    from kops.sandbox.opening import attach
 
-    return Sandbox.attach(workdir, log=_log)
+    return attach(workdir, log=_log)
 
 
 def _status_rows(sb) -> list[dict[str, Any]]:
@@ -99,8 +106,9 @@ def _render_status(rows: list[dict[str, Any]], title: str | None = None) -> None
 
 @app.command()
 @handle_errors
+@output_command
 def up(
-    ctx: typer.Context,
+    c: Context,
     brokers: Annotated[int | None, typer.Option("--brokers", min=1, max=50, help="Number of brokers (default 6).")] = None,
     racks: Annotated[
         str | None,
@@ -185,7 +193,6 @@ def up(
         ),
     ] = None,
     timeout: TimeoutSOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Start the sandbox (or check the running one) and wait until every broker is registered
     and a controller is elected; print the bootstrap servers and the ZooKeeper connect string.
@@ -193,8 +200,7 @@ def up(
     The first run fetches Kafka's jars with Maven (once). A sandbox already running in the work
     dir is reused (nothing is started twice); one with different settings is an error (exit 2).
     """
-    c = make_context(ctx, output=output)
-    from kops.sandbox.cluster import open_sandbox
+    from kops.sandbox.opening import open_sandbox
 
     overrides: dict[str, Any] = {
         "brokers": brokers,
@@ -247,19 +253,18 @@ def up(
 
 @app.command()
 @handle_errors
+@output_command
 def down(
-    ctx: typer.Context,
+    c: Context,
     purge: Annotated[bool, typer.Option("--purge", help="Also delete the sandbox's data, logs and state.")] = False,
     workdir: WorkdirOpt = None,
     timeout: TimeoutSOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Stop every process the sandbox started (graceful SIGTERM, SIGKILL after the timeout), and
     nothing else. Data and logs stay for the next `up` unless --purge."""
-    c = make_context(ctx, output=output)
-    from kops.sandbox.cluster import Sandbox
+    from kops.sandbox.opening import exists
 
-    if not Sandbox.exists(workdir):
+    if not exists(workdir):
         from kops.sandbox.config import default_workdir
 
         wd = workdir or str(default_workdir())
@@ -279,11 +284,11 @@ def down(
 
 @app.command()
 @handle_errors
-def status(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = None) -> None:
+@output_command
+def status(c: Context, workdir: WorkdirOpt = None) -> None:
     """Each process of the sandbox: ZooKeeper (or KRaft controllers) and every broker with its
     rack, port, pid and whether it is alive (running and registered). Exit 0 when everything is
     alive, 3 when some process is not, 1 when there is no sandbox."""
-    c = make_context(ctx, output=output)
     sb = _attach(workdir)
     rows = _status_rows(sb)
     all_alive = all(r["alive"] for r in rows)
@@ -325,8 +330,9 @@ def _one_target(broker: int | None, rack: str | None) -> None:
 
 @app.command()
 @handle_errors
+@output_command
 def stop(
-    ctx: typer.Context,
+    c: Context,
     broker: BrokerOpt = None,
     rack: RackOpt = None,
     kill: Annotated[
@@ -334,12 +340,10 @@ def stop(
     ] = False,
     workdir: WorkdirOpt = None,
     timeout: TimeoutSOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Stop one broker (--broker) or a whole rack (--rack). Graceful by default: Kafka's controlled
     shutdown moves leadership away; returns once the brokers exited and left the cluster
     (ZooKeeper registration gone). --kill simulates a crash."""
-    c = make_context(ctx, output=output)
     _one_target(broker, rack)
     sb = _attach(workdir)
     done = sb.stop(broker, rack=rack, kill=kill, timeout_s=timeout)
@@ -348,17 +352,16 @@ def stop(
 
 @app.command()
 @handle_errors
+@output_command
 def start(
-    ctx: typer.Context,
+    c: Context,
     broker: BrokerOpt = None,
     rack: RackOpt = None,
     workdir: WorkdirOpt = None,
     timeout: TimeoutSOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Start stopped brokers again (--broker or --rack) with their config and data; returns once
     they are registered. Brokers that already run are left alone."""
-    c = make_context(ctx, output=output)
     _one_target(broker, rack)
     sb = _attach(workdir)
     done = sb.start(broker, rack=rack, timeout_s=timeout)
@@ -367,8 +370,31 @@ def start(
 
 @app.command()
 @handle_errors
+@output_command
+def restart(
+    c: Context,
+    broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="The broker to restart.")],
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Restart one broker (both engines): a graceful stop (controlled shutdown; returns once it
+    left the cluster), then a start with its config and data (returns once it is registered
+    again). This is the sandbox's restart hook for the rolling-restart playbook:
+
+        kops playbook run rolling-restart --param restart_command='kops sandbox restart --broker {broker}'
+
+    A broker that is not running is started. Exit 1 when it does not stop or start in time."""
+    sb = _attach(workdir)
+    stopped = sb.stop(broker, timeout_s=timeout)
+    started = sb.start(broker, timeout_s=timeout)
+    _report("restart", sb, started, c.json, extra={"was_running": bool(stopped)})
+
+
+@app.command()
+@handle_errors
+@output_command
 def add(
-    ctx: typer.Context,
+    c: Context,
     broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="Id of the new broker (not in use).")],
     rack: Annotated[str, typer.Option("--rack", help="Its rack: a new rack or one of the others' (same shape: "
                                                      "plain ids, or /dc/rack paths of the same depth).")],
@@ -379,7 +405,6 @@ def add(
     ] = None,
     workdir: WorkdirOpt = None,
     timeout: TimeoutSOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Grow the running sandbox by a new broker id in a rack (both engines, ZooKeeper and KRaft
     mode): its config is written like the other brokers', it is started and the command returns
@@ -390,7 +415,6 @@ def add(
 
     Exit 2 (nothing changed) for an id in use, a malformed rack or a --port that is taken; exit 1
     when the broker does not come up (it is stopped and forgotten again, its logs are kept)."""
-    c = make_context(ctx, output=output)
     sb = _attach(workdir)
     got = sb.add(broker, rack, port=port, timeout_s=timeout)
     _report("add", sb, [broker], c.json, extra={"rack": sb.rack_of(broker), "port": got,
@@ -399,22 +423,21 @@ def add(
 
 @app.command()
 @handle_errors
+@output_command
 def remove(
-    ctx: typer.Context,
+    c: Context,
     broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER,
                                         help="The broker to take out of the sandbox for good.")],
     purge: Annotated[bool, typer.Option("--purge", help="Also delete its data, logs and config file.")] = False,
     kill: Annotated[bool, typer.Option("--kill", help="SIGKILL it if it runs, instead of a controlled shutdown.")] = False,
     workdir: WorkdirOpt = None,
     timeout: TimeoutSOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Take a broker out of the sandbox for good (a broker lost, or decommissioned): stop it if it
     runs (returns once it left the cluster) and forget it, so start/up/status no longer know it.
     Its data and logs stay in the work dir unless --purge. The cluster still assigns it its
     replicas until they are moved (`kops playbook run replace-broker` or `decommission-broker`).
     Exit 2 for an unknown broker or the sandbox's last one."""
-    c = make_context(ctx, output=output)
     sb = _attach(workdir)
     was_running = sb.remove(broker, purge=purge, kill=kill, timeout_s=timeout)
     _report("remove", sb, [broker], c.json, extra={"was_running": was_running, "purged": purge,
@@ -440,6 +463,12 @@ def _report(action: str, sb, done: list[int], as_json: bool, *, kill: bool = Fal
         out_console().print(f"removed broker {done[0]}" + (" (stopped it)" if x.get("was_running") else "")
                             + ("; its data and logs deleted" if x.get("purged") else "; its data and logs kept")
                             + f"; bootstrap servers: {sb.bootstrap_servers}", soft_wrap=True)
+        _render_status(rows)
+        return
+    if action == "restart":
+        was = (extra or {}).get("was_running")
+        out_console().print(f"restarted broker {', '.join(map(str, done))}" if was else
+                            f"broker {', '.join(map(str, done))} was not running: started it", soft_wrap=True)
         _render_status(rows)
         return
     verb = {"stop": "killed" if kill else "stopped", "start": "started"}[action]
@@ -472,20 +501,19 @@ def _faults_report(sb, as_json: bool, text: str) -> None:
 
 @app.command()
 @handle_errors
+@output_command
 def partition(
-    ctx: typer.Context,
+    c: Context,
     broker: BrokerOpt = None,
     rack: RackOpt = None,
     from_host: Annotated[
         bool, typer.Option("--from-host", help="Also cut them off from this machine (clients here lose them too).")
     ] = False,
     workdir: WorkdirOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Cut one broker (--broker) or a whole rack (--rack) off from every other node of the
     cluster (brokers, ZooKeeper or controllers), both ways, until `kops sandbox heal`. The
     brokers keep running: a network partition, not a crash. Needs --engine docker."""
-    c = make_context(ctx, output=output)
     _one_target(broker, rack)
     sb = _attach_docker(workdir)
     ids = sb.partition(broker, rack=rack, from_host=from_host)
@@ -495,19 +523,18 @@ def partition(
 
 @app.command()
 @handle_errors
+@output_command
 def slow(
-    ctx: typer.Context,
+    c: Context,
     broker: BrokerOpt = None,
     rack: RackOpt = None,
     delay: Annotated[str, typer.Option("--delay", help="Added delay of every packet they send: 300ms, 1s.")] = "0ms",
     loss: Annotated[str, typer.Option("--loss", help="Share of the packets they send that is dropped: 5%.")] = "0%",
     workdir: WorkdirOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """A slow, lossy link for one broker or a whole rack, until `kops sandbox heal`: every packet
     they send is delayed by --delay and --loss of them are dropped (netem inside the containers;
     where the kernel has no netem, iptables drops and an NFQUEUE delayer). Needs --engine docker."""
-    c = make_context(ctx, output=output)
     _one_target(broker, rack)
     from kops.sandbox.containers import parse_duration_ms, parse_percent
 
@@ -520,9 +547,9 @@ def slow(
 
 @app.command()
 @handle_errors
-def heal(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = None) -> None:
+@output_command
+def heal(c: Context, workdir: WorkdirOpt = None) -> None:
     """End every network fault of the sandbox (partitions and slow links). Needs --engine docker."""
-    c = make_context(ctx, output=output)
     sb = _attach_docker(workdir)
     n = sb.heal()
     _faults_report(sb, c.json, f"healed: {n} fault(s) removed" if n else "no fault to heal")
@@ -530,22 +557,21 @@ def heal(ctx: typer.Context, workdir: WorkdirOpt = None, output: OutputOpt = Non
 
 @app.command("fill-disk")
 @handle_errors
+@output_command
 def fill_disk(
-    ctx: typer.Context,
+    c: Context,
     broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="A broker started with --data-disk.")],
     leave: Annotated[
         str | None, typer.Option("--leave", help="Free space to leave on its disk, e.g. 20MB.")
     ] = None,
     release: Annotated[bool, typer.Option("--release", help="Give the space taken back.")] = False,
     workdir: WorkdirOpt = None,
-    output: OutputOpt = None,
 ) -> None:
     """Fill a broker's small data disk (given at `up --data-disk ID:SIZE`) until only --leave is
     free, as if other data had grown there, or --release the space again. The broker's own data
     stays; Kafka sees the disk filling (DescribeLogDirs usable bytes), and so do kops' checks."""
     from kops.errors import BadInput
 
-    c = make_context(ctx, output=output)
     if (leave is None) == (not release):
         raise BadInput("give --leave SIZE (fill) or --release (give the space back)")
     sb = _attach_docker(workdir)
@@ -569,19 +595,18 @@ app.add_typer(image_app, name="image")
 
 @image_app.command("build")
 @handle_errors
+@output_command
 def image_build(
-    ctx: typer.Context,
+    c: Context,
     kafka_version: Annotated[
         str | None, typer.Option("--kafka-version", help="Kafka version of the image (default 3.9.1).")
     ] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Build even when an image of the same inputs exists.")] = False,
-    output: OutputOpt = None,
 ) -> None:
     """Build the sandbox image (once; again only when an input changed): a minimal Debian from
     debootstrap (mirror taken from this machine's apt sources, or KOPS_DEBIAN_MIRROR), a Java 17
     runtime and network tools from Debian, and Kafka's jars from the Maven cache. Tags it
     kops/kafka:<version>-<digest> and kops/kafka:<version> (what docker/compose.yml runs)."""
-    c = make_context(ctx, output=output)
     from kops.sandbox import dist, engine, image
 
     engine.configure_testcontainers()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kops.cluster.redact import register_secret
 from kops.errors import BadInput
+from kops.inputs.properties import parse_properties
 
 _JAAS_KV = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"|(\w+)\s*=\s*([^\s;"]+)')
 _JAAS_MODULES = {
@@ -51,33 +52,6 @@ _JAVA_ONLY = {
     "retries",
     "retry.backoff.ms",
 }
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text (``k=v``, ``k: v``, ``k v``; ``#``/``!`` comments;
-    trailing-backslash continuations)."""
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    buf = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not buf else raw.lstrip()
-        if not buf and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            buf += line[:-1]
-            continue
-        logical.append(buf + line)
-        buf = ""
-    if buf:
-        logical.append(buf)
-    for line in logical:
-        m = re.match(r"^((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", line)
-        if m:
-            key, value = m.group(1), m.group(2)
-        else:
-            key, value = line, ""
-        props[key.replace("\\", "")] = value.strip()
-    return props
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,18 @@ def size(value: Any, *, lo: int = 0, hi: int = INT64_MAX, what: str = "a byte co
     return n
 
 
+def human_bytes(n: float | None) -> str:
+    """Bytes for people, in binary units: ``512 B``, ``9.8 KiB``, ``1.0 GiB``; ``-`` when unknown."""
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(n)  # pragma: no cover
+
+
 def duration(value: Any, *, lo: float = 0.0, hi: float = MAX_SECONDS, lo_open: bool = False) -> float:
     """Seconds: a number, or ``30``, ``90s``, ``5m``, ``2h``, ``1d``, ``250ms``; finite, within
     ``lo..hi`` (default up to 30 days)."""

@@ -360,7 +360,7 @@ def _resume_own(conn, opts, reporter):
     from kops.ops.lock import LockHeld
 
     topo = R.cluster_identity(conn)
-    store = J.JournalStore(conn, R._cluster_id(topo))
+    store = J.JournalStore(conn, R.cluster_id_of(topo))
     j = R.find_journal(store, unfinished_only=True)
     if j is None or (j.options or {}).get("origin") != ORIGIN:
         return None

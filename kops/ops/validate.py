@@ -14,7 +14,7 @@ from typing import Any
 
 from kops.errors import BadInput
 from kops.model import PlanEntry, ReassignmentPlan, Topology, TopicPartition
-from kops.ops.progress import _human_bytes
+from kops.inputs.values import human_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +275,7 @@ class DiskFigure:
 
     def describe(self, reserve_pct: float) -> str:
         """One line naming the broker, the log dir and every figure (exact bytes and readable)."""
-        h = _human_bytes
+        h = human_bytes
         where = f"broker {self.broker} log dir {self.log_dir}" + (" (offline)" if self.offline else "")
         text = (
             f"{where}: needs {self.needed_bytes} bytes ({h(self.needed_bytes)}: {h(self.plan_bytes)} "

@@ -6,5 +6,5 @@ pyspark — ``kops.pipeline.session.get_spark`` does, when a command needs a ses
 * :mod:`kops.pipeline.logformat` — Kafka's log line formats (pure Python, shared with the baseline)
 * :mod:`kops.pipeline.statechange` — read / parse / merge / filter (DataFrame API)
 * :mod:`kops.pipeline.timeline` — leadership and ISR history, per-broker gained/lost counts, chart
-* :mod:`kops.pipeline.submit` — thin entry script for ``spark-submit``
+* the ``spark-submit`` entry script is :mod:`kops.cli.spark_submit` (it is the CLI run as a file)
 """

@@ -11,177 +11,113 @@ nothing, an execute whose journal says it is running is resumed rather than re-s
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import secrets
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from kops.errors import BadInput, KopsError
-from kops.playbook.spec import Playbook, bind_params, resolve_all
-
-
-from kops.paths import kops_home  # noqa: E402
-
-
-def runs_dir() -> Path:
-    return kops_home() / "playbook-runs"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass
-class RunState:
-    run_id: str
-    playbook: str
-    source: str
-    sha256: str
-    params: dict[str, Any]
-    steps: list[dict[str, Any]]
-    status: str = "running"
-    dry_run: bool = False
-    created_at: str = field(default_factory=_now)
-    path: Path | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id, "playbook": self.playbook, "source": self.source,
-            "sha256": self.sha256, "params": self.params, "status": self.status,
-            "dry_run": self.dry_run, "created_at": self.created_at, "steps": self.steps,
-        }
-
-    def save(self) -> None:
-        if self.path is None or self.dry_run:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, default=str))
-        os.replace(tmp, self.path)
-
-    @classmethod
-    def load(cls, run_id: str) -> RunState:
-        """The state of run ``run_id`` (an id, never a path); a missing or damaged state file is
-        bad input (exit 2) that says how to recover."""
-        from kops.inputs import Problems
-        from kops.inputs import values as V
-        from kops.inputs.files import read_json
-
-        V.check("--resume", V.ident, run_id, what="a run id")
-        path = runs_dir() / f"{run_id}.json"
-        if not path.is_file():
-            known = sorted(p.stem for p in runs_dir().glob("*.json"))[-5:]
-            raise BadInput(f"--resume: no playbook run {run_id!r} in {runs_dir()}"
-                           + (f" (recent: {', '.join(known)})" if known else ""))
-        recover = (f"the run's state file {path} is damaged: restore it from a backup or repair it by hand "
-                   "(a step marked \"pending\" runs again; every step is idempotent), or move it aside and "
-                   "start a new run with the same --param values")
-        try:
-            d = read_json(str(path), what="playbook run state")
-        except BadInput as e:
-            raise BadInput(f"{e.message}; {recover}", details=e.details) from None
-        problems = Problems(f"--resume {run_id}")
-        if not isinstance(d, dict):
-            problems.add("(top level)", "not a JSON object")
-            d = {}
-        for key, kind in (("run_id", str), ("playbook", str), ("source", str), ("sha256", str),
-                          ("params", dict), ("steps", list)):
-            if not isinstance(d.get(key), kind):
-                problems.add(key, f"missing or not a {'string' if kind is str else kind.__name__}")
-        for i, st in enumerate(d.get("steps") if isinstance(d.get("steps"), list) else []):
-            if not isinstance(st, dict) or not all(isinstance(st.get(k), str) for k in ("id", "type", "status")):
-                problems.add(f"steps[{i}]", "needs \"id\", \"type\" and \"status\" (strings)")
-            elif st["status"] not in STEP_STATUSES:
-                problems.add(f"steps[{i}].status", f"{st['status']!r} is not one of {', '.join(STEP_STATUSES)}")
-            elif not isinstance(st.get("result", {}), dict):
-                problems.add(f"steps[{i}].result", "not a JSON object")
-        if d.get("run_id") not in (None, run_id) and not problems:
-            problems.add("run_id", f"{d.get('run_id')!r}, not {run_id!r}")
-        problems.raise_if_any(recover)
-        return cls(d["run_id"], d["playbook"], d["source"], d["sha256"], d["params"], d["steps"],
-                   str(d.get("status", "running")), False, str(d.get("created_at", _now())), path)
-
-    def step(self, sid: str) -> dict[str, Any]:
-        return next(s for s in self.steps if s["id"] == sid)
-
-    def result_of(self, sid: str) -> dict[str, Any]:
-        return self.step(sid).get("result") or {}
-
-
-#: a step's status in the state file
-STEP_STATUSES = ("pending", "running", "done", "failed", "interrupted", "paused", "skipped")
-
-
-class StepFailed(KopsError):
-    """A step could not do its work; the run stops there and can be resumed."""
-
-
-class PausedForOperator(KopsError):
-    """A pause step without a terminal and without --yes: the run stops, resumable (exit 3)."""
-
-    exit_code = 3
-
-
-@dataclass
-class RunContext:
-    """What steps get: the connection context, the run's state, and how to behave."""
-
-    cli: Any  # kops.cli.common.Context
-    state: RunState
-    dry_run: bool
-    yes: bool
-    say: Any  # callable(str)
-    params: dict[str, Any]
-    interactive: bool = True
-    topology_file: str | None = None  # dry runs may plan on a snapshot instead of a live cluster
-    current_step: str = ""
-
-    def connection(self):
-        return self.cli.connection()
-
-    def topology(self):
-        from kops.cluster.topology import ReadOptions, read_topology
-
-        if self.topology_file:
-            from kops.cluster.snapshot import load_topology
-
-            topo = load_topology(self.topology_file)
-        else:
-            with self.connection() as conn:
-                topo = read_topology(conn, ReadOptions(with_sizes=False))
-        if self.dry_run:
-            # what the earlier steps of this dry run would have done: executed plans applied
-            for rec in self.state.steps:
-                plan = (rec.get("result") or {}).get("applied_plan")
-                if rec.get("status") == "done" and plan:
-                    topo = topo.with_assignment(
-                        {(e["topic"], e["partition"]): e["replicas"] for e in plan["partitions"]})
-        return topo
-
-    def run_dir(self) -> Path:
-        d = runs_dir() / self.state.run_id
-        if not self.dry_run:
-            d.mkdir(parents=True, exist_ok=True)
-        return d
-
+from kops.playbook import steps as step_impls
+from kops.model import Topology
+from kops.playbook.spec import LOOP_VAR, Playbook, StepSpec, bind_params, resolve_all, resolve_fields
+from kops.playbook.state import (  # noqa: F401  (re-exported: the engine's public names)
+    STEP_STATUSES,
+    HookFailed,
+    PausedForOperator,
+    RunContext,
+    RunState,
+    StepFailed,
+    _now,
+    runs_dir,
+)
 
 def new_state(pb: Playbook, params: dict[str, Any], *, dry_run: bool) -> RunState:
     run_id = f"{pb.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
     sha = hashlib.sha256(pb.text.encode()).hexdigest()
-    steps = [{"id": s.id, "type": s.type, "status": "pending", "line": s.line} for s in pb.steps]
-    return RunState(run_id, pb.name, pb.source, sha, params, steps, dry_run=dry_run,
+    return RunState(run_id, pb.name, pb.source, sha, params, [], dry_run=dry_run,
                     path=None if dry_run else runs_dir() / f"{run_id}.json")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One step as the run executes it: a playbook step, or one iteration's copy of a for_each
+    body step (id ``<loop>.<broker>.<step>``, ``{broker}`` resolved)."""
+
+    spec: StepSpec
+    fields: dict[str, Any]
+    loop: str | None = None
+    broker: int | None = None
+    first_of_iteration: bool = False
+    pause_before_s: float = 0.0
+
+
+def loop_brokers(fields: dict[str, Any], topo: Topology) -> list[int]:
+    """The brokers a for_each goes through, in order. ``order: safe`` (the default): rack by
+    rack (racks by name), the active controller's rack last and the controller last in it, so
+    leadership of the cluster moves once, at the end; ``order: given``: as ``brokers`` lists them."""
+    known = {b.id: b for b in topo.brokers}
+    if fields.get("brokers"):
+        ids = list(dict.fromkeys(fields["brokers"]))
+        unknown = [b for b in ids if b not in known]
+        if unknown:
+            raise BadInput(f"for_each: unknown brokers {unknown} (cluster: {sorted(known)})")
+    elif fields.get("rack") is not None:
+        ids = topo.brokers_in_rack(fields["rack"])
+        if not ids:
+            raise BadInput(f"for_each: rack {fields['rack']!r} has no brokers (racks: {', '.join(topo.racks) or 'none'})")
+    else:
+        ids = sorted(known)
+    if fields.get("order", "safe") == "given" and fields.get("brokers"):
+        return ids
+    controller = topo.controller
+    controller_rack = known[controller].rack if controller in known else None
+
+    def key(b: int) -> tuple:
+        rack = known[b].rack or ""
+        return (controller is not None and rack == (controller_rack or ""), rack, b == controller, b)
+
+    return sorted(ids, key=key)
+
+
+def expand(pb: Playbook, params: dict[str, Any], resolved: dict[str, dict[str, Any]],
+           loops: dict[str, list[int]]) -> list[Planned]:
+    """The steps the run executes, loops unrolled over the brokers in ``loops``."""
+    out: list[Planned] = []
+    for s in pb.steps:
+        if s.type != "for_each":
+            out.append(Planned(s, resolved[s.id]))
+            continue
+        pause = float(resolved[s.id].get("pause_between", 0.0))
+        for n, b in enumerate(loops.get(s.id, [])):
+            for i, body in enumerate(s.body):
+                fields = resolve_fields(body, {**params, LOOP_VAR: b})
+                out.append(Planned(replace(body, id=f"{s.id}.{b}.{body.id}"), fields, s.id, b,
+                                   first_of_iteration=i == 0, pause_before_s=pause if i == 0 and n else 0.0))
+    return out
+
+
+def _broker_now(topo: Topology, b: int) -> str:
+    """What a resumed loop re-checks about the broker it was on."""
+    broker = next((x for x in topo.brokers if x.id == b), None)
+    if broker is None or not broker.alive:
+        return f"broker {b} is not registered"
+    parts = list(topo.partitions())
+    led = sum(1 for p in parts if p.leader == b)
+    preferred = sum(1 for p in parts if p.preferred_leader == b)
+    out_of_isr = sum(1 for p in parts if b in p.replicas and b not in p.isr)
+    return (f"broker {b} is registered, leads {led} partition(s) ({preferred} prefer it), "
+            f"{out_of_isr} of its replicas out of the ISR")
 
 
 def run(
     pb: Playbook,
     given_params: dict[str, str],
-    cli_ctx: Any,
+    connect: Callable[[], AbstractContextManager[Any]],
     *,
+    has_cluster: bool = True,
     dry_run: bool = False,
     yes: bool = False,
     resume: str | None = None,
@@ -189,9 +125,12 @@ def run(
     interactive: bool = True,
     topology_file: str | None = None,
 ) -> RunState:
-    """Run (or resume, or dry-run) a playbook. Returns the final state; raises on failure."""
-    from kops.playbook import steps as step_impls
+    """Run (or resume, or dry-run) a playbook. Returns the final state; raises on failure.
 
+    ``connect()`` opens a :class:`~kops.cluster.connection.Connection` (a context manager);
+    ``has_cluster`` says whether a cluster was given at all (without one only the steps that need
+    no cluster can run, and there is no cron job to pause).
+    """
     if resume:
         state = RunState.load(resume)
         if state.playbook != pb.name:
@@ -211,18 +150,34 @@ def run(
 
     if topology_file and not dry_run:
         raise BadInput("--topology works only with --dry-run: a run acts on a live cluster")
-    ctx = RunContext(cli_ctx, state, dry_run, yes, say, params, interactive, topology_file)
+    ctx = RunContext(connect, state, dry_run, yes, say, params, interactive, topology_file,
+                     has_cluster=has_cluster)
     resolved = resolve_all(pb, params)
+    # the brokers of each loop, in order, fixed for the whole run (a resumed run keeps them; a loop
+    # the playbook gained since the run started gets its brokers now)
+    new_loops = [s for s in pb.steps if s.type == "for_each" and s.id not in state.loops]
+    if new_loops:
+        topo = ctx.topology()
+        for s in new_loops:
+            state.loops[s.id] = loop_brokers(resolved[s.id], topo)
+            say(f"[{s.id}] for each broker, in this order: {state.loops[s.id]}")
+    planned = expand(pb, params, resolved, state.loops)
+    if not resume:
+        state.steps = [{"id": p.spec.id, "type": p.spec.type, "status": "pending", "line": p.spec.line}
+                       for p in planned]
     # pre-flight: every step checks its inputs against the live cluster before anything changes
     if any(s["status"] != "done" for s in state.steps):
-        step_impls.preflight(pb, resolved, ctx)
+        step_impls.preflight(pb.name, [(p.spec, p.fields) for p in planned], ctx)
     state.save()
     say(f"run {state.run_id}" + (" (dry run: nothing will change)" if dry_run else f"  state: {state.path}"))
     pause_source = f"playbook {pb.name} run {state.run_id}"
     if not dry_run:  # kops' cron jobs step aside while the run lasts (lifted when it is done)
         _pause_cron_jobs(ctx, pb, state, pause_source, say)
 
-    for spec in pb.steps:
+    resumed_at: str | None = None  # the loop iteration a resumed run continues in
+    ran_here = False
+    for item in planned:
+        spec = item.spec
         rec = state.step(spec.id) if any(s["id"] == spec.id for s in state.steps) else None
         if rec is None:  # the playbook gained a step since the run started
             rec = {"id": spec.id, "type": spec.type, "status": "pending", "line": spec.line}
@@ -234,15 +189,27 @@ def run(
             state.save()
             say(f"[{spec.id}] pause: operator resumed the run")
             continue
+        if item.loop is not None and resume and not ran_here and resumed_at is None:
+            # a resumed run continues with the broker it was on: say where that broker stands
+            resumed_at = f"{item.loop}.{item.broker}"
+            started = any(r["id"].startswith(resumed_at + ".") and r["status"] != "pending" for r in state.steps)
+            if started:
+                now = _broker_now(ctx.topology(), item.broker)
+                say(f"[{item.loop}] resuming at broker {item.broker} (step {spec.id}): {now}")
+                rec["resume_check"] = now
+        if item.pause_before_s and ran_here and not dry_run:
+            say(f"[{item.loop}] pausing {item.pause_before_s:.0f} s before broker {item.broker}")
+            time.sleep(item.pause_before_s)
         rec.update(status="running", started_at=_now())
         rec.pop("error", None)
         state.save()
+        ran_here = True
         t0 = time.monotonic()
         ctx.current_step = spec.id
         label = f"[{spec.id}] {spec.type}"
         say(f"{label} ...")
         try:
-            result = step_impls.run_step(spec, resolved[spec.id], ctx)
+            result = step_impls.run_step(spec, item.fields, ctx)
         except KeyboardInterrupt as e:
             e.run_state = state  # type: ignore[attr-defined]
             rec.update(status="interrupted", duration_s=round(time.monotonic() - t0, 3))
@@ -288,7 +255,7 @@ def _pause_cron_jobs(ctx: RunContext, pb: Playbook, state: RunState, source: str
     """Best effort: a run whose cluster cannot take the record still runs, and says so."""
     from kops.ops import maintenance
 
-    if not getattr(ctx.cli, "bootstrap_server", None):
+    if not ctx.has_cluster:
         return  # no cluster given: only steps that need none can run, and no cron job to pause
     try:
         with ctx.connection() as conn:
@@ -304,7 +271,7 @@ def _pause_cron_jobs(ctx: RunContext, pb: Playbook, state: RunState, source: str
 def _lift_cron_pause(ctx: RunContext, source: str, say) -> None:
     from kops.ops import maintenance
 
-    if not getattr(ctx.cli, "bootstrap_server", None):
+    if not ctx.has_cluster:
         return
     try:
         with ctx.connection() as conn:

@@ -12,6 +12,18 @@ A playbook::
       - {id: demote, type: demote, rack: "{rack}"}
       - {id: leaders-off, type: wait_for, condition: no_leaders, rack: "{rack}", timeout: 5m}
 
+A ``for_each`` step repeats its ``steps`` once per broker (``{broker}`` in them is that broker):
+the brokers of ``rack``, the ``brokers`` listed, or every broker; in a safe order by default
+(rack by rack, the active controller last). The loop is expanded when the run starts, so the
+state file, ``--resume`` and ``--dry-run`` see ordinary steps (``<loop id>.<broker>.<step id>``)::
+
+      - id: each
+        type: for_each
+        rack: "{rack}"
+        steps:
+          - {id: demote, type: demote, broker: "{broker}"}
+          - {id: restart, type: restart, broker: "{broker}", command: "{restart_command}"}
+
 Every problem is reported with its line number: unknown step types, unknown or missing fields,
 bad values, duplicate step ids, references to undeclared parameters or to unknown steps.
 """
@@ -68,7 +80,19 @@ STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "pause": {"message": ("str", True)},
     "shell": {"command": ("str", True), "timeout": ("period", False), "allow_failure": ("bool", False)},
     "notify": {"message": ("str", True), "command": ("str", False), "file": ("str", False)},
+    "restart": {"broker": ("broker", True), "command": ("str", True), "timeout": ("period", False)},
+    "for_each": {
+        "brokers": ("brokers", False),
+        "rack": ("rack", False),
+        "order": ("choice:safe|given", False),
+        "pause_between": ("duration", False),
+        "steps": ("body", True),
+    },
 }
+#: the loop variable of a ``for_each`` body
+LOOP_VAR = "broker"
+#: placeholders a ``restart`` command may use, filled in when it runs (the broker's own)
+HOOK_VARS = ("broker", "host", "port", "rack")
 
 
 @dataclass(frozen=True)
@@ -87,6 +111,7 @@ class StepSpec:
     fields: dict[str, Any]
     line: int
     description: str = ""
+    body: tuple[StepSpec, ...] = ()  # a for_each step's steps
 
 
 @dataclass(frozen=True)
@@ -252,16 +277,28 @@ def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
                 at(fnodes.get("default", (node, node))[1], f"{label}: default {e}")
         params[pname] = ParamSpec(pname, ptype, required, default, str(help_text))
 
-    steps: list[StepSpec] = []
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         at(node_of("steps"), "'steps' must be a non-empty list")
         raw_steps = []
+    steps = _parse_steps(raw_steps, node_of("steps", None), set(params), at, outer_seen=None)
+
+    if problems:
+        raise BadInput(f"playbook {source} is invalid ({len(problems)} problem{'s' if len(problems) > 1 else ''})",
+                       details=problems)
+    return Playbook(name, str(description), params, tuple(steps), source, text)
+
+
+def _parse_steps(raw_steps: list[Any], snode: Any, names: set[str], at, *,
+                 outer_seen: dict[str, int] | None) -> list[StepSpec]:
+    """The steps of a playbook, or of a for_each body (``outer_seen``: the steps before the
+    loop, which body steps may refer to; ``names``: what ``{...}`` may refer to)."""
     import yaml
 
-    snode = node_of("steps", None)
+    steps: list[StepSpec] = []
     snodes = snode.value if isinstance(snode, yaml.SequenceNode) else []
     seen: dict[str, int] = {}
+    in_body = outer_seen is not None
     for i, step in enumerate(raw_steps):
         node = snodes[i] if i < len(snodes) else snode
         if not isinstance(step, dict):
@@ -282,6 +319,11 @@ def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
         if not isinstance(stype, str) or stype not in STEP_FIELDS:
             at(fnodes.get("type", node), f"{label}: unknown step type {V.show(stype)} (known: {', '.join(STEP_FIELDS)})")
             continue
+        if stype == "for_each" and in_body:
+            at(node, f"{label}: a for_each step cannot hold another for_each")
+            continue
+        vnodes = _mapping_nodes(node)
+        body: tuple[StepSpec, ...] = ()
         allowed = {**_COMMON, **STEP_FIELDS[stype]}
         fields: dict[str, Any] = {}
         for key, value in step.items():
@@ -294,17 +336,25 @@ def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
             if key in _COMMON:
                 continue
             kind = allowed[key][0]
+            if kind == "body":
+                if not isinstance(value, list) or not value:
+                    at(fnodes.get(key, node), f"{label}: 'steps' must be a non-empty list of steps")
+                else:
+                    body = tuple(_parse_steps(value, vnodes[key][1] if key in vnodes else node,
+                                              names | {LOOP_VAR}, at, outer_seen=seen))
+                continue
             refs = _REF.findall(value) if isinstance(value, str) else []
             for r in refs:
-                if r not in params:
-                    at(fnodes.get(key, node), f"{label}: field {key!r} uses undeclared parameter {{{r}}}")
+                if r not in names and not (stype == "restart" and key == "command" and r in HOOK_VARS):
+                    what = "parameter" if r != LOOP_VAR else "parameter ({broker} exists inside a for_each only)"
+                    at(fnodes.get(key, node), f"{label}: field {key!r} uses undeclared {what} {{{r}}}")
             if not refs:
                 try:
                     # a boolean written in the file is a YAML boolean: "false" (a string) is refused
                     V.boolean(value) if kind == "bool" else convert(kind, value)
                 except V.Invalid as e:
                     at(fnodes.get(key, node), f"{label}: field {key!r}: {e}")
-            if kind == "step" and not refs and value not in seen:
+            if kind == "step" and not refs and value not in seen and value not in (outer_seen or {}):
                 at(fnodes.get(key, node), f"{label}: field {key!r} refers to step {V.show(value)}, which does not come before it")
             fields[key] = value
         for key, (_kind, required) in STEP_FIELDS[stype].items():
@@ -312,12 +362,11 @@ def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
                 at(node, f"{label}: a {stype} step needs {key!r}")
         if stype in ("demote", "restore") and ("broker" in step) == ("rack" in step):
             at(node, f"{label}: give exactly one of 'broker' or 'rack'")
-        steps.append(StepSpec(sid, stype, fields, _line(node), str(step.get("description", ""))))
-
-    if problems:
-        raise BadInput(f"playbook {source} is invalid ({len(problems)} problem{'s' if len(problems) > 1 else ''})",
-                       details=problems)
-    return Playbook(name, str(description), params, tuple(steps), source, text)
+        if stype == "for_each" and "brokers" in step and "rack" in step and not any(
+                isinstance(step[k], str) and _REF.search(step[k]) for k in ("brokers", "rack")):
+            at(node, f"{label}: give at most one of 'brokers' or 'rack' (neither: every broker)")
+        steps.append(StepSpec(sid, stype, fields, _line(node), str(step.get("description", "")), body))
+    return steps
 
 
 def bind_params(pb: Playbook, given: dict[str, str]) -> dict[str, Any]:
@@ -358,6 +407,11 @@ def resolve_all(pb: Playbook, params: dict[str, Any]) -> dict[str, dict[str, Any
             out[s.id] = resolve_fields(s, params)
         except BadInput as e:
             problems.extend(e.details or [e.message])
+        for b in s.body:  # checked with a stand-in broker; each iteration resolves its own
+            try:
+                resolve_fields(b, {**params, LOOP_VAR: 0})
+            except BadInput as e:
+                problems.extend(f"in for_each {s.id!r}: {d}" for d in (e.details or [e.message]))
     if problems:
         raise BadInput(f"playbook {pb.name}: {len(problems)} bad step field{'s' if len(problems) > 1 else ''} "
                        "with these parameters; nothing was run", details=problems)
@@ -366,13 +420,17 @@ def resolve_all(pb: Playbook, params: dict[str, Any]) -> dict[str, dict[str, Any
 
 def resolve_fields(step: StepSpec, params: dict[str, Any]) -> dict[str, Any]:
     """The step's fields with ``{param}`` references substituted and converted to their kinds;
-    every bad field named in one :class:`BadInput`."""
+    every bad field named in one :class:`BadInput`. A field that is just an optional parameter
+    the run leaves unset (``rack: "{rack}"`` without ``--param rack=...``) is left out, as if
+    the playbook did not give it."""
     kinds = {**{k: v[0] for k, v in STEP_FIELDS[step.type].items()}}
     out: dict[str, Any] = {}
     problems: list[str] = []
     for key, value in step.fields.items():
         if isinstance(value, str):
             whole = _REF.fullmatch(value)
+            if whole and whole.group(1) not in params and not (step.type == "restart" and key == "command"):
+                continue
             if whole and whole.group(1) in params:
                 value = params[whole.group(1)]
                 if isinstance(value, list) and kinds[key] != "brokers":
@@ -383,6 +441,12 @@ def resolve_fields(step: StepSpec, params: dict[str, Any]) -> dict[str, Any]:
             out[key] = convert(kinds[key], value)
         except ValueError as e:
             problems.append(f"step {step.id!r} (line {step.line}): field {key!r}: {e}")
+    if step.type == "for_each" and "brokers" in out and "rack" in out:
+        problems.append(f"step {step.id!r} (line {step.line}): give at most one of 'brokers' or 'rack' "
+                        "(neither: every broker)")
+    if step.type in ("demote", "restore") and "broker" not in out and "rack" not in out:
+        problems.append(f"step {step.id!r} (line {step.line}): needs 'broker' or 'rack', and the parameter it "
+                        "names is not set")
     if problems:
         raise BadInput(problems[0] if len(problems) == 1 else f"step {step.id!r}: {len(problems)} bad fields",
                        details=problems)

@@ -8,6 +8,8 @@ and changes nothing.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -16,8 +18,8 @@ from typing import Any
 
 from kops.errors import BadInput
 from kops.model import Topology
-from kops.playbook.engine import PausedForOperator, RunContext, StepFailed
-from kops.playbook.spec import Playbook, StepSpec
+from kops.playbook.state import HookFailed, PausedForOperator, RunContext, StepFailed
+from kops.playbook.spec import HOOK_VARS, StepSpec
 
 StepFn = Callable[[dict[str, Any], RunContext], dict[str, Any]]
 _REGISTRY: dict[str, StepFn] = {}
@@ -53,16 +55,15 @@ def target_brokers(fields: dict[str, Any], topo: Topology) -> list[int]:
     return []
 
 
-def preflight(pb: Playbook, resolved: dict[str, dict[str, Any]], ctx: RunContext) -> None:
-    """Check every step's inputs against the live cluster before the first change."""
-    missing = [s.type for s in pb.steps if s.type not in _REGISTRY]
+def preflight(name: str, steps: list[tuple[StepSpec, dict[str, Any]]], ctx: RunContext) -> None:
+    """Check every step's inputs (loops unrolled) against the live cluster before the first change."""
+    missing = [s.type for s, _ in steps if s.type not in _REGISTRY]
     if missing:
-        raise BadInput(f"playbook {pb.name}: step types not available in this build: {sorted(set(missing))}")
+        raise BadInput(f"playbook {name}: step types not available in this build: {sorted(set(missing))}")
     topo = ctx.topology()
     known = {b.id for b in topo.brokers}
     problems = []
-    for s in pb.steps:
-        f = resolved[s.id]
+    for s, f in steps:
         if f.get("rack") is not None and not topo.brokers_in_rack(f["rack"]):
             problems.append(f"step {s.id!r} (line {s.line}): unknown rack {f['rack']!r} "
                             f"(racks: {', '.join(topo.racks) or 'none'})")
@@ -70,7 +71,7 @@ def preflight(pb: Playbook, resolved: dict[str, dict[str, Any]], ctx: RunContext
             if b not in known and s.type not in ("plan",):
                 problems.append(f"step {s.id!r} (line {s.line}): unknown broker {b}")
     if problems:
-        raise BadInput(f"playbook {pb.name}: bad parameters for this cluster", details=problems)
+        raise BadInput(f"playbook {name}: bad parameters for this cluster", details=problems)
 
 
 # -- conditions ---------------------------------------------------------------------------------
@@ -192,23 +193,77 @@ def _pause(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
             raise StepFailed("operator aborted at the pause")
 
 
+def _hook_env(ctx: RunContext, **extra: Any) -> dict[str, str]:
+    env = {**os.environ, "KOPS_RUN_ID": ctx.state.run_id}
+    env.update({f"KOPS_PARAM_{k.upper()}": ",".join(map(str, v)) if isinstance(v, list) else str(v)
+                for k, v in ctx.params.items()})
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def _run_hook(cmd: str, env: dict[str, str], timeout: float, tail_lines: int) -> tuple[int | None, list[str], float]:
+    """(exit code or None when it timed out, the last lines of its output, seconds). The hook runs
+    in its own process group: a timeout ends all of it, not only the shell."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, shell=True, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        import signal
+
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = proc.communicate()
+        code = None
+    return code, (out or "").strip().splitlines()[-tail_lines:], round(time.monotonic() - t0, 3)
+
+
 @step("shell")
 def _shell(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     cmd = f["command"]
     if ctx.dry_run:
         return {"summary": f"would run: {cmd}"}
-    env = {**os.environ, "KOPS_RUN_ID": ctx.state.run_id}
-    env.update({f"KOPS_PARAM_{k.upper()}": ",".join(map(str, v)) if isinstance(v, list) else str(v)
-                for k, v in ctx.params.items()})
-    try:
-        r = subprocess.run(cmd, shell=True, env=env, capture_output=True, text=True,
-                           timeout=float(f.get("timeout", 600)))
-    except subprocess.TimeoutExpired:
-        raise StepFailed(f"shell hook timed out: {cmd}") from None
-    tail = (r.stdout + r.stderr).strip().splitlines()[-5:]
-    if r.returncode != 0 and not f.get("allow_failure", False):
-        raise StepFailed(f"shell hook exited {r.returncode}: {cmd}", details=tail)
-    return {"summary": f"exit {r.returncode}", "exit_code": r.returncode, "output_tail": tail}
+    code, tail, _ = _run_hook(cmd, _hook_env(ctx), float(f.get("timeout", 600)), 5)
+    if code is None:
+        raise StepFailed(f"shell hook timed out: {cmd}", details=tail)
+    if code != 0 and not f.get("allow_failure", False):
+        raise StepFailed(f"shell hook exited {code}: {cmd}", details=tail)
+    return {"summary": f"exit {code}", "exit_code": code, "output_tail": tail}
+
+
+_HOOK_REF = re.compile(r"\{(" + "|".join(HOOK_VARS) + r")\}")
+
+
+@step("restart")
+def _restart(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """Restart one broker with the operator's command (``{broker}``, ``{host}``, ``{port}``,
+    ``{rack}`` filled in, shell-quoted; also in ``KOPS_BROKER_ID`` / ``_HOST`` / ``_PORT`` /
+    ``_RACK``). Its exit code and the end of its output go into the state file; a failure or a
+    timeout stops the run with exit 3 (resumable: the step runs again)."""
+    b = int(f["broker"])
+    topo = ctx.topology()
+    broker = next((x for x in topo.brokers if x.id == b), None)
+    values = {"broker": b, "host": getattr(broker, "host", None) or "", "port": getattr(broker, "port", None) or "",
+              "rack": getattr(broker, "rack", None) or ""}
+    cmd = _HOOK_REF.sub(lambda m: shlex.quote(str(values[m.group(1)])), f["command"])
+    timeout = float(f.get("timeout", 600))
+    if ctx.dry_run:
+        return {"summary": f"would restart broker {b} with: {cmd} (timeout {timeout:.0f} s)", "command": cmd}
+    env = _hook_env(ctx, KOPS_BROKER_ID=b, KOPS_BROKER_HOST=values["host"], KOPS_BROKER_PORT=values["port"],
+                    KOPS_BROKER_RACK=values["rack"])
+    code, tail, took = _run_hook(cmd, env, timeout, 20)
+    if code is None:
+        raise HookFailed(f"the restart hook for broker {b} did not finish within {timeout:.0f} s (stopped): {cmd}",
+                         details=[f"command: {cmd}", "exit code: none (timed out)", *tail])
+    if code != 0:
+        raise HookFailed(f"the restart hook for broker {b} exited {code}: {cmd}",
+                         details=[f"command: {cmd}", f"exit code: {code}", *tail])
+    return {"summary": f"broker {b} restarted ({took:.1f} s, exit 0)", "command": cmd, "exit_code": code,
+            "duration_s": took, "output_tail": tail}
 
 
 @step("notify")
@@ -275,7 +330,7 @@ def _execute(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
                 "partitions_moved": len(moves), "applied_plan": plan.to_dict()}
     with ctx.connection() as conn:
         # idempotent: an unfinished execution of this very plan (kops was killed) is resumed
-        store = J.JournalStore(conn, R._cluster_id(R.cluster_identity(conn)))
+        store = J.JournalStore(conn, R.cluster_id_of(R.cluster_identity(conn)))
         earlier = R.find_journal(store, plan=plan, unfinished_only=True)
         if earlier is not None:
             ctx.say(f"  resuming execution {earlier.id} of this plan")

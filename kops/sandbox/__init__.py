@@ -15,14 +15,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kops.sandbox.cluster import NodeStatus, Sandbox, open_sandbox
+    from kops.sandbox.cluster import Sandbox
+    from kops.sandbox.nodes import NodeStatus
+    from kops.sandbox.opening import attach, open_sandbox
     from kops.sandbox.config import SandboxConfig, parse_racks
     from kops.sandbox.dist import ensure_kafka, java_tool, kafka_classpath
 
 _LAZY = {
     "Sandbox": "kops.sandbox.cluster",
-    "NodeStatus": "kops.sandbox.cluster",
-    "open_sandbox": "kops.sandbox.cluster",
+    "NodeStatus": "kops.sandbox.nodes",
+    "attach": "kops.sandbox.opening",
+    "open_sandbox": "kops.sandbox.opening",
     "SandboxConfig": "kops.sandbox.config",
     "parse_racks": "kops.sandbox.config",
     "ensure_kafka": "kops.sandbox.dist",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kops.errors import BadInput
+from kops.inputs.properties import value_text
 from kops.sandbox.dist import DEFAULT_KRAFT_VERSION, DEFAULT_VERSION, major_version
 
 MODES = ("zookeeper", "kraft")
@@ -570,7 +571,7 @@ class SandboxConfig:
             from kops.sandbox.security import broker_security_properties
 
             props |= broker_security_properties(self.security, self.security_files, secrets)
-        props |= {k: _prop_value(v) for k, v in self.extra_properties.items()}
+        props |= {k: value_text(v) for k, v in self.extra_properties.items()}
         return props
 
     def controller_properties(self, node_id: int) -> dict[str, str]:
@@ -684,47 +685,3 @@ def _normalise_extra_brokers(extra: Mapping[Any, Any] | None) -> dict[int, dict[
 def _heap_mb(heap: str) -> int:
     h = heap.lower()
     return int(int(h[:-1]) * {"k": 1 / 1024, "m": 1, "g": 1024}[h[-1]])
-
-
-def _prop_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-def render_properties(props: Mapping[str, str], header: str = "") -> str:
-    """A Java properties file (values escaped; comments on their own lines)."""
-    lines = [f"# {h}" for h in header.splitlines()] if header else []
-    for k, v in props.items():
-        lines.append(f"{_escape(k, key=True)}={_escape(str(v))}")
-    return "\n".join(lines) + "\n"
-
-
-def _escape(s: str, *, key: bool = False) -> str:
-    out = []
-    for i, c in enumerate(s):
-        if c == "\\":
-            out.append("\\\\")
-        elif c in "\n":
-            out.append("\\n")
-        elif c in "=:#!" and key:
-            out.append("\\" + c)
-        elif c in "#!" and i == 0:
-            out.append("\\" + c)
-        elif c == " " and (key or i == 0):
-            out.append("\\ ")
-        else:
-            out.append(c)
-    return "".join(out)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Read back a properties file written by :func:`render_properties` (tests, status)."""
-    props: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        k, _, v = line.partition("=")
-        props[k.replace("\\", "")] = v.replace("\\\\", "\x00").replace("\\", "").replace("\x00", "\\")
-    return props

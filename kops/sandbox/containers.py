@@ -33,8 +33,10 @@ from typing import Any
 
 from kops.errors import BadInput, ClusterError
 from kops.sandbox import engine
-from kops.sandbox.cluster import Sandbox, _node_key
-from kops.sandbox.config import SandboxConfig, render_properties
+from kops.sandbox.cluster import Sandbox
+from kops.sandbox.nodes import node_key
+from kops.inputs.properties import render_properties
+from kops.sandbox.config import SandboxConfig
 
 INTERNAL_PORT = 9091
 FAULT_CHAIN = "KOPS-FAULT"
@@ -90,7 +92,7 @@ class DockerSandbox(Sandbox):
         return self.prefix
 
     def container_name(self, node: str | int) -> str:
-        return f"{self.prefix}-{_node_key(node, self.config)}"
+        return f"{self.prefix}-{node_key(node, self.config)}"
 
     @staticmethod
     def hostname(node_key: str) -> str:
@@ -169,7 +171,7 @@ class DockerSandbox(Sandbox):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "engine": "docker", "network": self.network_name,
-                "containers": {_node_key(n, self.config): self.container_name(n) for n in self._nodes()},
+                "containers": {node_key(n, self.config): self.container_name(n) for n in self._nodes()},
                 "faults": self._faults()}
 
     # -- configuration inside the containers -----------------------------------------------------
@@ -261,7 +263,7 @@ class DockerSandbox(Sandbox):
         from kops.sandbox import image as img
 
         cfg = self.config
-        key = _node_key(node, cfg)
+        key = node_key(node, cfg)
         if isinstance(node, int) and node in cfg.data_disk_mb:
             self._mount_disk(node)
         for d in (cfg.log_dir(node), cfg.data_dir(node)):
@@ -307,7 +309,7 @@ class DockerSandbox(Sandbox):
         return info.attrs["State"]["Pid"]
 
     def _running(self, node: str | int) -> bool:
-        rec = self._procs.get(_node_key(node, self.config))
+        rec = self._procs.get(node_key(node, self.config))
         if not rec or not rec.get("container"):
             return False
         c = self._container(node)
@@ -322,7 +324,7 @@ class DockerSandbox(Sandbox):
                 pass
         for n, c in running.items():
             if not self._wait_exited(c, t_end):
-                self.log(f"{_node_key(n, self.config)} did not stop within {timeout_s:.0f}s: SIGKILL")
+                self.log(f"{node_key(n, self.config)} did not stop within {timeout_s:.0f}s: SIGKILL")
                 try:
                     c.kill(signal=9)
                 except Exception:  # noqa: BLE001
@@ -427,7 +429,7 @@ class DockerSandbox(Sandbox):
     def stop_node(self, node: str | int, *, kill: bool = False, timeout_s: float = 60.0) -> None:
         """Stop ZooKeeper (``"zookeeper"``) or a KRaft controller (its id): SIGTERM, or SIGKILL with
         ``kill``; the container stays, for :meth:`start_node`. Brokers: use :meth:`stop`."""
-        key = _node_key(node, self.config)
+        key = node_key(node, self.config)
         if node != "zookeeper" and node not in self.controller_ids:
             raise BadInput(f"{node!r} is not ZooKeeper or a controller of this sandbox (brokers: stop/start)")
         c = self._container(node)
@@ -444,7 +446,7 @@ class DockerSandbox(Sandbox):
         dir) and wait until it serves (ZooKeeper answers ruok; a controller listens)."""
         from kops.sandbox import probe
 
-        key = _node_key(node, self.config)
+        key = node_key(node, self.config)
         c = self._container(node)
         if c is None:
             raise ClusterError(f"{key} has no container; run `kops sandbox up`")

@@ -147,7 +147,7 @@ class DockerComposeSandbox:
             return probe.zk_controller(zk)
 
     def status(self) -> list[Any]:
-        from kops.sandbox.cluster import NodeStatus
+        from kops.sandbox.nodes import NodeStatus
 
         regs = self.registered_brokers()
         out = [NodeStatus("zookeeper", "zookeeper", None, None, ZK_PORT, None, True, None, True)]

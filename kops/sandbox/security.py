@@ -324,7 +324,7 @@ def broker_security_properties(security: str, files: SecurityFiles, s: Secrets |
 
 def client_properties_text(security: str, files: SecurityFiles, user: str, password: str) -> str:
     """A Kafka client properties file (kops --command-config and Kafka's own tools)."""
-    from kops.sandbox.config import render_properties
+    from kops.inputs.properties import render_properties
 
     proto = listener_protocol(security)
     props = {

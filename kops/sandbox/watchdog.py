@@ -2,7 +2,7 @@
 
 ``spawn_watchdog(workdir, owner_pid)`` starts ``python -m kops.sandbox.watchdog OWNER WORKDIR``
 detached; it checks every second whether OWNER still runs and, once it is gone, runs
-``Sandbox.attach(workdir).down()``. The owner stops the watchdog (``stop_watchdog``) when it
+``kops.sandbox.opening.attach(workdir).down()``. The owner stops the watchdog (``stop_watchdog``) when it
 tears the sandbox down itself.
 """
 
@@ -52,10 +52,10 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while alive(owner):
         time.sleep(1.0)
-    from kops.sandbox.cluster import Sandbox
+    from kops.sandbox import opening
 
-    if Sandbox.exists(workdir):
-        sb = Sandbox.attach(workdir, log=lambda m: print(m, flush=True))
+    if opening.exists(workdir):
+        sb = opening.attach(workdir, log=lambda m: print(m, flush=True))
         print(f"owner {owner} is gone: stopping the sandbox in {workdir}", flush=True)
         sb.down()
     return 0

@@ -96,7 +96,7 @@ def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: l
     does not come up, whatever started is stopped (the work dir stays, for its logs) and the
     error is raised."""
     from kops.sandbox import SandboxConfig
-    from kops.sandbox.cluster import sandbox_class
+    from kops.sandbox.opening import sandbox_class
     from kops.sandbox.procs import free_ports
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
@@ -142,9 +142,9 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     if kind == "docker":
         yield from _local_sandbox(tmp_path_factory, request, engine="docker")
     elif kind == "existing":
-        from kops.sandbox import Sandbox
+        from kops.sandbox import attach
 
-        sb = Sandbox.attach(os.environ.get("KOPS_SANDBOX_DIR"))
+        sb = attach(os.environ.get("KOPS_SANDBOX_DIR"))
         sb.up()  # checks readiness; starts whatever is stopped
         yield sb
     elif kind in ("local", "jvm", "zookeeper", ""):
@@ -164,9 +164,9 @@ def kraft_sandbox(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixt
     if kind == "kraft":
         yield request.getfixturevalue("sandbox")
     elif existing:
-        from kops.sandbox import Sandbox
+        from kops.sandbox import attach
 
-        sb = Sandbox.attach(existing)
+        sb = attach(existing)
         if sb.mode != "kraft":
             raise pytest.UsageError(f"KOPS_TEST_KRAFT_DIR={existing}: that sandbox runs in {sb.mode} mode, not kraft")
         sb.up()  # checks readiness; starts whatever is stopped

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kops.sandbox import Sandbox
+from kops.sandbox import Sandbox, attach
 
 pytestmark = pytest.mark.cluster
 
@@ -64,7 +64,7 @@ def test_up_state(sandbox, bootstrap, zk):
     if zk:
         assert [s.id for s in st if s.controller] == [ctrl]
     # state persisted for other processes; attach sees the same cluster
-    other = Sandbox.attach(sandbox.workdir)
+    other = attach(sandbox.workdir)
     assert other.bootstrap_servers == bootstrap and other.zookeeper_connect == zk
     assert [s.pid for s in other.status()] == [s.pid for s in st]
     # idempotent up: nothing started twice
@@ -176,6 +176,26 @@ def test_cli_against_the_session_cluster(sandbox, bootstrap):
     assert kops("sandbox", "status", "--workdir", wd).returncode == 0
 
 
+def test_restart_hook_of_the_local_sandbox(sandbox, zk):
+    """`kops sandbox restart --broker N`, the rolling-restart playbook's sandbox hook: a graceful
+    stop and a start; the broker registers anew (a new process) and the sandbox is healthy."""
+    if not isinstance(sandbox, Sandbox):
+        pytest.skip("local JVM sandbox only (the containerised one: tests/faults/test_rolling_restart.py)")
+    wd = str(sandbox.workdir)
+    pid = by_name(sandbox)["broker-4"].pid
+    r = kops("sandbox", "restart", "--broker", "4", "--workdir", wd, "--output", "json")
+    try:
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["action"] == "restart" and doc["brokers"] == [4] and doc["was_running"] is True
+        now = by_name(sandbox)["broker-4"]
+        assert now.alive and now.pid != pid
+        assert 4 in zk_state(zk, sandbox)[0]
+    finally:
+        sandbox.start(broker=4)
+    assert kops("sandbox", "status", "--workdir", wd).returncode == 0
+
+
 def test_add_and_remove_a_broker(sandbox, zk):
     """`kops sandbox add` grows the running cluster by a new broker id in a rack (registered with
     its rack, in the metadata, known to status/stop/start and to another process); `remove`
@@ -200,7 +220,7 @@ def test_add_and_remove_a_broker(sandbox, zk):
         # the session's Sandbox object learns it from the state file at its next operation
         assert by_name(sandbox)[f"broker-{new}"].alive
         assert sandbox.brokers_in_rack("b") == [2, 3, new] and sandbox.broker_port(new) == port
-        assert Sandbox.attach(wd).broker_ids == [*base, new]
+        assert attach(wd).broker_ids == [*base, new]
         props = (sandbox.workdir / "config" / f"broker-{new}.properties").read_text()
         assert "broker.rack=b" in props and f":{port}" in props
         # an id in use, a taken port: exit 2, nothing changed

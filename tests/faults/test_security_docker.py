@@ -29,7 +29,7 @@ def secured(docker_engine, tmp_path_factory, request):
 def test_brokers_talk_sasl_ssl_to_each_other_by_container_name(secured):
     """The inter-broker listener is INTERNAL (container names), secured like the published one:
     replication works, so every partition of the module's topic is fully in sync."""
-    from kops.sandbox.config import parse_properties
+    from kops.inputs.properties import parse_properties
 
     props = parse_properties(secured.config.properties_file(secured.broker_ids[0]).read_text())
     assert props["listener.security.protocol.map"] == "INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL"

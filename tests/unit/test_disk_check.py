@@ -262,7 +262,7 @@ def _wave_runner(monkeypatch, usable):
         Partition("t", 0, (1, 3, 2), isr=(1, 2), leader=1, adding_replicas=(3,), removing_replicas=(2,)),
         Partition("t", 1, (1, 2), isr=(1, 2), leader=1),
     )),))
-    monkeypatch.setattr(R, "read", lambda conn, topics=None, sizes=False: topo)
+    monkeypatch.setattr(R.admin, "read", lambda conn, topics=None, sizes=False: topo)
     monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: {})
     asked = []
 

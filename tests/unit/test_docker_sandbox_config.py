@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kops.errors import BadInput
-from kops.sandbox.config import SandboxConfig, parse_properties
+from kops.inputs.properties import parse_properties
+from kops.sandbox.config import SandboxConfig
 from kops.sandbox.containers import DockerSandbox, parse_duration_ms, parse_percent
 from kops.sandbox.image import mirrors_in_apt_sources
 

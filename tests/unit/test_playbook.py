@@ -136,15 +136,15 @@ def test_state_pause_failure_and_resume(tmp_path, monkeypatch):
     pb = load_playbook(pb_file)
     msgs: list[str] = []
     with pytest.raises(engine.PausedForOperator) as e:
-        engine.run(pb, {}, ctx, say=msgs.append, interactive=False)
+        engine.run(pb, {}, ctx.connection, has_cluster=False, say=msgs.append, interactive=False)
     run_id = e.value.run_state.run_id
     assert (tmp_path / "hello.out").read_text() == "hello\n"
     with pytest.raises(engine.StepFailed):
-        engine.run(pb, {}, ctx, resume=run_id, say=msgs.append, interactive=False)
+        engine.run(pb, {}, ctx.connection, has_cluster=False, resume=run_id, say=msgs.append, interactive=False)
     state = json.loads((tmp_path / "home" / "playbook-runs" / f"{run_id}.json").read_text())
     assert [s["status"] for s in state["steps"]] == ["done", "done", "done", "failed", "pending"]
     (tmp_path / "go").write_text("")
-    final = engine.run(pb, {}, ctx, resume=run_id, say=msgs.append, interactive=False)
+    final = engine.run(pb, {}, ctx.connection, has_cluster=False, resume=run_id, say=msgs.append, interactive=False)
     assert final.status == "done"
     # 'one' ran exactly once across the three invocations; 'three' ran once
     assert (tmp_path / "hello.out").read_text() == "hello\ndone\n"
@@ -221,3 +221,170 @@ def test_resume_takes_a_run_id_and_reports_a_damaged_state_file(tmp_path, monkey
     assert r.exit_code == 2
     err = json.loads(r.stdout)["error"]
     assert "params: missing or not a dict" in err["details"] and "steps[0]: needs" in " ".join(err["details"])
+
+
+# -- loops (for_each) and the restart hook (issue 20) -----------------------------------------------
+LOOP = """\
+name: loop
+params:
+  rack: {type: rack}
+  hook: {type: str, default: "echo restarting {broker} on {host}:{port} in {rack}"}
+steps:
+  - {id: first, type: shell, command: "echo start >> loop.out"}
+  - id: each
+    type: for_each
+    rack: "{rack}"
+    steps:
+      - {id: before, type: shell, command: "echo {broker} >> loop.out"}
+      - {id: flaky, type: shell, command: "test {broker} != 3 -o -e go3"}
+      - {id: restart, type: restart, broker: "{broker}", command: "{hook}", timeout: 30s}
+  - {id: last, type: shell, command: "echo end >> loop.out"}
+"""
+
+
+def _offline_run(tmp_path, monkeypatch, text: str, topo_file: str = "topo6.json"):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    from kops.cli.common import Context, Output
+    from kops.cluster.snapshot import load_topology
+
+    monkeypatch.setattr(engine.RunContext, "topology", lambda self: load_topology(DATA / topo_file))
+    pb = parse_playbook(text, source="loop.yaml")
+    ctx = Context(None, None, None, 5.0, Output.table)
+
+    def run(params=None, **kw):
+        msgs: list[str] = []
+        try:
+            return engine.run(pb, params or {}, ctx.connection, has_cluster=False, say=msgs.append,
+                              interactive=False, **kw), msgs
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            e.msgs = msgs  # type: ignore[attr-defined]
+            raise
+
+    return run
+
+
+def test_for_each_runs_its_steps_per_broker_in_a_safe_order_and_resumes_mid_loop(tmp_path, monkeypatch):
+    """Rack by rack, the controller (broker 0, rack a) last; a step failing for broker 3 stops the
+    run; --resume continues with broker 3's failed step, never repeating brokers done before; the
+    restart hook gets its broker's id, host, port and rack, and its exit code and output are kept."""
+    run = _offline_run(tmp_path, monkeypatch, LOOP)
+    with pytest.raises(engine.StepFailed) as e:
+        run()
+    st = e.value.run_state
+    assert st.loops == {"each": [2, 3, 4, 5, 1, 0]}
+    assert (tmp_path / "loop.out").read_text().split() == ["start", "2", "3"]
+    assert [s["id"] for s in st.steps if s["status"] == "failed"] == ["each.3.flaky"]
+    (tmp_path / "go3").write_text("")
+    final, msgs = run(resume=st.run_id)
+    assert final.status == "done"
+    assert (tmp_path / "loop.out").read_text().split() == ["start", "2", "3", "4", "5", "1", "0", "end"]
+    assert any("resuming at broker 3 (step each.3.flaky)" in m for m in msgs), msgs
+    saved = json.loads((tmp_path / "home" / "playbook-runs" / f"{st.run_id}.json").read_text())
+    assert saved["loops"] == {"each": [2, 3, 4, 5, 1, 0]}
+    restart = next(s for s in saved["steps"] if s["id"] == "each.4.restart")
+    assert restart["status"] == "done" and restart["result"]["exit_code"] == 0
+    assert restart["result"]["output_tail"][-1].startswith("restarting 4 on ")
+    assert restart["result"]["output_tail"][-1].endswith(" in c")
+    assert [s["id"] for s in saved["steps"]][:4] == ["first", "each.2.before", "each.2.flaky", "each.2.restart"]
+
+
+def test_for_each_of_one_rack_and_a_failing_hook_stops_with_exit_3(tmp_path, monkeypatch):
+    run = _offline_run(tmp_path, monkeypatch, LOOP.replace(
+        'default: "echo restarting {broker} on {host}:{port} in {rack}"', 'default: "echo boom >&2; exit 7"'))
+    (tmp_path / "go3").write_text("")
+    with pytest.raises(engine.HookFailed) as e:
+        run({"rack": "b"})
+    assert e.value.exit_code == 3
+    st = e.value.run_state
+    assert st.loops == {"each": [2, 3]}
+    failed = next(s for s in st.steps if s["status"] == "failed")
+    assert failed["id"] == "each.2.restart"
+    assert "exit code: 7" in failed["details"] and "boom" in failed["details"]
+    assert any(f"--resume {st.run_id}" in m for m in e.value.msgs)
+
+
+def test_restart_hook_timeout_ends_the_whole_hook(tmp_path, monkeypatch):
+    text = LOOP.replace("timeout: 30s", "timeout: 1s").replace(
+        'default: "echo restarting {broker} on {host}:{port} in {rack}"', 'default: "sleep 30 & sleep 30"')
+    run = _offline_run(tmp_path, monkeypatch, text)
+    (tmp_path / "go3").write_text("")
+    import time as _time
+
+    t0 = _time.monotonic()
+    with pytest.raises(engine.HookFailed) as e:
+        run({"rack": "b"})
+    assert _time.monotonic() - t0 < 15
+    assert "did not finish within 1 s" in e.value.message
+
+
+def test_for_each_dry_run_shows_the_expanded_steps(tmp_path, monkeypatch):
+    run = _offline_run(tmp_path, monkeypatch, LOOP)
+    final, msgs = run({"rack": "c"}, dry_run=True)
+    assert final.status == "dry-run"
+    ids = [s["id"] for s in final.steps]
+    assert ids == ["first", "each.4.before", "each.4.flaky", "each.4.restart",
+                   "each.5.before", "each.5.flaky", "each.5.restart", "last"]
+    assert any("would restart broker 5 with: echo restarting 5 on" in m for m in msgs), msgs
+    assert not (tmp_path / "loop.out").exists()
+
+
+def test_loop_order_rack_by_rack_controller_last_or_as_given():
+    from kops.cluster.snapshot import load_topology
+
+    topo = load_topology(DATA / "topo6.json")
+    assert engine.loop_brokers({}, topo) == [2, 3, 4, 5, 1, 0]
+    from dataclasses import replace
+
+    moved = replace(topo, controller=3)
+    assert engine.loop_brokers({}, moved) == [0, 1, 4, 5, 2, 3]
+    assert engine.loop_brokers({"rack": "b"}, moved) == [2, 3]
+    assert engine.loop_brokers({"brokers": [5, 3, 1]}, moved) == [1, 5, 3]
+    assert engine.loop_brokers({"brokers": [5, 3, 1], "order": "given"}, moved) == [5, 3, 1]
+    with pytest.raises(BadInput, match="unknown brokers"):
+        engine.loop_brokers({"brokers": [9]}, topo)
+
+
+LOOP_BAD = """\
+name: loopbad
+params:
+  hook: {type: str}
+steps:
+  - {id: outside, type: demote, broker: "{broker}"}
+  - id: each
+    type: for_each
+    brokers: 1,2
+    rack: a
+    steps:
+      - {id: inner, type: for_each, steps: [{id: y, type: health_gate}]}
+      - {id: r, type: restart, broker: "{broker}", command: "ssh {hostname} restart"}
+      - {id: r2, type: restart, broker: "{broker}"}
+  - {id: empty, type: for_each, steps: []}
+"""
+
+
+def test_bad_loops_name_every_problem_with_its_line():
+    with pytest.raises(BadInput) as e:
+        parse_playbook(LOOP_BAD, source="lb.yaml")
+    d = "\n".join(e.value.details)
+    assert "lb.yaml:5: step 'outside': field 'broker' uses undeclared parameter ({broker} exists inside a for_each only)" in d
+    assert "lb.yaml:11: step 'inner': a for_each step cannot hold another for_each" in d
+    assert "lb.yaml:12: step 'r': field 'command' uses undeclared parameter {hostname}" in d
+    assert "lb.yaml:13: step 'r2': a restart step needs 'command'" in d
+    assert "lb.yaml:6: step 'each': give at most one of 'brokers' or 'rack'" in d
+    assert "lb.yaml:14: step 'empty': 'steps' must be a non-empty list of steps" in d
+
+
+def test_rolling_restart_playbook_validates_and_an_unset_rack_means_every_broker(tmp_path, monkeypatch):
+    from kops.playbook.library import find
+
+    pb = find("rolling-restart")
+    run = _offline_run(tmp_path, monkeypatch, pb.text)
+    final, _ = run({"restart_command": "ssh {host} sudo systemctl restart kafka"}, dry_run=True,
+                   topology_file=str(DATA / "topo6.json"))
+    assert final.loops == {"each": [2, 3, 4, 5, 1, 0]}
+    kinds = [s["type"] for s in final.steps if s["id"].startswith("each.2.")]
+    assert kinds == ["health_gate", "wait_for", "demote", "wait_for", "restart", "wait_for", "restore", "health_gate"]
+    with pytest.raises(BadInput) as e:
+        run({"restart_command": "x", "rack": "a", "brokers": "1"}, dry_run=True, topology_file=str(DATA / "topo6.json"))
+    assert "give at most one of 'brokers' or 'rack'" in "\n".join(e.value.details)

@@ -98,7 +98,7 @@ def _runner(monkeypatch, dirs_seq, alter_results):
         sent.append(dict(reqs))
         return {k: alter_results.get(k) for k in reqs}
 
-    monkeypatch.setattr(R, "alter_log_dirs", alter)
+    monkeypatch.setattr(R.admin, "alter_log_dirs", alter)
     runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(), None, None)
     return runner, m, sent
 
@@ -281,10 +281,10 @@ def test_await_lifted_waits_until_no_broker_shows_a_rate_kops_set(monkeypatch):
 
 def test_wake_up_while_metadata_lags_behind_the_controller(monkeypatch):
     runner, m, _ = _runner(monkeypatch, [], {})
-    monkeypatch.setattr(R, "ongoing", lambda conn: {("t", 0): {}})
+    monkeypatch.setattr(R.admin, "ongoing", lambda conn: {("t", 0): {}})
     runner._watch = {("t", 0)}
     assert runner.moves_finished() is False  # still reassigning
-    monkeypatch.setattr(R, "ongoing", lambda conn: {})
+    monkeypatch.setattr(R.admin, "ongoing", lambda conn: {})
     assert runner.moves_finished() is False  # asked the cluster WAKE_SOON_S ago: not yet again
     runner._woke_at -= R.WAKE_SOON_S
     assert runner.moves_finished() is True  # the controller finished it
@@ -303,7 +303,7 @@ def test_wake_up_checks_rarely_while_every_move_has_long_to_go(monkeypatch):
     move may end soon (its sizes say so)."""
     runner, m, _ = _runner(monkeypatch, [], {})
     calls = []
-    monkeypatch.setattr(R, "ongoing", lambda conn: calls.append(1) or {("t", 0): {}})
+    monkeypatch.setattr(R.admin, "ongoing", lambda conn: calls.append(1) or {("t", 0): {}})
     runner._watch = {("t", 0)}
     runner._ending_soon = False
     assert runner.moves_finished() is False and len(calls) == 1
@@ -338,8 +338,8 @@ def _two_moves_one_finished(monkeypatch, sizes):
     a, b = Move("t", 0, (1, 2), (1, 3), size_bytes=10), Move("t", 1, (1, 2), (1, 4), size_bytes=10)
     topo = Topology(brokers=tuple(Broker(i) for i in range(1, 5)),
                     topics=(Topic("t", (Partition("t", 0, (1, 3)), Partition("t", 1, (1, 2, 4)))),))
-    monkeypatch.setattr(R, "read", lambda conn, topics=None, sizes=False: topo)
-    monkeypatch.setattr(R, "ongoing", lambda conn: {("t", 1): {"adding_replicas": [4], "removing_replicas": [2]}})
+    monkeypatch.setattr(R.admin, "read", lambda conn, topics=None, sizes=False: topo)
+    monkeypatch.setattr(R.admin, "ongoing", lambda conn: {("t", 1): {"adding_replicas": [4], "removing_replicas": [2]}})
     monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: dict(sizes))
     j = J.Journal(id="x", cluster_id="c", moves=[a, b])
     j.progress[a.name] = j.progress[b.name] = J.IN_FLIGHT

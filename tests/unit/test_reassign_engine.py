@@ -10,7 +10,8 @@ import pytest
 from kops.errors import ClusterError
 from kops.model import Broker, Partition, Topic, Topology
 from kops.ops import journal as J
-from kops.ops.progress import LineReporter, Snapshot, poll
+from kops.cli.progress import LineReporter
+from kops.ops.progress import Snapshot, poll
 from kops.ops.reassign import health_problems, next_wave, partition_statuses, settle, status_exit_code
 from kops.ops.throttle import ThrottleState
 from kops.ops.validate import Move
@@ -150,7 +151,7 @@ def test_rich_reporter_renders_without_a_cluster():
 
     from rich.console import Console
 
-    from kops.ops.progress import RichReporter
+    from kops.cli.progress import RichReporter
 
     buf = io.StringIO()
     r = RichReporter(Console(file=buf, force_terminal=True, width=120))
@@ -218,7 +219,7 @@ def test_moves_that_copy_nothing_with_every_broker_up_end_the_wait(monkeypatch):
     j.progress[m.name] = J.IN_FLIGHT
     up = Topology(brokers=(Broker(0), Broker(1), Broker(2)), topics=())
     clock = [1000.0]
-    monkeypatch.setattr(R.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(R.runner.time, "monotonic", lambda: clock[0])
     r = R.Runner(conn=None, store=None, journal=j, opts=R.ExecuteOptions(throttle=50 << 20))
     r._copied[m.name] = (0, clock[0])  # what snapshot() records from the destination's replica size
     r._check_stall(up, [m])

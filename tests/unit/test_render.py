@@ -38,7 +38,7 @@ def test_describe_and_health_render_every_topology(kind):
     out = buf.getvalue()
     assert "Brokers" in out and "offline" in out and "ZooKeeper says" in out
     if kind == "loaded":
-        assert "bytes in/s" in out and "9.8KB/s" in out and "1.0GB" in out and "load sample:" in out
+        assert "bytes in/s" in out and "9.8 KiB/s" in out and "1.0 GiB" in out and "load sample:" in out
     else:
         assert "bytes in/s" not in out
     con, buf = _console()

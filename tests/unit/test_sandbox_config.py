@@ -13,15 +13,10 @@ import pytest
 
 from kops.errors import BadInput, ClusterError
 from kops.sandbox import procs
-from kops.sandbox.cluster import Sandbox, open_sandbox
-from kops.sandbox.config import (
-    SandboxConfig,
-    default_racks,
-    parse_heap,
-    parse_properties,
-    parse_racks,
-    render_properties,
-)
+from kops.sandbox.cluster import Sandbox
+from kops.sandbox.opening import attach, open_sandbox
+from kops.inputs.properties import parse_properties, render_properties
+from kops.sandbox.config import SandboxConfig, default_racks, parse_heap, parse_racks
 from kops.sandbox.dist import cache_root, major_version, pom_resource, resource_path
 
 
@@ -218,10 +213,10 @@ def test_config_round_trip(tmp_path):
 
 def test_attach_and_open_sandbox(tmp_path):
     with pytest.raises(ClusterError):
-        Sandbox.attach(tmp_path)
+        attach(tmp_path)
     sb = Sandbox(SandboxConfig(workdir=tmp_path, brokers=4, racks="x,x,y,y", zookeeper_port=12345))
     sb._save_state()
-    other = Sandbox.attach(tmp_path)
+    other = attach(tmp_path)
     assert other.racks == {0: "x", 1: "x", 2: "y", 3: "y"} and other.zookeeper_connect == "127.0.0.1:12345"
     assert not other.any_running() and other.status()[0].alive is False
     # `up` without flags reuses the recorded settings; flags override them
@@ -242,7 +237,7 @@ def test_attach_and_open_sandbox(tmp_path):
 def test_unreadable_state_file(tmp_path):
     (tmp_path / "sandbox.json").write_text("{not json")
     with pytest.raises(ClusterError):
-        Sandbox.attach(tmp_path)
+        attach(tmp_path)
 
 
 def test_down_never_signals_a_foreign_process(tmp_path):
@@ -254,7 +249,7 @@ def test_down_never_signals_a_foreign_process(tmp_path):
                      "zookeeper": {"pid": other.pid, "started": None}}
         sb._save_state()
         assert not procs.is_ours(other.pid, marker=str(tmp_path / "config" / "broker-0.properties"))
-        assert Sandbox.attach(tmp_path).down() == []
+        assert attach(tmp_path).down() == []
         assert other.poll() is None  # still running
     finally:
         other.kill()

@@ -10,8 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kops.errors import BadInput
-from kops.sandbox.cluster import Sandbox, open_sandbox
-from kops.sandbox.config import SandboxConfig, parse_properties, render_properties
+from kops.sandbox.cluster import Sandbox
+from kops.sandbox.opening import attach, open_sandbox
+from kops.inputs.properties import parse_properties, render_properties
+from kops.sandbox.config import SandboxConfig
 
 
 def _cfg(tmp_path, **kw) -> SandboxConfig:
@@ -158,10 +160,10 @@ def test_state_file_tells_other_processes(tmp_path):
     earlier (a test fixture) at its next operation, and to `attach` and `up`."""
     early = Sandbox(_cfg(tmp_path, zookeeper_port=12345))
     early._save_state()
-    other = Sandbox.attach(tmp_path)
+    other = attach(tmp_path)
     other.config = other.config.with_broker_added(6, "c", 9300).with_broker_removed(0)
     other._save_state()
-    assert Sandbox.attach(tmp_path).broker_ids == [1, 2, 3, 4, 5, 6]
+    assert attach(tmp_path).broker_ids == [1, 2, 3, 4, 5, 6]
     assert early.broker_ids == list(range(6))  # not yet ...
     names = [s.name for s in early.status()]  # ... status reads the state file
     assert names == ["zookeeper", *(f"broker-{b}" for b in (1, 2, 3, 4, 5, 6))]
@@ -217,14 +219,14 @@ def test_cli_add_remove_bad_input_changes_nothing(tmp_path):
     # a valid add on a sandbox that does not run: nothing to grow (exit 1), nothing recorded
     r = _kops("sandbox", "add", "--workdir", str(tmp_path), "--broker", "6", "--rack", "b")
     assert r.exit_code == 1 and "not running" in r.stderr
-    assert Sandbox.attach(tmp_path).broker_ids == list(range(6))
+    assert attach(tmp_path).broker_ids == list(range(6))
     # removing a stopped broker only forgets it
     r = _kops("sandbox", "remove", "--workdir", str(tmp_path), "--broker", "5", "--output", "json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["action"] == "remove" and doc["was_running"] is False and doc["brokers"] == [5]
     assert [p["name"] for p in doc["processes"]][-1] == "broker-4"
-    assert Sandbox.attach(tmp_path).broker_ids == [0, 1, 2, 3, 4]
+    assert attach(tmp_path).broker_ids == [0, 1, 2, 3, 4]
 
 
 def test_cli_help_explains_add_and_remove():

@@ -13,7 +13,8 @@ import pytest
 from kops.cluster.config import ClientConfig
 from kops.errors import BadInput
 from kops.sandbox import security
-from kops.sandbox.config import SandboxConfig, parse_properties
+from kops.inputs.properties import parse_properties
+from kops.sandbox.config import SandboxConfig
 
 
 def _cfg(tmp_path, sec="sasl_ssl", **kw):

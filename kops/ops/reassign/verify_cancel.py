@@ -1,0 +1,239 @@
+"""Verify, cancel and list reassignments."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kops.errors import EXIT_FAILURE, EXIT_OK, BadInput
+from kops.model import ReassignmentPlan, Topology
+from kops.ops import journal as J
+from kops.ops import throttle as T
+from kops.ops.progress import poll
+from kops.ops.reassign import admin as A
+from kops.ops.reassign.guard import cluster_id_of, cluster_identity, find_journal
+from kops.ops.reassign.options import ExecuteOptions
+from kops.ops.reassign.runner import Runner
+from kops.ops.reassign.status import PartitionStatus, log_dir_states, partition_statuses, status_exit_code
+
+@dataclass
+class VerifyResult:
+    statuses: list[PartitionStatus]
+    exit_code: int
+    journal: J.Journal | None
+    notes: list[str]
+    throttles_removed: list[str]
+    throttles_present: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        states: dict[str, int] = {}
+        for s in self.statuses:
+            states[s.state] = states.get(s.state, 0) + 1
+        return {
+            "result": {0: "complete", 3: "in_progress", 1: "mismatch"}[self.exit_code],
+            "summary": states,
+            "execution_id": self.journal.id if self.journal else None,
+            "execution_state": self.journal.state if self.journal else None,
+            "partitions": [s.to_dict() for s in self.statuses],
+            "throttles_removed": self.throttles_removed,
+            "throttles_present": self.throttles_present,
+            "notes": self.notes,
+        }
+
+
+def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = False,
+           execution_id: str | None = None) -> VerifyResult:
+    """Per-partition states of ``plan`` (or of kops' latest execution); finishes kops'
+    execution (lifts its throttles) when nothing of it is moving any more."""
+    topo0 = cluster_identity(conn)
+    store = J.JournalStore(conn, cluster_id_of(topo0))
+    j = find_journal(store, execution_id=execution_id, plan=plan)
+    if plan is None and j is None:
+        raise BadInput("nothing to verify: give --reassignment-json-file, or run it after a kops execution")
+    targets = [(e.tp, tuple(e.replicas)) for e in plan.entries] if plan else [(m.tp, m.target) for m in j.moves]
+    topics = sorted({tp[0] for tp, _ in targets} | ({m.topic for m in j.moves} if j else set()))
+    notes: list[str] = []
+    removed: list[str] = []
+    if j is not None:
+        runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), None, None)
+        from kops.ops.lock import ClusterLock
+
+        runner.lock = ClusterLock(conn)
+        topo = A.read(conn, topics=topics)
+        reassigning = A.ongoing_in(topo)
+        if not j.finished:
+            runner.refresh(topo, reassigning, mismatch_after_s=3600)
+            if runner._mismatch_seen:  # confirm with a second read (metadata may lag)
+                time.sleep(2.5)
+                topo = A.read(conn, topics=topics)
+                reassigning = A.ongoing_in(topo)
+                runner.refresh(topo, reassigning, mismatch_after_s=2.0)
+            in_flight = j.moves_in(J.IN_FLIGHT)
+            if not preserve_throttles and in_flight:
+                before = j.throttles.describe()
+                runner._sync_throttles(topo, in_flight)  # lift throttles of finished moves
+                removed = sorted(set(before) - set(j.throttles.describe()))
+            if not runner.work_left:
+                before = j.throttles.describe()
+                runner.finish(preserve_throttles=preserve_throttles)
+                removed = sorted(set(removed) | (set(before) - set(j.throttles.describe())))
+            else:
+                runner.save()
+        elif not preserve_throttles and not j.throttles.empty:
+            before = j.throttles.describe()
+            runner.finish(final_state=j.state)
+            removed = sorted(set(before) - set(j.throttles.describe()))
+        notes.extend(runner.notes)
+        pending = [m.tp for m in j.moves_in(J.PENDING)]
+    else:
+        pending = []
+    # requested log dirs (plan entries or the execution's moves): verified with DescribeLogDirs
+    wanted = ({e.tp: {b: d for b, d in zip(e.replicas, e.log_dirs) if d != "any"} for e in plan.entries
+               if e.log_dirs} if plan else {m.tp: m.log_dir_moves for m in j.moves})
+    wanted = {tp: w for tp, w in wanted.items() if w}
+    driving = [m.tp for m in j.moves_in(J.IN_FLIGHT)] if j is not None and not j.finished else []
+
+    def statuses_now() -> tuple[Topology, list[PartitionStatus]]:
+        topo = A.read(conn, topics=topics)
+        reassigning = A.ongoing_in(topo)
+        states = None
+        if wanted:
+            from kops.cluster.topology import replica_log_dirs
+
+            dirs = replica_log_dirs(conn, sorted({b for w in wanted.values() for b in w}),
+                                    sorted({t for t, _ in wanted}))
+            states = {tp: log_dir_states(w, tp[0], tp[1], dirs) for tp, w in wanted.items()}
+        return topo, partition_statuses(targets, topo, reassigning, pending=pending, log_dirs=states,
+                                        driving=driving)
+
+    topo, statuses = statuses_now()
+    if any(s.state == "mismatch" for s in statuses):  # confirm: metadata may lag a moment
+        time.sleep(2.5)
+        topo, statuses = statuses_now()
+    present = T.throttles_in(topo, topics)
+    if j is not None and pending and j.state in (J.RUNNING, J.HALTED):
+        notes.append(f"{len(pending)} partition(s) wait for later waves of execution {j.id}: run "
+                     "`kops reassign resume` to start them")
+    if j is None and present:
+        notes.append("throttles are set that kops did not set; kops leaves them alone: " + "; ".join(present[:10]))
+    return VerifyResult(statuses, status_exit_code(statuses), j, notes, removed, present)
+
+
+@dataclass
+class CancelResult:
+    cancelled: list[str]
+    not_active: list[str]
+    dropped: list[str]
+    reordered: list[str]
+    errors: list[str]
+    journal: J.Journal | None
+    notes: list[str]
+    throttles_removed: list[str]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAILURE if self.errors else EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cancelled": self.cancelled,
+            "dropped_pending": self.dropped,
+            "not_active": self.not_active,
+            "order_restored": self.reordered,
+            "errors": self.errors,
+            "execution_id": self.journal.id if self.journal else None,
+            "execution_state": self.journal.state if self.journal else None,
+            "throttles_removed": self.throttles_removed,
+            "notes": self.notes,
+        }
+
+
+def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = False,
+           execution_id: str | None = None, timeout_s: float = 60.0) -> CancelResult:
+    """KIP-455 cancel (rollback to the original replicas) of what kops started — or of the
+    plan's partitions — including reassignments that only add replicas."""
+    topo0 = cluster_identity(conn)
+    store = J.JournalStore(conn, cluster_id_of(topo0))
+    j = find_journal(store, execution_id=execution_id, plan=plan, unfinished_only=True)
+    if j is None and plan is None:
+        raise BadInput("nothing to cancel: no unfinished kops execution; give --reassignment-json-file "
+                       "to cancel the reassignments of a plan")
+    if j is not None:
+        tps = [m.tp for m in j.moves]
+    else:
+        tps = [e.tp for e in plan.entries]
+    reassigning = A.ongoing(conn)
+    # Scala semantics (2.6-3.6): reassigning = adding or removing non-empty
+    active = [tp for tp in tps if tp in reassigning and (
+        reassigning[tp].get("adding_replicas") or reassigning[tp].get("removing_replicas"))]
+    results = A.submit(conn, {tp: None for tp in active})
+    cancelled = sorted(f"{t}-{p}" for (t, p), e in results.items() if e is None or "NoReassignmentInProgress" in e)
+    errors = sorted(f"{t}-{p}: {e}" for (t, p), e in results.items() if e is not None and "NoReassignmentInProgress" not in e)
+    not_active = sorted(f"{t}-{p}" for t, p in tps if (t, p) not in set(active))
+
+    def settled() -> bool:
+        now = A.ongoing(conn)
+        return not any(tp in now for tp in active)
+
+    if active:
+        poll(settled, bool, interval_s=0.5, timeout_s=timeout_s)
+    notes: list[str] = []
+    dropped: list[str] = []
+    reordered: list[str] = []
+    removed: list[str] = []
+    if j is not None:
+        from kops.ops.lock import ClusterLock
+
+        runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), None, ClusterLock(conn))
+        for m in j.moves:
+            st = j.progress.get(m.name)
+            if st == J.PENDING:
+                j.progress[m.name] = J.DROPPED
+                dropped.append(m.name)
+            elif st == J.IN_FLIGHT and m.name in cancelled:
+                j.progress[m.name] = J.ROLLED_BACK
+        # KIP-455 cancel restores the original replica *set*; put back the original order too
+        topo = A.read(conn, topics=sorted({m.topic for m in j.moves}))
+        fix = {}
+        for m in j.moves:
+            if j.progress.get(m.name) != J.ROLLED_BACK:
+                continue
+            p = topo.partition(m.topic, m.partition)
+            if p and tuple(p.replicas) != m.original and set(p.replicas) == set(m.original):
+                fix[m.tp] = m.original
+        if fix:
+            res = A.submit(conn, fix)
+            reordered = sorted(f"{t}-{p}" for (t, p), e in res.items() if e is None)
+            poll(lambda: not any(tp in A.ongoing(conn) for tp in fix), bool, interval_s=0.5, timeout_s=timeout_s)
+        before = j.throttles.describe()
+        j.event(f"cancelled: {len(cancelled)} rolled back, {len(dropped)} pending dropped")
+        runner.finish(preserve_throttles=preserve_throttles, final_state=J.CANCELLED)
+        removed = sorted(set(before) - set(j.throttles.describe()))
+        notes.extend(runner.notes)
+    return CancelResult(cancelled, not_active, dropped, reordered, errors, j, notes, removed)
+
+
+def list_all(conn) -> dict[str, Any]:
+    """Ongoing reassignments, marked with the kops execution that started them."""
+    topo0 = cluster_identity(conn)
+    store = J.JournalStore(conn, cluster_id_of(topo0))
+    active = store.unfinished()
+    by_tp = {}
+    for j in active:
+        for m in j.moves_in(J.IN_FLIGHT):
+            by_tp[m.tp] = j.id
+    rows = []
+    for (t, p), r in sorted(A.ongoing(conn).items()):
+        rows.append({
+            "topic": t, "partition": p,
+            "replicas": list(r.get("replicas", [])),
+            "adding": list(r.get("adding_replicas", [])),
+            "removing": list(r.get("removing_replicas", [])),
+            "kops_execution": by_tp.get((t, p)),
+        })
+    return {
+        "reassignments": rows,
+        "kops_executions": [j.summary() for j in active],
+        "warnings": store.warnings,
+    }
