@@ -569,7 +569,9 @@ def fill_disk(
 ) -> None:
     """Fill a broker's small data disk (given at `up --data-disk ID:SIZE`) until only --leave is
     free, as if other data had grown there, or --release the space again. The broker's own data
-    stays; Kafka sees the disk filling (DescribeLogDirs usable bytes), and so do kops' checks."""
+    stays; Kafka sees the disk filling (DescribeLogDirs usable bytes), and so do kops' checks.
+    It first waits until the broker has removed the logs of deleted topics, whose space would
+    otherwise come back after the fill."""
     from kops.errors import BadInput
 
     if (leave is None) == (not release):

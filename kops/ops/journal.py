@@ -384,6 +384,9 @@ class TopicStore:
         md = self.conn.metadata(what=f"look for the journal topic {self.topic}")
         if self.topic not in md.topics:
             return {}
+        # another kops may have created the topic a moment ago: its partition needs a leader
+        # before it can be read (a new client's metadata can lag the Admin API's, too)
+        _wait_for_leader(self.conn, self.topic)
         consumer = Consumer({
             "bootstrap.servers": self.conn.bootstrap_server,
             "group.id": "kops-journal-reader",
@@ -396,7 +399,7 @@ class TopicStore:
         out: dict[str, bytes | None] = {}
         try:
             tp = TopicPartition(self.topic, 0)
-            low, high = consumer.get_watermark_offsets(tp, timeout=self.conn.timeout_s)
+            low, high = _watermarks(consumer, tp, self.conn.timeout_s)
             if high <= low:
                 return {}
             consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
@@ -431,14 +434,34 @@ class TopicStore:
 
 
 def _wait_for_leader(conn, topic: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Until every partition of ``topic`` has a leader (a topic just created, by this kops or
+    another), at most ``timeout`` seconds; the read or write that follows reports what is wrong."""
+    from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+    def led() -> bool:
         md = conn.metadata(topic, what=f"read metadata of {topic}").topics.get(topic)
-        if md is not None and md.error is None and md.partitions and all(
-            p.leader >= 0 for p in md.partitions.values()
-        ):
-            return
-        time.sleep(0.2)
+        return bool(md is not None and md.error is None and md.partitions
+                    and all(p.leader >= 0 for p in md.partitions.values()))
+
+    Retrying(retry=retry_if_result(lambda ok: not ok), stop=stop_after_delay(timeout), wait=wait_fixed(0.2),
+             retry_error_callback=lambda _state: False)(led)
+
+
+# librdkafka's answers while a new topic's metadata reaches every broker: asked again
+_TRANSIENT = {-190, 3, 5, 6}  # _UNKNOWN_PARTITION, UNKNOWN_TOPIC_OR_PART, LEADER_NOT_AVAILABLE, NOT_LEADER
+
+
+def _watermarks(consumer, tp, timeout_s: float) -> tuple[int, int]:
+    """The partition's (low, high) offsets, asking again while the consumer's metadata catches up
+    with a topic created a moment ago; other errors, or still unknown after ``timeout_s``, raise."""
+    from confluent_kafka import KafkaException
+    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
+
+    def transient(e: BaseException) -> bool:
+        return isinstance(e, KafkaException) and e.args[0].code() in _TRANSIENT
+
+    return Retrying(retry=retry_if_exception(transient), stop=stop_after_delay(max(timeout_s, 5)),
+                    wait=wait_fixed(0.5), reraise=True)(consumer.get_watermark_offsets, tp, timeout=timeout_s)
 
 
 class _QuietLog:

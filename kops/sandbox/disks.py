@@ -75,11 +75,30 @@ def usage(mount_point: Path) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-def fill(mount_point: Path, leave_bytes: int) -> int:
+def pending_deletes(mount_point: Path) -> list[str]:
+    """Kafka's logs of deleted partitions (``<topic>-<p>.<id>-delete``) still on the disk: the
+    broker removes them ``file.delete.delay.ms`` after the deletion, and frees their space then."""
+    try:
+        return sorted(e.name for e in os.scandir(mount_point) if e.name.endswith("-delete"))
+    except OSError:
+        return []
+
+
+def fill(mount_point: Path, leave_bytes: int, *, settle_s: float = 120.0) -> int:
     """Take the free space of the data disk down to about ``leave_bytes``; returns the filler's
-    size. Only for a mounted data disk (never the machine's own file system)."""
+    size. Only for a mounted data disk (never the machine's own file system). Waits first (at
+    most ``settle_s``) until the broker has removed the logs of deleted partitions: space they
+    free after the fill would undo it."""
+    from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
     if not is_mounted(mount_point):
         raise BadInput(f"{mount_point} is not a sandbox data disk (start the sandbox with --data-disk ID:SIZE)")
+    left = Retrying(retry=retry_if_result(bool), stop=stop_after_delay(settle_s), wait=wait_fixed(0.5),
+                    retry_error_callback=lambda state: state.outcome.result())(pending_deletes, mount_point)
+    if left:
+        raise ClusterError(f"the broker has not removed the logs of {len(left)} deleted partition(s) from "
+                           f"{mount_point} within {settle_s:.0f} s (e.g. {left[0]}): the disk cannot be filled to "
+                           "a size that holds", details=left[:10])
     release(mount_point)
     _total, free = usage(mount_point)
     size = max(0, free - leave_bytes)
