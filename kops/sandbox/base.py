@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -134,9 +136,9 @@ class SandboxBase:
         if (probe.extra_brokers, probe.removed_brokers) != (cfg.extra_brokers, cfg.removed_brokers):
             self.config = probe
 
-    def _save_state(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        doc = {
+    def _state_doc(self) -> dict[str, Any]:
+        """What :meth:`_save_state` writes (engines add their own keys)."""
+        return {
             "kops_sandbox": STATE_VERSION,
             "mode": self.mode,
             "kafka_version": self.kafka_version,
@@ -148,9 +150,24 @@ class SandboxBase:
             "config": self.config.to_dict(),
             "processes": self._procs,
         }
+
+    def _save_state(self) -> None:
+        """Write the state file at once (a reader never sees half of it). A change made outside
+        :meth:`up`, :meth:`start`, :meth:`stop`... goes through :meth:`_updating_state`."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
         tmp = self.config.state_file.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        tmp.write_text(json.dumps(self._state_doc(), indent=2) + "\n")
         tmp.replace(self.config.state_file)
+
+    @contextmanager
+    def _updating_state(self) -> Iterator[None]:
+        """Read, change and write the state file under the sandbox lock: another process (``kops
+        sandbox restart`` from a playbook hook, ``kops sandbox slow``) may have changed it since
+        this object last read it, and writing what this object remembers would undo that."""
+        with self._lock():
+            self._load_state()
+            yield
+            self._save_state()
 
     def _lock(self, timeout_s: float = 300.0):
         self.workdir.mkdir(parents=True, exist_ok=True)

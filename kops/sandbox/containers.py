@@ -152,17 +152,20 @@ class DockerSandbox(Sandbox):
             net.create()
 
     # -- state ---------------------------------------------------------------------------------
-    def _save_state(self) -> None:
-        super()._save_state()
+    def _state_doc(self) -> dict[str, Any]:
+        doc = super()._state_doc()
         daemon = getattr(self, "_daemon", None)
-        if daemon is not None or self._faults():
-            import json
-
-            doc = json.loads(self.config.state_file.read_text())
-            if daemon is not None:
-                doc["engine_daemon"] = {"root": str(daemon.root), "pid": daemon.pid, "host": daemon.host}
+        if daemon is not None:
+            doc["engine_daemon"] = {"root": str(daemon.root), "pid": daemon.pid, "host": daemon.host}
+        elif (self._recorded or {}).get("engine_daemon"):
+            doc["engine_daemon"] = self._recorded["engine_daemon"]  # started by another kops process
+        if self._faults():
             doc["faults"] = self._faults()
-            self.config.state_file.write_text(json.dumps(doc, indent=2) + "\n")
+        return doc
+
+    def _load_state(self) -> None:
+        super()._load_state()
+        self.__dict__.pop("_fault_list", None)  # the faults recorded now, not those read before
 
     def _faults(self) -> list[dict[str, Any]]:
         if not hasattr(self, "_fault_list"):
@@ -359,7 +362,6 @@ class DockerSandbox(Sandbox):
     def down(self, *, purge: bool = False, timeout_s: float | None = None) -> list[str]:
         """Stop the nodes as the JVM sandbox does (controlled shutdown), then remove the
         containers and the network (data and logs stay in the work dir unless ``purge``)."""
-        self._fault_list = []
         try:
             stopped = super().down(purge=False, timeout_s=timeout_s)
         finally:  # whatever failed above, nothing of the sandbox stays: containers, network, mounts
@@ -370,6 +372,9 @@ class DockerSandbox(Sandbox):
                     net.remove()
             finally:
                 self._unmount_disks()
+                if not purge and self.config.state_file.exists():
+                    with self._updating_state():
+                        self._fault_list = []  # they went with the containers
         if purge:
             with self._lock():
                 self._purge_files()
@@ -465,10 +470,10 @@ class DockerSandbox(Sandbox):
                 raise ClusterError(f"{key} did not serve within {timeout_s:.0f}s of its restart",
                                    details=self._failure_details(node))
             time.sleep(0.2)
-        self._procs[key]["pid"] = c.attrs["State"]["Pid"]
-        self._save_state()
-        if self._faults():
-            self._apply_faults()
+        with self._updating_state():
+            self._procs[key]["pid"] = c.attrs["State"]["Pid"]
+            if self._faults():
+                self._apply_faults()
         self.log(f"{key} is back")
 
     def restart_zookeeper(self, *, down_s: float = 0.0, kill: bool = False, timeout_s: float = 60.0) -> None:
@@ -519,9 +524,9 @@ class DockerSandbox(Sandbox):
         """Cut brokers (one, or a rack) off from every other node of the cluster, both ways;
         with ``from_host`` also from this machine (clients here lose them too)."""
         ids = self._targets(broker, rack)
-        self._faults().append({"kind": "partition", "brokers": ids, "from_host": bool(from_host)})
-        self._save_state()
-        self._apply_faults()
+        with self._updating_state():
+            self._faults().append({"kind": "partition", "brokers": ids, "from_host": bool(from_host)})
+            self._apply_faults()
         self.log(f"brokers {ids} are cut off from the rest of the cluster" + (" and from this host" if from_host else ""))
         return ids
 
@@ -531,18 +536,18 @@ class DockerSandbox(Sandbox):
         ids = self._targets(broker, rack)
         if delay_ms <= 0 and loss_pct <= 0:
             raise BadInput("give a --delay above 0 or a --loss above 0%")
-        self._faults().append({"kind": "slow", "brokers": ids, "delay_ms": delay_ms, "loss_pct": loss_pct})
-        self._save_state()
-        self._apply_faults()
+        with self._updating_state():
+            self._faults().append({"kind": "slow", "brokers": ids, "delay_ms": delay_ms, "loss_pct": loss_pct})
+            self._apply_faults()
         self.log(f"brokers {ids}: {delay_ms:.0f} ms delay, {loss_pct:g}% loss on what they send")
         return ids
 
     def heal(self) -> int:
         """Remove every partition and slow link; returns how many faults were removed."""
-        n = len(self._faults())
-        self._fault_list = []
-        self._save_state()
-        self._apply_faults()
+        with self._updating_state():
+            n = len(self._faults())
+            self._fault_list = []
+            self._apply_faults()
         return n
 
     def _apply_faults(self) -> None:

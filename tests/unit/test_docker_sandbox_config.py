@@ -158,3 +158,26 @@ def test_data_disks_are_checked_and_kept_with_their_broker(tmp_path):
         SandboxConfig(engine="docker", workdir=tmp_path, data_disk_mb={5: 8}).validate()
     with pytest.raises(BadInput, match="data disk of its own"):
         cfg.with_broker_removed(5)
+
+
+def test_fault_verbs_keep_what_another_process_wrote_to_the_state_file(tmp_path, monkeypatch):
+    """A long-lived sandbox object (a test's, a game-day script's) must not write back what it
+    remembers: a `kops sandbox restart` hook ran in another process in between and gave a broker
+    a new container; a fault set by one object is healed by another that never saw it."""
+    from kops.sandbox.nodes import read_state
+
+    monkeypatch.setattr(DockerSandbox, "_apply_faults", lambda self: None)  # no engine here
+    cfg = SandboxConfig(engine="docker", workdir=tmp_path)
+    here, there = DockerSandbox(cfg), DockerSandbox(cfg)
+    here._procs = {"broker-0": {"container": "before-restart"}}
+    here._save_state()
+    there._load_state()
+    here._procs = {"broker-0": {"container": "after-restart"}}
+    here._save_state()
+    assert there.slow(broker=0, delay_ms=300, loss_pct=5) == [0]
+    doc = read_state(tmp_path)
+    assert doc["processes"]["broker-0"]["container"] == "after-restart"
+    assert [f["kind"] for f in doc["faults"]] == ["slow"]
+    assert here.heal() == 1
+    doc = read_state(tmp_path)
+    assert "faults" not in doc and doc["processes"]["broker-0"]["container"] == "after-restart"
