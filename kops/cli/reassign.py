@@ -60,6 +60,16 @@ DiskReserveOpt = Annotated[
              "execution's).",
     ),
 ]
+DiskThresholdExecOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--disk-threshold", click_type=params.number(1.0, 100.0), metavar="PCT",
+        help="How full a destination's volume may be at the peak of the move (both copies held until "
+             "a move ends): a plan or a later wave that would pass it is refused (default 80, as the "
+             "planners; 100: only the reserve; brokers sharing one volume are held to the reserve only; "
+             "resume: the execution's).",
+    ),
+]
 
 
 class Via(str, Enum):
@@ -153,6 +163,7 @@ def execute(
     ] = Via.admin,
     poll_interval: PollOpt = 2.0,
     disk_reserve: DiskReserveOpt = None,
+    disk_threshold: DiskThresholdExecOpt = None,
 ) -> None:
     """Start the plan: validate it all first (exit 2, nothing changed, on any bad entry or if
     its data would not fit on a destination disk), set throttles on the brokers and replicas
@@ -167,7 +178,7 @@ def execute(
         throttle=throttle, log_dir_throttle=replica_alter_log_dirs_throttle,
         max_moves_per_broker=max_moves_per_broker, max_moves_in_flight=max_moves_in_flight,
         wait=wait, timeout_s=timeout, allow_offline=allow_offline, poll_interval_s=poll_interval,
-        via=via.value, disk_reserve_pct=disk_reserve,
+        via=via.value, disk_reserve_pct=disk_reserve, disk_threshold_pct=disk_threshold,
     )
     opts.check(zookeeper=bool(c.zookeeper))
     plan = _read_plan(c, reassignment_json_file)
@@ -231,10 +242,13 @@ def _disk_lines(prepared, opts) -> list[str]:
     lines = []
     if disk.figures:
         f = min(disk.figures, key=lambda f: (f.room_bytes - f.needed_bytes, f.broker))
+        peak = [x.peak_pct for x in disk.figures if x.threshold_pct is not None and x.peak_pct is not None]
         lines.append(
             f"destination disks: {len(disk.figures)} log dir(s) checked, all fit keeping {opts.reserve_pct:g} % "
             f"free (tightest: broker "
             f"{f.broker} {f.log_dir}, {human_bytes(f.needed_bytes)} of {human_bytes(f.room_bytes)} room)"
+            + (f"; at the peak of the move at most {max(peak):.1f} % full (threshold {opts.threshold_pct:g} %, "
+               "--disk-threshold)" if peak else "")
         )
     lines.extend(f"warning: disk check: {w}" for w in disk.warnings)
     return lines
@@ -365,6 +379,7 @@ def resume(
     force: Annotated[bool, typer.Option("--force", help="Take over even if the owner looks alive.")] = False,
     poll_interval: PollOpt = 2.0,
     disk_reserve: DiskReserveOpt = None,
+    disk_threshold: DiskThresholdExecOpt = None,
 ) -> None:
     """Continue an execution that was interrupted (kops killed, --timeout, health or disk
     stop) from its journal in the cluster: re-applies its throttles, starts the remaining
@@ -372,7 +387,7 @@ def resume(
     from kops.ops import reassign as R
 
     opts = R.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, poll_interval_s=poll_interval,
-                            disk_reserve_pct=disk_reserve)
+                            disk_reserve_pct=disk_reserve, disk_threshold_pct=disk_threshold)
     with c.connection() as conn:
         outcome = R.resume(conn, opts, execution_id=execution_id, reporter=_reporter(c), force=force)
     _render_outcome(c, outcome)

@@ -15,6 +15,7 @@ from typing import Any
 from kops.errors import BadInput
 from kops.model import PlanEntry, ReassignmentPlan, Topology, TopicPartition
 from kops.inputs.values import human_bytes
+from kops.placement.goals import DEFAULT_THRESHOLD, shared_disks
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +236,9 @@ def _entry_problems(e: PlanEntry, where: str) -> list[str]:
 
 #: share of each volume's total size the disk check keeps free (``--disk-reserve``), percent
 DEFAULT_DISK_RESERVE_PCT = 5.0
+#: how full a destination's volume may be at the peak of the move (``--disk-threshold``),
+#: percent: the planner's hard disk goal (:data:`kops.placement.goals.DEFAULT_THRESHOLD`)
+DEFAULT_DISK_THRESHOLD_PCT = 100.0 * DEFAULT_THRESHOLD
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,15 +255,40 @@ class DiskFigure:
     total_bytes: int
     reserve_bytes: int
     offline: bool = False
+    #: the volume may be at most this full (percent) at the peak of the move; None: no such
+    #: limit here (none asked, or a volume other brokers share, whose use is not this one's)
+    threshold_pct: float | None = None
 
     @property
     def needed_bytes(self) -> int:
         return self.plan_bytes + self.in_flight_bytes
 
     @property
+    def used_bytes(self) -> int:
+        return self.total_bytes - self.usable_bytes
+
+    @property
+    def threshold_room_bytes(self) -> int | None:
+        """What may still be written before the volume passes the threshold (None: no threshold)."""
+        if self.threshold_pct is None:
+            return None
+        return int(self.total_bytes * self.threshold_pct // 100) - self.used_bytes
+
+    @property
     def room_bytes(self) -> int:
-        """What may still be written: usable bytes minus the reserve (0 on an offline dir)."""
-        return 0 if self.offline else self.usable_bytes - self.reserve_bytes
+        """What may still be written: usable bytes minus the reserve, and no more than the
+        threshold allows (0 on an offline dir)."""
+        if self.offline:
+            return 0
+        room = self.usable_bytes - self.reserve_bytes
+        limit = self.threshold_room_bytes
+        return room if limit is None else min(room, limit)
+
+    @property
+    def peak_pct(self) -> float | None:
+        """How full the volume is once everything heading here has arrived (nothing is freed
+        before the moves end)."""
+        return 100.0 * (self.used_bytes + self.needed_bytes) / self.total_bytes if self.total_bytes else None
 
     @property
     def fits(self) -> bool:
@@ -271,6 +300,7 @@ class DiskFigure:
             "plan_bytes": self.plan_bytes, "in_flight_bytes": self.in_flight_bytes,
             "usable_bytes": self.usable_bytes, "total_bytes": self.total_bytes,
             "reserve_bytes": self.reserve_bytes, "offline": self.offline, "fits": self.fits,
+            "threshold_pct": self.threshold_pct, "peak_pct": self.peak_pct,
         }
 
     def describe(self, reserve_pct: float) -> str:
@@ -283,6 +313,8 @@ class DiskFigure:
             f"({h(self.usable_bytes)}) of {self.total_bytes} total ({h(self.total_bytes)}), "
             f"{_pct(reserve_pct)} reserve {h(self.reserve_bytes)}"
         )
+        if self.threshold_pct is not None and self.peak_pct is not None:
+            text += f", {self.peak_pct:.1f} % full at the peak (threshold {_pct(self.threshold_pct)})"
         if not self.fits:
             text += f": {h(self.needed_bytes - self.room_bytes)} short"
         return text
@@ -296,6 +328,10 @@ class DiskCheck:
     figures: tuple[DiskFigure, ...]
     warnings: tuple[str, ...]
     reserve_pct: float
+    #: the threshold asked (None: none)
+    threshold_pct: float | None = None
+    #: destinations on a volume other brokers share: held to the reserve, not the threshold
+    shared: tuple[int, ...] = ()
 
     @property
     def overflows(self) -> list[DiskFigure]:
@@ -305,8 +341,18 @@ class DiskCheck:
         return [f.describe(self.reserve_pct) for f in self.overflows]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reserve_pct": self.reserve_pct, "figures": [f.to_dict() for f in self.figures],
-                "warnings": list(self.warnings)}
+        return {"reserve_pct": self.reserve_pct, "threshold_pct": self.threshold_pct, "shared": list(self.shared),
+                "figures": [f.to_dict() for f in self.figures], "warnings": list(self.warnings)}
+
+    def rule(self) -> str:
+        """What a destination is held to, in words (the options that set it named)."""
+        text = f"keeping {_pct(self.reserve_pct)} of each volume free, --disk-reserve"
+        if self.threshold_pct is not None:
+            text += f"; at most {_pct(self.threshold_pct)} full at the peak of the move, --disk-threshold"
+            if self.shared:
+                text += (f", not applied to broker{'s' if len(self.shared) > 1 else ''} {_ids(self.shared)}: "
+                         "a volume other brokers of the host share")
+        return text
 
 
 def _pct(p: float) -> str:
@@ -322,6 +368,7 @@ def check_disk(
     topo: Topology,
     *,
     reserve_pct: float = DEFAULT_DISK_RESERVE_PCT,
+    threshold_pct: float | None = DEFAULT_DISK_THRESHOLD_PCT,
     on_disk: Mapping[tuple[str, int, int], tuple[str | None, int]] | None = None,
 ) -> DiskCheck:
     """Would the replicas that ``moves`` add fit on their destination brokers' disks?
@@ -334,7 +381,10 @@ def check_disk(
     copied — is subtracted when known, else they count in full). Nothing is credited for replicas leaving
     a broker: during a move the source and the destination both hold the partition. A dir
     fits when that total is at most its usable bytes minus ``reserve_pct`` % of its total
-    bytes (the volume's, from DescribeLogDirs v4, KIP-827).
+    bytes (the volume's, from DescribeLogDirs v4, KIP-827), and the volume is then at most
+    ``threshold_pct`` % full (None: no threshold). A volume several brokers of one host share
+    (:func:`kops.placement.goals.shared_disks`: a local sandbox) is held to the reserve only:
+    its use is not the destination's own.
 
     Brokers whose log dirs or sizes are unknown (not read, Kafka < 3.3, an older snapshot)
     and replicas of unknown size are not checked: each is named in ``warnings``.
@@ -393,6 +443,7 @@ def check_disk(
             acc = sums.setdefault((b, _norm(d.path)), [0, 0])
             acc[0 if kind == "plan" else 1] += nbytes
     figures = []
+    shared = shared_disks(topo) if threshold_pct is not None else set()
     for (b, path), (plan_bytes, flight_bytes) in sorted(sums.items()):
         d = dirs_of[b][path]
         total = d.total_bytes or 0
@@ -400,7 +451,7 @@ def check_disk(
             broker=b, log_dir=d.path, plan_bytes=plan_bytes, in_flight_bytes=flight_bytes,
             usable_bytes=d.usable_bytes or 0, total_bytes=total,
             reserve_bytes=-(-int(total * reserve_pct * 100) // 10000),  # ceil(total * pct / 100)
-            offline=d.offline,
+            offline=d.offline, threshold_pct=None if b in shared else threshold_pct,
         ))
     if not_read:
         warnings.append(
@@ -420,7 +471,8 @@ def check_disk(
             f"broker {b}: size of {len(names)} partition{'s' if len(names) > 1 else ''} it "
             f"receives unknown ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): not counted"
         )
-    return DiskCheck(tuple(figures), tuple(warnings), reserve_pct)
+    exempt = sorted({f.broker for f in figures if f.threshold_pct is None} & shared)
+    return DiskCheck(tuple(figures), tuple(warnings), reserve_pct, threshold_pct, tuple(exempt))
 
 
 def validate_disk(
@@ -428,19 +480,19 @@ def validate_disk(
     topo: Topology,
     *,
     reserve_pct: float = DEFAULT_DISK_RESERVE_PCT,
+    threshold_pct: float | None = DEFAULT_DISK_THRESHOLD_PCT,
     on_disk: Mapping[tuple[str, int, int], tuple[str | None, int]] | None = None,
     source: str = "reassignment plan",
 ) -> DiskCheck:
     """:func:`check_disk`, raising :class:`BadInput` (exit 2, nothing changed) that names every
     destination log dir the plan would overflow, with its figures."""
-    check = check_disk(moves, topo, reserve_pct=reserve_pct, on_disk=on_disk)
+    check = check_disk(moves, topo, reserve_pct=reserve_pct, threshold_pct=threshold_pct, on_disk=on_disk)
     over = check.overflows
     if over:
         brokers = sorted({f.broker for f in over})
         raise BadInput(
             f"{source}: the data would not fit on the disk of destination broker"
-            f"{'s' if len(brokers) > 1 else ''} {_ids(brokers)} (keeping {_pct(reserve_pct)} of "
-            "each volume free, --disk-reserve); nothing was changed",
+            f"{'s' if len(brokers) > 1 else ''} {_ids(brokers)} ({check.rule()}); nothing was changed",
             details=[
                 *check.problems(),
                 "needed: the replicas added there plus what reassignments in progress still copy "

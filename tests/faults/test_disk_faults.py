@@ -76,6 +76,49 @@ def test_plan_that_would_not_fit_the_destination_disk_is_refused_before_any_writ
         _cleanup(bs, [topic, *work])
 
 
+def test_plan_that_would_pass_the_disk_threshold_is_refused_though_it_fits(dsandbox, dbootstrap, tmp_path, kops_home,
+                                                                           record):
+    """The disk threshold (default 80 %): 60 MiB free on the 256 MiB disk and 18 MiB to copy fit
+    under the 5 % reserve, but leave the volume ~84 % full at the peak: refused before any write
+    (exit 2, the figures named); `--disk-threshold 90` lets the same plan run to the end."""
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic, before = _topic_on_4(bs, 3, 6)
+    target = _onto_small(before)
+    plan = write_plan(tmp_path / "plan.json", topic, target)
+    common = ["--reassignment-json-file", str(plan), "--throttle", "10000000", "--wait", "--timeout", "240", "--yes",
+              "--poll-interval", "1", "--bootstrap-server", bs, "--output", "json"]
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            sb.fill_disk(SMALL, leave_bytes=60 * MB)
+            total, free = sb.disk_usage(SMALL)
+            t0 = time.monotonic()
+            r = kops("reassign", "execute", *common, timeout=120)
+            refused_s = time.monotonic() - t0
+            unchanged = replicas(bs, topic) == before and ongoing(bs) == {}
+            again = kops("reassign", "execute", *common, "--disk-threshold", "90", timeout=300)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        record(scenario="f. a plan that fits the disk but would pass the 80 % threshold", mode="zookeeper",
+               workload=res, kops_exit=f"execute {r.returncode}; with --disk-threshold 90: {again.returncode}",
+               recover_s=0.0, kops_s=round(refused_s, 1),
+               detail=f"broker {SMALL}: {free / MB:.0f} MiB free of {total / MB:.0f} MiB, 18 MiB to copy",
+               throttles_left=None)
+        assert r.returncode == 2, r.stdout + r.stderr
+        err = json.loads(r.stdout)["error"]
+        assert f"destination broker {SMALL}" in err["message"] and "--disk-threshold" in err["message"], err
+        assert "full at the peak (threshold 80 %)" in " ".join(err["details"]), err
+        assert unchanged, "the refused plan changed something"
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+        assert replicas(bs, topic) == target
+        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert res.lost == 0, res.lost_examples
+    finally:
+        sb.release_disk(SMALL)
+        _cleanup(bs, [topic, *work])
+
+
 def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, dbootstrap, tmp_path, kops_home,
                                                                         record):
     """One move at a time onto broker 5 (waves of one ~7.6 MiB partition); once a move is copying,

@@ -137,7 +137,9 @@ def test_a_plan_that_fits_passes_with_figures_per_destination():
     by = {f.broker: f for f in check.figures}
     assert sorted(by) == [3, 4]
     assert by[3].plan_bytes == 30 * GB and by[3].in_flight_bytes == 0 and by[3].log_dir == "/data/3"
-    assert by[3].reserve_bytes == 5 * GB and by[3].room_bytes == 75 * GB  # 5 % of 100 GB kept free
+    assert by[3].reserve_bytes == 5 * GB  # 5 % of 100 GB kept free: 75 GB of room, but
+    assert by[3].threshold_pct == 80.0 and by[3].room_bytes == 60 * GB  # at most 80 GB used of 100
+    assert by[3].peak_pct == 50.0  # 20 GB used + 30 GB arriving
     assert by[4].plan_bytes == 30 * GB
 
 
@@ -156,38 +158,41 @@ def test_a_plan_that_does_not_fit_is_refused_naming_every_overflowing_broker():
     assert "5 % reserve" in lines[0] and "short" in lines[0]
     assert lines[1].startswith(f"broker 4 log dir /data/4: needs {30 * GB} bytes")
     # the same plan with no reserve still overflows broker 3 only
-    assert [f.broker for f in check_disk(moves, topo, reserve_pct=0).overflows] == [3]
+    assert [f.broker for f in check_disk(moves, topo, reserve_pct=0, threshold_pct=None).overflows] == [3]
+    # with the threshold (80 %), broker 4 (68 GB used, 30 GB more) overflows too
+    assert [f.broker for f in check_disk(moves, topo, reserve_pct=0).overflows] == [3, 4]
 
 
 def test_the_reserve_is_a_share_of_each_volume():
     assert DEFAULT_DISK_RESERVE_PCT == 5.0
     topo = _topo({3: (LogDir("/data/3", 100 * GB, 12 * GB),)})
     moves = _moves(topo, (0, [0, 1, 3]))  # 10 GB to broker 3, 12 GB usable
-    assert not check_disk(moves, topo).figures[0].fits  # 12 - 5 % of 100 = 7 GB of room
-    assert check_disk(moves, topo, reserve_pct=2).figures[0].fits  # 12 - 2 = 10 GB
-    assert check_disk(moves, topo, reserve_pct=0).figures[0].fits
-    (f,) = check_disk(moves, topo, reserve_pct=100).figures  # keep it all free: nothing fits
+    assert not check_disk(moves, topo, threshold_pct=None).figures[0].fits  # 12 - 5 % of 100 = 7 GB of room
+    assert check_disk(moves, topo, reserve_pct=2, threshold_pct=None).figures[0].fits  # 12 - 2 = 10 GB
+    assert check_disk(moves, topo, reserve_pct=0, threshold_pct=None).figures[0].fits
+    (f,) = check_disk(moves, topo, reserve_pct=100, threshold_pct=None).figures  # keep it all free: nothing fits
     assert f.reserve_bytes == 100 * GB and not f.fits
     # a move that adds nothing never overflows, however full the disk
     assert check_disk(_moves(topo, (0, [1, 0, 2])), topo, reserve_pct=100).figures == ()
 
 
 def test_data_in_flight_counts_and_what_is_on_disk_already_is_subtracted():
+    # (the reserve alone here: the threshold has its own test)
     # partition 2 (30 GB) is being copied to broker 3 by an earlier reassignment
     topo = _topo({3: (LogDir("/data/3", 100 * GB, 50 * GB),)}, adding={2: (3,)})
     moves = _moves(topo, (0, [0, 1, 3]))  # 10 GB more: 40 GB of 45 GB room
-    check = check_disk(moves, topo)
+    check = check_disk(moves, topo, threshold_pct=None)
     (f,) = check.figures
     assert (f.plan_bytes, f.in_flight_bytes, f.needed_bytes) == (10 * GB, 30 * GB, 40 * GB)
     assert f.fits
     moves = _moves(topo, (0, [0, 1, 3]), (1, [0, 1, 3]))  # 10 + 20 + 30 in flight = 60 > 45
-    assert not check_disk(moves, topo).overflows[0].fits
+    assert not check_disk(moves, topo, threshold_pct=None).overflows[0].fits
     # data in flight to a broker the plan does not add to is not the plan's to check
     crowded = _topo({4: (LogDir("/data/4", 100 * GB, 1 * GB),)}, adding={2: (4,)})
-    assert [f.broker for f in check_disk(_moves(crowded, (0, [0, 1, 3])), crowded).figures] == [3]
+    assert [f.broker for f in check_disk(_moves(crowded, (0, [0, 1, 3])), crowded, threshold_pct=None).figures] == [3]
     # 25 GB of the move in flight are on broker 3 already (and in its usable bytes): 5 GB to come
     on_disk = {("t", 2, 3): ("/data/3", 25 * GB)}
-    (f,) = check_disk(moves, topo, on_disk=on_disk).figures
+    (f,) = check_disk(moves, topo, on_disk=on_disk, threshold_pct=None).figures
     assert f.in_flight_bytes == 5 * GB and f.fits
 
 
@@ -304,7 +309,7 @@ def test_a_disk_filling_mid_move_stops_the_next_wave_and_says_so(monkeypatch):
     assert runner.j.progress["t-0"] == J.IN_FLIGHT and runner.j.progress["t-1"] == J.PENDING
 
     # space was freed: a resume (state running again) checks again and starts the wave
-    usable[0] = 30 * GB
+    usable[0] = 45 * GB  # 16 GB more: 71 % full at the peak, under the 80 % threshold
     runner.j.state = J.RUNNING
     runner.tick()
     assert started == [["t-1"]] and runner.j.state == J.RUNNING
@@ -323,6 +328,57 @@ def test_the_wave_check_follows_the_execution_reserve_and_degrades_to_a_note(mon
     runner.tick()  # DescribeLogDirs failed: said, not a stop
     assert started == [["t-1"]]
     assert any("disk check skipped before a wave" in n for n in runner.notes)
+
+
+def test_the_threshold_holds_the_peak_of_the_move_below_a_share_of_the_volume():
+    """--disk-threshold (default 80 %, as the planners): used bytes plus everything arriving
+    (the plan's and what is still in flight; nothing freed before a move ends) stay under the
+    threshold; the tighter of reserve and threshold wins; refused with the figures."""
+    from kops.ops.validate import DEFAULT_DISK_THRESHOLD_PCT
+
+    assert DEFAULT_DISK_THRESHOLD_PCT == 80.0
+    topo = _topo({3: (LogDir("/data/3", 100 * GB, 45 * GB),)}, adding={2: (3,)})  # 55 GB used
+    (f,) = check_disk(_moves(topo, (0, [0, 1, 3])), topo).figures  # 10 GB + 30 GB in flight: 95 %
+    assert f.peak_pct == 95.0 and f.threshold_room_bytes == 25 * GB and not f.fits
+    assert check_disk(_moves(topo, (0, [0, 1, 3])), topo, threshold_pct=None).figures[0].fits  # 40 <= 45 - 5
+    assert check_disk(_moves(topo, (0, [0, 1, 3])), topo, threshold_pct=95).figures[0].fits
+    with pytest.raises(BadInput) as ei:
+        validate_disk(_moves(topo, (0, [0, 1, 3])), topo)
+    e = ei.value
+    assert e.exit_code == 2 and "destination broker 3" in e.message and "nothing was changed" in e.message
+    assert "at most 80 % full at the peak of the move, --disk-threshold" in e.message
+    assert "95.0 % full at the peak (threshold 80 %)" in e.details[0] and "short" in e.details[0]
+    # the reserve still binds where it is the tighter one: 4 GB usable of 100 (96 % full): 99 % is
+    # allowed, 5 % must stay free
+    topo = _topo({3: (LogDir("/data/3", 100 * GB, 4 * GB),)}, sizes=(GB, GB, GB))
+    (f,) = check_disk(_moves(topo, (0, [0, 1, 3])), topo, reserve_pct=5, threshold_pct=99).figures
+    assert f.threshold_room_bytes == 3 * GB and f.room_bytes == -1 * GB and not f.fits
+
+
+def test_brokers_sharing_one_volume_are_held_to_the_reserve_only():
+    """Several brokers of one host on one volume (a local sandbox): its use is not any one
+    broker's, so no threshold is drawn from it; the reserve still holds (a full disk is full)."""
+    dirs = {b: (LogDir("/data", 100 * GB, 15 * GB),) for b in range(6)}  # 85 % used, by all of them
+    topo = Topology(brokers=tuple(Broker(b, "abc"[b // 2], host="10.0.0.1", log_dirs=dirs[b]) for b in range(6)),
+                    topics=_topo().topics)
+    check = validate_disk(_moves(topo, (0, [0, 1, 3])), topo)  # 10 GB of 15 - 5: fits
+    (f,) = check.figures
+    assert f.threshold_pct is None and f.fits and check.shared == (3,)
+    assert "not applied to broker 3: a volume other brokers of the host share" in check.rule()
+    with pytest.raises(BadInput, match="keeping 5 % of each volume free"):
+        validate_disk(_moves(topo, (1, [0, 1, 3])), topo)  # 20 GB: the reserve refuses it
+
+
+def test_execute_options_keep_the_threshold_in_the_journal():
+    from kops.ops import reassign as R
+
+    assert R.ExecuteOptions().threshold_pct == 80.0
+    recorded = R.ExecuteOptions(disk_threshold_pct=90).to_dict()
+    assert recorded["disk_threshold_pct"] == 90
+    assert R.ExecuteOptions().with_journal(recorded).threshold_pct == 90  # resume: the execution's
+    assert R.ExecuteOptions(disk_threshold_pct=70).with_journal(recorded).threshold_pct == 70
+    # an execution journaled before the threshold existed resumes without one
+    assert R.ExecuteOptions().with_journal({"disk_reserve_pct": 5.0}).threshold_pct == 100.0
 
 
 def test_execute_options_keep_the_reserve_in_the_journal():

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kops.errors import EXIT_FAILURE, BadInput, KopsError
-from kops.ops.validate import DEFAULT_DISK_RESERVE_PCT
+from kops.ops.validate import DEFAULT_DISK_RESERVE_PCT, DEFAULT_DISK_THRESHOLD_PCT
 
 #: after a submission, a partition that is not reassigning and not at its target yet is given
 #: this long before it counts as a mismatch (metadata propagates asynchronously)
@@ -48,12 +48,19 @@ class ExecuteOptions:
     via: str = "admin"
     #: percent of each destination volume the disk check keeps free (None: the default, 5 %)
     disk_reserve_pct: float | None = None
+    #: how full a destination volume may be at the peak of the move, percent (None: the
+    #: default, 80 %; 100: no threshold beyond the reserve)
+    disk_threshold_pct: float | None = None
     #: who started the execution, kept in the journal (``rebalance-step``: a cron step's own)
     origin: str | None = None
 
     @property
     def reserve_pct(self) -> float:
         return DEFAULT_DISK_RESERVE_PCT if self.disk_reserve_pct is None else self.disk_reserve_pct
+
+    @property
+    def threshold_pct(self) -> float:
+        return DEFAULT_DISK_THRESHOLD_PCT if self.disk_threshold_pct is None else self.disk_threshold_pct
 
     def check(self, *, zookeeper: bool) -> None:
         """What can be judged without the cluster (exit 2 before connecting): the way moves
@@ -73,6 +80,7 @@ class ExecuteOptions:
             "allow_offline": self.allow_offline,
             "poll_interval_s": self.poll_interval_s,
             "disk_reserve_pct": self.reserve_pct,
+            "disk_threshold_pct": self.threshold_pct,
             **({"origin": self.origin} if self.origin else {}),
         }
 
@@ -91,6 +99,9 @@ class ExecuteOptions:
             via=opts.get("via", "admin"),
             disk_reserve_pct=(self.disk_reserve_pct if self.disk_reserve_pct is not None
                               else opts.get("disk_reserve_pct")),
+            # an execution journaled before the threshold existed keeps running without one
+            disk_threshold_pct=(self.disk_threshold_pct if self.disk_threshold_pct is not None
+                                else opts.get("disk_threshold_pct", 100.0)),
             origin=opts.get("origin", self.origin),
         )
 

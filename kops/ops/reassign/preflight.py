@@ -93,7 +93,8 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
     moves = validate_plan(plan, topo, allow_offline=opts.allow_offline)
     # the read also gave each broker's log dirs with their usable bytes and the sizes of the
     # partitions moving: the whole plan must fit on its destinations (exit 2 otherwise)
-    disk = validate_disk(moves, topo, reserve_pct=opts.reserve_pct, on_disk=_in_flight_on_disk(conn, topo, moves))
+    disk = validate_disk(moves, topo, reserve_pct=opts.reserve_pct, threshold_pct=opts.threshold_pct,
+                         on_disk=_in_flight_on_disk(conn, topo, moves))
     if not opts.allow_offline:
         problems = health_problems(topo)
         if problems:

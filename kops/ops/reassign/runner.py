@@ -279,7 +279,8 @@ class Runner:
         sizes = usage.partition_sizes()
         now = topo.with_log_dirs(usage.dirs).with_sizes(sizes)
         check = check_disk([replace(m, size_bytes=sizes.get(m.tp, m.size_bytes)) for m in data], now,
-                           reserve_pct=self.opts.reserve_pct, on_disk=usage.on_disk())
+                           reserve_pct=self.opts.reserve_pct, threshold_pct=self.opts.threshold_pct,
+                           on_disk=usage.on_disk())
         for w in check.warnings:
             self.note(f"disk check: {w}")  # said once, not before every wave
         over = check.overflows
@@ -291,7 +292,7 @@ class Runner:
         brokers_over = ",".join(str(b) for b in sorted({f.broker for f in over}))
         self.note(
             f"stopped before wave {self.j.waves + 1}: its {len(data)} move(s) would not fit on the disk "
-            f"of broker(s) {brokers_over} (keeping {self.opts.reserve_pct:g} % free): "
+            f"of broker(s) {brokers_over} ({check.rule()}): "
             + "; ".join(self.halted_reasons[:3])
             + ". Moves in flight continue; nothing new is started. Free space, then `kops reassign "
             "resume` (it checks again), or roll back with `kops reassign cancel`."
