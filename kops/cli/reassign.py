@@ -240,7 +240,14 @@ def _disk_lines(prepared, opts) -> list[str]:
     if disk is None:
         return []
     lines = []
-    if disk.figures:
+    if disk.stages > 1:
+        late = sorted({f.broker for f in disk.overflows})
+        lines.append(
+            f"destination disks: {len(disk.figures)} log dir(s) checked ({disk.rule()}); not all at once: the plan "
+            f"runs in {disk.stages} disk stages, broker(s) {','.join(map(str, late))} receiving data only once "
+            "moves off them have ended"
+        )
+    elif disk.figures:
         f = min(disk.figures, key=lambda f: (f.room_bytes - f.needed_bytes, f.broker))
         peak = [x.peak_pct for x in disk.figures if x.threshold_pct is not None and x.peak_pct is not None]
         lines.append(

@@ -61,6 +61,7 @@ def simulate(prepared, opts) -> dict[str, Any]:
             moving = [m for _, m in in_flight] + [m for m in wave if m.moves_data]
             waves.append({
                 "wave": len(waves) + 1,
+                "disk_stage": min(m.stage for m in wave) + 1,
                 "starts_after_s": round(t, 1) if (rate and sizes_known) else None,
                 "partitions": [{"topic": m.topic, "partition": m.partition, "original": list(m.original),
                                 "target": list(m.target), "adding": list(m.adding), "removing": list(m.removing),

@@ -28,6 +28,9 @@ class Move:
     target: tuple[int, ...]
     log_dirs: tuple[str, ...] | None = None
     size_bytes: int | None = None
+    #: disk stage (:mod:`kops.ops.staging`): a move starts once every move of an earlier stage
+    #: has ended, so that the space those free on full brokers is there before data arrives
+    stage: int = 0
 
     @property
     def tp(self) -> TopicPartition:
@@ -83,6 +86,8 @@ class Move:
             d["log_dirs"] = list(self.log_dirs)
         if self.size_bytes is not None:
             d["size_bytes"] = self.size_bytes
+        if self.stage:
+            d["stage"] = self.stage
         return d
 
     @classmethod
@@ -94,6 +99,7 @@ class Move:
             target=tuple(int(b) for b in d["target"]),
             log_dirs=tuple(d["log_dirs"]) if d.get("log_dirs") is not None else None,
             size_bytes=d.get("size_bytes"),
+            stage=int(d.get("stage") or 0),
         )
 
 
@@ -332,6 +338,8 @@ class DiskCheck:
     threshold_pct: float | None = None
     #: destinations on a volume other brokers share: held to the reserve, not the threshold
     shared: tuple[int, ...] = ()
+    #: the plan runs in this many disk stages (:mod:`kops.ops.staging`): 1 = all at once
+    stages: int = 1
 
     @property
     def overflows(self) -> list[DiskFigure]:
@@ -342,6 +350,7 @@ class DiskCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"reserve_pct": self.reserve_pct, "threshold_pct": self.threshold_pct, "shared": list(self.shared),
+                "stages": self.stages,
                 "figures": [f.to_dict() for f in self.figures], "warnings": list(self.warnings)}
 
     def rule(self) -> str:
@@ -361,6 +370,19 @@ def _pct(p: float) -> str:
 
 def _norm(path: str | None) -> str | None:
     return path.rstrip("/") or "/" if path else path
+
+
+def landing_dir(broker, where: str | None):
+    """The log dir of ``broker`` a replica lands in: the one a plan names (``where``), else
+    (``any``: the broker picks) the online dir with the most usable bytes — exact with one log
+    dir per broker. None: the broker has no such dir, or no log dirs known."""
+    dirs = {_norm(d.path): d for d in (broker.log_dirs if broker else ())}
+    if where:
+        return dirs.get(_norm(where))
+    online = [d for d in dirs.values() if not d.offline]
+    if online:
+        return max(online, key=lambda d: (d.usable_bytes or 0, d.path))
+    return next(iter(dirs.values()), None)
 
 
 def check_disk(
@@ -430,10 +452,8 @@ def check_disk(
         if any(not d.capacity_known for d in online):
             not_reported.append(b)
             continue
-        fallback = (max(online, key=lambda d: (d.usable_bytes, d.path)) if online
-                    else next(iter(dirs.values())))
         for where, nbytes, kind in incoming[b]:
-            d = dirs.get(_norm(where)) if where else fallback
+            d = landing_dir(broker, where)
             if d is None:
                 warnings.append(
                     f"broker {b} has no log dir {where} (its log dirs: {', '.join(sorted(dirs))}): "

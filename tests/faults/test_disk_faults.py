@@ -119,6 +119,63 @@ def test_plan_that_would_pass_the_disk_threshold_is_refused_though_it_fits(dsand
         _cleanup(bs, [topic, *work])
 
 
+def test_a_shuffle_through_a_nearly_full_broker_runs_in_disk_stages_and_never_passes_the_threshold(
+        dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """Broker 5's disk filled to ~2 MB under the 80 % threshold; the plan swaps two ~4 MB partitions
+    between brokers 4 and 5 (rack c). At once the disk would pass 80 % (nothing is freed before
+    a move ends); kops runs it in two disk stages — first the move off broker 5, then, once the
+    broker has deleted that replica's files, the move onto it — and the disk, sampled throughout,
+    never passes the threshold."""
+    import threading
+
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic = unique("stage")
+    create_topic(bs, topic, assignment={0: [0, 2, SMALL], 1: [1, 3, 4]}, min_isr=2, mb_per_partition=4)
+    target = {0: [0, 2, 4], 1: [1, 3, SMALL]}
+    plan = write_plan(tmp_path / "plan.json", topic, target)
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            total, free = sb.disk_usage(SMALL)
+            samples.append(100.0 * (total - free) / total)
+            stop.wait(0.1)
+
+    try:
+        with Workload(bs, work, rate_per_s=25) as w:
+            w.wait_acknowledged(50)
+            total = sb.disk_usage(SMALL)[0]
+            sb.fill_disk(SMALL, leave_bytes=int(0.2 * total) + 2 * 10**6)  # 2 MB under 80 %
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            t0 = time.monotonic()
+            r = kops("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "10000000", "--wait",
+                     "--timeout", "300", "--yes", "--poll-interval", "1", "--bootstrap-server", bs, "--output", "json",
+                     timeout=420)
+            took = time.monotonic() - t0
+            stop.set()
+            sampler.join(5)
+            w.wait_acknowledged(25)
+            res = w.finish()
+        peak = max(samples) if samples else None
+        record(scenario="f. a shuffle through a nearly full broker: disk stages", mode="zookeeper", workload=res,
+               kops_exit=r.returncode, recover_s=0.0, kops_s=round(took, 1),
+               detail=f"broker {SMALL}'s disk peaked at {peak:.1f} % (threshold 80 %, {len(samples)} samples)",
+               throttles_left=None)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        assert "runs in 2 disk stages" in r.stderr, r.stderr[-3000:]
+        assert replicas(bs, topic) == target
+        assert samples and peak <= 80.0, f"peak {peak:.2f} % of broker {SMALL}'s disk"
+        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert res.lost == 0, res.lost_examples
+    finally:
+        stop.set()
+        sb.release_disk(SMALL)
+        _cleanup(bs, [topic, *work])
+
+
 def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, dbootstrap, tmp_path, kops_home,
                                                                         record):
     """One move at a time onto broker 5 (waves of one ~7.6 MiB partition); once a move is copying,

@@ -116,6 +116,10 @@ class HealthStop(KopsError):
 #: very low throttle) is stuck: when every move in flight is, waiting ends (resume or cancel)
 NO_PROGRESS_S = 120.0
 
+#: how long a wave of a later disk stage waits for the space the stages before it free (Kafka
+#: deletes a moved-away replica's files file.delete.delay.ms after the move: 60 s by default)
+SPACE_WAIT_S = 300.0
+
 #: what halted an execution (``Runner.halted_by``)
 HALT_HEALTH = "health check"
 HALT_DISK = "disk check"

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from kops.errors import BadInput
 from kops.model import ReassignmentPlan, Topology
 from kops.ops import journal as J
-from kops.ops.validate import DiskCheck, Move, validate_disk, validate_plan
+from kops.ops.staging import plan_disk
+from kops.ops.validate import DiskCheck, Move, validate_plan
 from kops.ops.reassign import admin as A
 from kops.ops.reassign.guard import cluster_id_of, refuse_if_active
 from kops.ops.reassign.options import ExecuteOptions, HealthStop
@@ -93,8 +94,9 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
     moves = validate_plan(plan, topo, allow_offline=opts.allow_offline)
     # the read also gave each broker's log dirs with their usable bytes and the sizes of the
     # partitions moving: the whole plan must fit on its destinations (exit 2 otherwise)
-    disk = validate_disk(moves, topo, reserve_pct=opts.reserve_pct, threshold_pct=opts.threshold_pct,
-                         on_disk=_in_flight_on_disk(conn, topo, moves))
+    # (in disk stages when only an order that frees space first fits)
+    moves, disk = plan_disk(moves, topo, reserve_pct=opts.reserve_pct, threshold_pct=opts.threshold_pct,
+                            on_disk=_in_flight_on_disk(conn, topo, moves))
     if not opts.allow_offline:
         problems = health_problems(topo)
         if problems:

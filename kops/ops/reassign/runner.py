@@ -26,6 +26,7 @@ from kops.ops.reassign.options import (
     LIFT_DEFER_MAX_S,
     NO_PROGRESS_S,
     SETTLE_S,
+    SPACE_WAIT_S,
     WAKE_S,
     WAKE_SOON_S,
     ExecuteOptions,
@@ -81,6 +82,8 @@ class Runner:
         self._last_topo: Topology | None = None  # the last tick's read
         self._woke_at = 0.0
         self._ticked_at = 0.0
+        #: since when a later disk stage's wave waits for the space its earlier stages free
+        self._space_wait_since: float | None = None
 
     # -- helpers ------------------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -261,7 +264,9 @@ class Runner:
         destinations now? Reads the brokers' usable bytes, the partitions' sizes and what the
         replicas being added hold already (one DescribeLogDirs round). If not, the execution
         halts: nothing new starts, the moves in flight continue (a disk filling up mid-move
-        ends here: `cancel` rolls back, `resume` checks again). True when it halted."""
+        ends here: `cancel` rolls back, `resume` checks again). A wave of a later disk stage
+        first waits for the space the stages before it free (:meth:`_waits_for_space`). True
+        when the wave must not start (halted, or waiting)."""
         from kops.cluster.topology import log_dir_usage
 
         data = [m for m in wave if m.moves_data]
@@ -285,7 +290,10 @@ class Runner:
             self.note(f"disk check: {w}")  # said once, not before every wave
         over = check.overflows
         if not over:
+            self._space_wait_since = None
             return False
+        if self._waits_for_space(wave, over):
+            return True
         self.halted_reasons = check.problems()
         self.halted_by = HALT_DISK
         self.j.state = J.HALTED
@@ -298,6 +306,26 @@ class Runner:
             "resume` (it checks again), or roll back with `kops reassign cancel`."
         )
         return True
+
+    def _waits_for_space(self, wave: list[Move], over) -> bool:
+        """A wave of a later disk stage whose destinations the moves of the stages before it
+        leave: their space comes back only when the brokers delete the old replicas' files
+        (``file.delete.delay.ms`` after the move, a minute by default). Waits for it, at most
+        :data:`SPACE_WAIT_S`, saying so once; True while waiting (the wave does not start)."""
+        stage = min(m.stage for m in wave)
+        if stage == 0:
+            return False
+        freeing = {b for m in self.j.moves if m.stage < stage for b in m.removing}
+        blocked = sorted({f.broker for f in over})
+        if not set(blocked) <= freeing:
+            return False
+        now = time.monotonic()
+        if self._space_wait_since is None:
+            self._space_wait_since = now
+            self.note(f"disk stage {stage + 1}: waiting for broker(s) {','.join(map(str, blocked))} to free the "
+                      "space of the replicas that earlier stages moved away (Kafka deletes them "
+                      f"file.delete.delay.ms after the move; at most {SPACE_WAIT_S:.0f} s)")
+        return now - self._space_wait_since < SPACE_WAIT_S
 
     def _start_wave(self, topo: Topology, in_flight: list[Move], wave: list[Move]) -> None:
         # throttles first (as Kafka does), so that no byte moves unthrottled; and, unlike

@@ -27,7 +27,13 @@ def next_wave(
     from (:attr:`Move.involved`) and one cluster-wide slot; moves that copy nothing (reorders,
     replica removals) are free. If nothing is in flight the first move always starts, so a
     plan never deadlocks on a limit smaller than one move.
+
+    Disk stages (:mod:`kops.ops.staging`): a move starts only once every move of an earlier
+    stage has ended (none is pending or in flight).
     """
+    pending, in_flight = list(pending), list(in_flight)
+    stage = min((m.stage for m in (*pending, *in_flight)), default=0)
+    pending = [m for m in pending if m.stage <= stage]
     load: dict[int, int] = {}
     n = 0
     for m in in_flight:
