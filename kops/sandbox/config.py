@@ -521,9 +521,9 @@ class SandboxConfig:
             # keeps the old topic's log: the recreated partition then answers its followers
             # INCONSISTENT_TOPIC_ID for good (a reassignment of it never completes; seen in CI)
             "auto.create.topics.enable": "false",
-            # a deleted topic's files go a few seconds after its deletion, not a minute (Kafka's
+            # a deleted or moved-away replica's files go a few seconds after, not a minute (Kafka's
             # default): a sandbox's disks show what its topics hold (the fault lab fills them)
-            "file.delete.delay.ms": "5000",
+            "log.segment.delete.delay.ms": "5000",
             # small footprint on a 2-core machine
             "num.network.threads": "2",
             "num.io.threads": "4",

@@ -77,7 +77,7 @@ def usage(mount_point: Path) -> tuple[int, int]:
 
 def pending_deletes(mount_point: Path) -> list[str]:
     """Kafka's logs of deleted partitions (``<topic>-<p>.<id>-delete``) still on the disk: the
-    broker removes them ``file.delete.delay.ms`` after the deletion, and frees their space then."""
+    broker removes them ``log.segment.delete.delay.ms`` after the deletion, and frees their space then."""
     try:
         return sorted(e.name for e in os.scandir(mount_point) if e.name.endswith("-delete"))
     except OSError:

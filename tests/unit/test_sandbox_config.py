@@ -272,9 +272,17 @@ def test_process_identity_and_terminate(tmp_path):
 
 
 def test_free_ports_and_port_in_use():
+    """(No check that a port is still free after free_ports returned: another process may take
+    it in between — what the sandbox's own busy-port check is for.)"""
+    import socket
+
     ports = procs.free_ports(5)
-    assert len(set(ports)) == 5
-    assert not procs.port_in_use("127.0.0.1", ports[0])
+    assert len(set(ports)) == 5 and all(0 < p < 65536 for p in ports)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        assert procs.port_in_use("127.0.0.1", taken)
 
 
 def test_tail(tmp_path: Path):

@@ -117,7 +117,7 @@ class HealthStop(KopsError):
 NO_PROGRESS_S = 120.0
 
 #: how long a wave of a later disk stage waits for the space the stages before it free (Kafka
-#: deletes a moved-away replica's files file.delete.delay.ms after the move: 60 s by default)
+#: deletes a moved-away replica's files log.segment.delete.delay.ms after the move: 60 s by default)
 SPACE_WAIT_S = 300.0
 
 #: what halted an execution (``Runner.halted_by``)

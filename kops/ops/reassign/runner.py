@@ -310,7 +310,7 @@ class Runner:
     def _waits_for_space(self, wave: list[Move], over) -> bool:
         """A wave of a later disk stage whose destinations the moves of the stages before it
         leave: their space comes back only when the brokers delete the old replicas' files
-        (``file.delete.delay.ms`` after the move, a minute by default). Waits for it, at most
+        (``log.segment.delete.delay.ms`` after the move, a minute by default). Waits for it, at most
         :data:`SPACE_WAIT_S`, saying so once; True while waiting (the wave does not start)."""
         stage = min(m.stage for m in wave)
         if stage == 0:
@@ -324,7 +324,7 @@ class Runner:
             self._space_wait_since = now
             self.note(f"disk stage {stage + 1}: waiting for broker(s) {','.join(map(str, blocked))} to free the "
                       "space of the replicas that earlier stages moved away (Kafka deletes them "
-                      f"file.delete.delay.ms after the move; at most {SPACE_WAIT_S:.0f} s)")
+                      f"log.segment.delete.delay.ms after the move; at most {SPACE_WAIT_S:.0f} s)")
         return now - self._space_wait_since < SPACE_WAIT_S
 
     def _start_wave(self, topo: Topology, in_flight: list[Move], wave: list[Move]) -> None:
