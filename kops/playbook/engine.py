@@ -269,16 +269,31 @@ def _pause_cron_jobs(ctx: RunContext, pb: Playbook, state: RunState, source: str
 
 
 def _lift_cron_pause(ctx: RunContext, source: str, say) -> None:
+    """Lift the pause this run set, and read the record back (each try on a fresh connection):
+    a pause left behind would keep the cron jobs aside for hours. Tried 3 times, 1 s apart."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
     from kops.ops import maintenance
 
     if not ctx.has_cluster:
         return
+    lifted = None
     try:
-        with ctx.connection() as conn:
-            if maintenance.unpause(conn, source=source) is not None:
-                say("kops' cron jobs resume")
+        for attempt in Retrying(retry=retry_if_exception_type(KopsError), stop=stop_after_attempt(3),
+                                wait=wait_fixed(1.0), reraise=True):
+            with attempt:
+                with ctx.connection() as conn:
+                    lifted = maintenance.unpause(conn, source=source) or lifted
+                with ctx.connection() as conn:
+                    left = maintenance.current(conn)
+                if left is not None and left.source == source:
+                    raise KopsError(f"the pause is still recorded after lifting it ({left.describe()})")
     except KopsError as e:  # the run is done; the pause ends by itself
-        say(f"warning: could not lift the cron pause ({e.message}); it ends by itself")
+        say(f"warning: could not lift the cron pause ({e.message}); it ends by itself, or "
+            "`kops rebalance unpause`")
+        return
+    if lifted is not None:
+        say("kops' cron jobs resume")
 
 
 def report(state: RunState) -> dict[str, Any]:

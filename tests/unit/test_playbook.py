@@ -388,3 +388,37 @@ def test_rolling_restart_playbook_validates_and_an_unset_rack_means_every_broker
     with pytest.raises(BadInput) as e:
         run({"restart_command": "x", "rack": "a", "brokers": "1"}, dry_run=True, topology_file=str(DATA / "topo6.json"))
     assert "give at most one of 'brokers' or 'rack'" in "\n".join(e.value.details)
+
+
+def test_the_cron_pause_is_read_back_after_lifting_and_lifted_again(monkeypatch):
+    """The end of a run lifts its cron pause and reads the record back: a lift that did not take
+    (a read of the journal cut short while its leader moved, a write that timed out) is tried
+    again; one that never takes is said, never a silent pause left for hours."""
+    import contextlib
+
+    from kops.ops import maintenance
+    from kops.playbook.state import RunContext
+
+    source = "playbook drain-rack run r1"
+    ours = maintenance.Pause(reason="x", source=source, by="me", since="2026-01-01T00:00:00+00:00",
+                             until="2999-01-01T00:00:00+00:00")
+    record = {"pause": ours, "misses": 1}
+
+    def unpause(conn, *, source=None):
+        if record["misses"]:  # the first lift read nothing (stale) and wrote nothing
+            record["misses"] -= 1
+            return None
+        lifted, record["pause"] = record["pause"], None
+        return lifted
+
+    monkeypatch.setattr(maintenance, "unpause", unpause)
+    monkeypatch.setattr(maintenance, "current", lambda conn: record["pause"])
+    said: list[str] = []
+    ctx = RunContext(lambda: contextlib.nullcontext(object()), None, False, True, said.append, {})
+    engine._lift_cron_pause(ctx, source, said.append)
+    assert record["pause"] is None and said == ["kops' cron jobs resume"]
+
+    record.update(pause=ours, misses=99)
+    said.clear()
+    engine._lift_cron_pause(ctx, source, said.append)
+    assert len(said) == 1 and said[0].startswith("warning: could not lift the cron pause") and "unpause" in said[0]
