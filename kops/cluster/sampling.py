@@ -104,13 +104,16 @@ def read_point(conn, topo: Topology, topics: Iterable[str] | None = None) -> dic
 
 def sample_rates(conn, topo: Topology, seconds: float, topics: Iterable[str] | None = None,
                  *, sleep=time.sleep) -> Topology:
-    """``topo`` with each partition's ``bytes_in_per_s`` measured over about ``seconds``."""
+    """``topo`` with each partition's ``bytes_in_per_s`` measured over at least ``seconds``: the
+    window runs from the middle of the first read to the middle of the second (the rates use
+    the window measured), and the second read starts once the first read's middle is
+    ``seconds`` behind — a slow first read (cold connections) does not shorten it."""
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     names = list(topics) if topics is not None else None
     t0 = time.monotonic()
     first = read_point(conn, topo, names)
     t1 = time.monotonic()
-    sleep(max(0.0, seconds - (t1 - t0)))
+    sleep(max(0.0, seconds - (t1 - t0) / 2))
     t2 = time.monotonic()
     second = read_point(conn, topo, names)
     t3 = time.monotonic()

@@ -195,3 +195,33 @@ def test_add_broker_needs_a_snapshot():
                         "--bootstrap-server", "127.0.0.1:1", "--output", "json"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "needs --topology" in r.stdout
+
+
+def test_a_slow_first_reading_does_not_shorten_the_sampling_window(monkeypatch):
+    """The window runs between the readings' midpoints: a first reading that takes 3 s (cold
+    connections) must not turn --sample-seconds 8 into a 6.5 s window (seen on a loaded run)."""
+    from kops.cluster import sampling
+
+    clock = [100.0]
+    took = iter([3.0, 0.1])  # the first reading slow, the second fast
+
+    def read_point(conn, topo, names):
+        clock[0] += next(took)
+        return {}
+
+    monkeypatch.setattr(sampling, "read_point", read_point)
+    monkeypatch.setattr(sampling.time, "monotonic", lambda: clock[0])
+    seen = {}
+
+    def estimate(first, second, window, started_at=None):
+        seen["window"] = window
+        raise StopIteration  # the window is all this test needs
+
+    monkeypatch.setattr(sampling, "estimate", estimate)
+
+    def sleep(s):
+        clock[0] += s
+
+    with pytest.raises(StopIteration):
+        sampling.sample_rates(None, None, 8.0, sleep=sleep)
+    assert 8.0 <= seen["window"] <= 8.1
