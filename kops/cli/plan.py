@@ -220,6 +220,17 @@ NoBalanceOpt = Annotated[
     ),
 ]
 
+GoalsOpt = Annotated[
+    str | None,
+    typer.Option("--goals", metavar="G1,G2,...",
+                 help="Goals to optimise, in priority order; each later goal moves replicas only where no "
+                      "earlier goal gets worse. Hard goals (rack, disk-capacity, nw-in-capacity, "
+                      "nw-out-capacity) are always kept. Soft: disk-usage, nw-in-usage, leader-bytes-in, "
+                      "topic-spread, replicas, leaders, first-followers; 'all' for every goal. Default: "
+                      "disk-usage,leaders,first-followers (replica counts when sizes are unknown). Every goal "
+                      "is measured in the report either way.", rich_help_panel=_GOAL_PANEL),
+]
+
 _WHAT_IF = "Capacity and what-if"
 CapacityFileOpt = Annotated[
     str | None,
@@ -301,12 +312,16 @@ def _run_goal(
     capacity_file: str | None = None,
     disk_threshold: float = 80.0,
     add_broker: list[str] | None = None,
+    goals: str | None = None,
 ) -> None:
     from kops.cli.common import load_topology
     from kops.inputs.files import CHART_FORMATS, output_file
     from kops.placement.balancer import plan
 
+    from kops.placement.goals import select_goals
+
     chart_format = output_file(chart, what="--chart", formats=CHART_FORMATS) if chart else None
+    chosen = select_goals(goals)  # checked before connecting
     if add_broker and not topology:
         from kops.errors import BadInput
 
@@ -320,7 +335,7 @@ def _run_goal(
     topo = _what_if(load_topology(c, topology), capacity_file, add_broker)
     goal = make_goal(topo)
     res = plan(topo, goal, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, rebalance=not no_balance,
-               disk_threshold=disk_threshold / 100)
+               disk_threshold=disk_threshold / 100, goals=chosen)
     if chart:
         _write_chart(res.report, chart, chart_format)
     if c.json:
@@ -524,6 +539,7 @@ def rebalance(
     chart: ChartOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
+    goals: GoalsOpt = None,
     add_broker: AddBrokerOpt = None,
 ) -> None:
     """Balance replicas, preferred leaders and first followers over the alive brokers, rack-safe,
@@ -535,7 +551,7 @@ def rebalance(
     from kops.placement.balancer import Goal
 
     _run_goal(c, lambda topo: Goal("rebalance"), topology=topology, max_moves=max_moves, max_bytes=max_bytes,
-              throttle=throttle, chart=chart, capacity_file=capacity_file, disk_threshold=disk_threshold,
+              throttle=throttle, chart=chart, capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals,
               add_broker=add_broker)
 
 
@@ -553,6 +569,7 @@ def decommission(
     chart: ChartOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
+    goals: GoalsOpt = None,
     add_broker: AddBrokerOpt = None,
 ) -> None:
     """Move every replica off BROKERS (to the same rack where that is balanced), then balance.
@@ -565,7 +582,7 @@ def decommission(
     ids = _ids_opt(brokers, "--brokers")
     _run_goal(c, lambda topo: Goal("decommission", brokers=ids), topology=topology, max_moves=max_moves,
               max_bytes=max_bytes, throttle=throttle, chart=chart, no_balance=no_balance,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
+              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
 
 
 @app.command("add-brokers")
@@ -581,6 +598,7 @@ def add_brokers(
     chart: ChartOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
+    goals: GoalsOpt = None,
     add_broker: AddBrokerOpt = None,
 ) -> None:
     """Move load onto new brokers: every copy goes to one of BROKERS, from the most loaded brokers."""
@@ -589,7 +607,7 @@ def add_brokers(
     ids = _ids_opt(brokers, "--brokers")
     _run_goal(c, lambda topo: Goal("add-brokers", brokers=ids), topology=topology, max_moves=max_moves,
               max_bytes=max_bytes, throttle=throttle, chart=chart, capacity_file=capacity_file,
-              disk_threshold=disk_threshold, add_broker=add_broker)
+              disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
 
 
 @app.command("drain-rack")
@@ -606,6 +624,7 @@ def drain_rack(
     chart: ChartOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
+    goals: GoalsOpt = None,
     add_broker: AddBrokerOpt = None,
 ) -> None:
     """Move every replica off the brokers of RACK, rack-safe over the racks that remain.
@@ -619,7 +638,7 @@ def drain_rack(
         raise BadInput("--rack: an empty rack name")
     _run_goal(c, lambda topo: Goal("drain-rack", rack=rack), topology=topology, max_moves=max_moves,
               max_bytes=max_bytes, throttle=throttle, chart=chart, no_balance=no_balance,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
+              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
 
 
 @app.command("set-replication-factor")
@@ -637,6 +656,7 @@ def set_replication_factor(
     chart: ChartOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
+    goals: GoalsOpt = None,
     add_broker: AddBrokerOpt = None,
 ) -> None:
     """Raise or lower the replication factor of topics: existing replicas stay, new ones go to the
@@ -651,7 +671,7 @@ def set_replication_factor(
     _run_goal(c, lambda topo: Goal("set-replication-factor", topics=names,
               replication_factor=replication_factor), topology=topology, max_moves=max_moves,
               max_bytes=max_bytes, throttle=throttle, chart=chart, capacity_file=capacity_file,
-              disk_threshold=disk_threshold, add_broker=add_broker)
+              disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
 
 
 @app.command("move-topics")
@@ -670,6 +690,7 @@ def move_topics(
     chart: ChartOpt = None,
     capacity_file: CapacityFileOpt = None,
     disk_threshold: DiskThresholdOpt = 80.0,
+    goals: GoalsOpt = None,
     add_broker: AddBrokerOpt = None,
 ) -> None:
     """Kafka's --generate inputs, minimal-movement answer: place the topics on --broker-list,
@@ -684,4 +705,4 @@ def move_topics(
     ids = _ids_opt(broker_list, "--broker-list")
     _run_goal(c, lambda topo: Goal("move-topics", topics=names, brokers=ids), topology=topology,
               max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, chart=chart,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, add_broker=add_broker)
+              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)

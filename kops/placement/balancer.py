@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kops.errors import BadInput
-from kops.model import Partition, ReassignmentPlan, TopicPartition, Topology
+from kops.model import ReassignmentPlan, TopicPartition, Topology
 from kops.placement.leaders import balance_orders, restore_orders
 from kops.placement.rackcheck import RackSafety
 from kops.placement.racks import RackTree
+from kops.placement.scope import GOAL_KINDS, Goal, _resolve  # noqa: F401 (GOAL_KINDS: public)
 
 __all__ = [
     "GOAL_KINDS",
@@ -51,53 +52,10 @@ __all__ = [
     "KAFKA_SEED",
 ]
 
-GOAL_KINDS = ("rebalance", "decommission", "add-brokers", "drain-rack", "set-replication-factor", "move-topics")
 
 #: seed of the ``random.Random`` used for "what Kafka's --generate would propose" (Kafka draws
 #: its start index and shift at random; kops fixes the draws so its reports are reproducible)
 KAFKA_SEED = 0
-
-
-@dataclass(frozen=True)
-class Goal:
-    """What the plan must achieve.
-
-    ``kind`` is one of :data:`GOAL_KINDS`; ``brokers``: brokers to remove (decommission), to fill
-    (add-brokers) or the target broker list (move-topics); ``rack``: the rack (or rack-path prefix
-    such as ``/dc1``) to drain; ``topics``: topics for set-replication-factor / move-topics.
-    """
-
-    kind: str
-    brokers: tuple[int, ...] = ()
-    rack: str | None = None
-    topics: tuple[str, ...] = ()
-    replication_factor: int | None = None
-
-    def describe(self) -> str:
-        k = self.kind
-        if k == "decommission":
-            return f"decommission brokers {list(self.brokers)}"
-        if k == "add-brokers":
-            return f"move load onto new brokers {list(self.brokers)}"
-        if k == "drain-rack":
-            return f"drain rack {self.rack}"
-        if k == "set-replication-factor":
-            return f"set replication factor {self.replication_factor} for {', '.join(self.topics)}"
-        if k == "move-topics":
-            return f"move {', '.join(self.topics)} onto brokers {list(self.brokers)}"
-        return "rebalance"
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": self.kind}
-        if self.brokers:
-            d["brokers"] = list(self.brokers)
-        if self.rack is not None:
-            d["rack"] = self.rack
-        if self.topics:
-            d["topics"] = list(self.topics)
-        if self.replication_factor is not None:
-            d["replication_factor"] = self.replication_factor
-        return d
 
 
 @dataclass
@@ -140,6 +98,7 @@ def plan(
     balance_followers: bool = True,
     rebalance: bool = True,
     disk_threshold: float = DISK_THRESHOLD,
+    goals: Sequence[str] | str | None = None,
 ) -> PlanResult:
     """Compute a minimal-movement, rack-safe, balanced plan for ``goal``.
 
@@ -148,6 +107,13 @@ def plan(
     data in flight (a destination holds its new replicas before any source lets go of one).
     A move the goal forces (a removed broker's replicas) that fits nowhere still goes where it
     is most even, and the report's ``disk-capacity`` goal names the brokers past the limit.
+
+    ``goals``: the goals to optimise, in priority order (``--goals``; default
+    :data:`kops.placement.goals.DEFAULT_GOALS`, ``"all"`` every goal): hard goals are always
+    kept; phase 2 balances the first balance goal whose data is known (disk use, network-in use,
+    replica counts) and :mod:`kops.placement.refine` the later ones, each without making an
+    earlier one worse. The network-in limit (80 % of NW_IN) is hard where capacities and rates
+    are known.
 
     ``rebalance=False``: only the moves the goal forces (replicas off removed brokers, RF
     changes, rack repairs) plus leadership reordering; no balancing moves.
@@ -163,9 +129,12 @@ def plan(
         raise BadInput(f"--throttle must be > 0 bytes/s (got {throttle})")
     if not 0 < disk_threshold <= 1:
         raise BadInput(f"the disk threshold must be above 0 and at most 100 % (got {disk_threshold:.0%})")
-    planner = _Planner(topology, goal, max_moves, max_bytes, balance_followers)
+    from kops.placement.goals import DEFAULT_THRESHOLD
+
+    planner = _Planner(topology, goal, max_moves, max_bytes, balance_followers, goals)
     planner.rebalance = rebalance
     planner.limit_disks(disk_threshold)
+    planner.limit_network(DEFAULT_THRESHOLD)
     return planner.run(throttle=throttle, compare_kafka=compare_kafka, kafka_seed=kafka_seed)
 
 
@@ -194,122 +163,6 @@ def plan_set_replication_factor(
 
 def plan_move_topics(topology: Topology, topics: Iterable[str], brokers: Iterable[int], **kw: Any) -> PlanResult:
     return plan(topology, Goal("move-topics", topics=tuple(topics), brokers=tuple(brokers)), **kw)
-
-
-# ---------------------------------------------------------------------------------------------
-# goal resolution
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class _Resolved:
-    allowed: list[int]  # sorted broker ids replicas may live on
-    scope: list[Partition]  # partitions the plan may change, sorted by (topic, partition)
-    rf: list[int]  # target replication factor per scope partition
-    dest_only: set[int] | None  # balance moves may only go to these (add-brokers)
-    notes: list[str]
-
-
-def _fmt_ids(ids: Iterable[int]) -> str:
-    return ",".join(str(i) for i in ids)
-
-
-def _rack_members(topo: Topology, rack: str) -> list[int]:
-    out = []
-    for b in topo.brokers:
-        r = b.rack
-        if r is None:
-            continue
-        if r == rack or (rack.startswith("/") and r.startswith(rack.rstrip("/") + "/")):
-            out.append(b.id)
-    return sorted(out)
-
-
-def _resolve(topo: Topology, goal: Goal) -> _Resolved:
-    if goal.kind not in GOAL_KINDS:
-        raise BadInput(f"unknown goal {goal.kind!r}; one of {', '.join(GOAL_KINDS)}")
-    known = topo.broker_map
-    alive = [b for b in topo.alive_broker_ids]
-    notes: list[str] = []
-    all_parts = sorted(topo.partitions(), key=lambda p: p.tp)
-    dest_only: set[int] | None = None
-
-    def unknown_brokers(ids: Iterable[int]) -> None:
-        bad = sorted(set(ids) - set(known))
-        if bad:
-            raise BadInput(
-                f"brokers {bad} are not in the cluster (known brokers: {_fmt_ids(sorted(known))})"
-            )
-
-    def topics_of(names: Sequence[str]) -> list[Partition]:
-        if not names:
-            raise BadInput("no topics given")
-        missing = [t for t in names if topo.topic(t) is None]
-        if missing:
-            raise BadInput(f"topics not found: {', '.join(missing)}")
-        wanted = set(names)
-        return [p for p in all_parts if p.topic in wanted]
-
-    scope = all_parts
-    rf: list[int] | None = None
-    if goal.kind == "rebalance":
-        allowed = alive
-    elif goal.kind == "decommission":
-        if not goal.brokers:
-            raise BadInput("decommission: no brokers given (--brokers 1,2)")
-        unknown_brokers(goal.brokers)
-        allowed = [b for b in alive if b not in set(goal.brokers)]
-    elif goal.kind == "add-brokers":
-        if not goal.brokers:
-            raise BadInput("add-brokers: no brokers given (--brokers 7,8)")
-        unknown_brokers(goal.brokers)
-        dead = sorted(b for b in goal.brokers if not known[b].alive)
-        if dead:
-            raise BadInput(f"add-brokers: brokers {dead} are not alive; start them first")
-        allowed = alive
-        dest_only = set(goal.brokers)
-    elif goal.kind == "drain-rack":
-        if not goal.rack:
-            raise BadInput("drain-rack: no rack given (--rack R)")
-        members = _rack_members(topo, goal.rack)
-        if not members:
-            raise BadInput(f"drain-rack: no broker is in rack {goal.rack!r} (racks: {', '.join(topo.racks)})")
-        allowed = [b for b in alive if b not in set(members)]
-        notes.append(f"rack {goal.rack} holds brokers {_fmt_ids(members)}")
-    elif goal.kind == "set-replication-factor":
-        n = goal.replication_factor
-        if n is None or n < 1:
-            raise BadInput(f"set-replication-factor: replication factor must be >= 1 (got {n})")
-        scope = topics_of(goal.topics)
-        allowed = alive
-        rf = [n] * len(scope)
-    else:  # move-topics
-        if not goal.brokers:
-            raise BadInput("move-topics: empty --broker-list")
-        unknown_brokers(goal.brokers)
-        scope = topics_of(goal.topics)
-        dead = sorted(b for b in goal.brokers if not known[b].alive)
-        if dead:
-            notes.append(f"brokers {dead} in the broker list are not alive and get no replicas")
-        allowed = sorted(b for b in set(goal.brokers) if known[b].alive)
-    if rf is None:
-        rf = [len(p.replicas) for p in scope]
-    if not allowed:
-        raise BadInput(f"{goal.describe()}: no alive broker would be left to hold replicas")
-    # feasibility: RF never exceeds the brokers allowed (rack-safety itself is always satisfiable)
-    short = [(p, n) for p, n in zip(scope, rf) if n > len(allowed)]
-    if short:
-        racks = sorted({topo.rack_of(b) or f"<broker {b}>" for b in allowed})
-        need = max(n for _, n in short)
-        details = [f"{p.topic}-{p.partition}: replication factor {n}" for p, n in short[:50]]
-        if len(short) > 50:
-            details.append(f"... and {len(short) - 50} more partitions")
-        raise BadInput(
-            f"{goal.describe()}: cannot be met: {len(short)} partitions need up to {need} distinct "
-            f"brokers but only {len(allowed)} eligible brokers remain ({_fmt_ids(allowed)}) "
-            f"in racks {', '.join(racks)}",
-            details=details,
-        )
-    # Kafka needs racks on all brokers or none (the rack-aware check of --generate)
-    return _Resolved(allowed, scope, rf, dest_only, notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,8 +208,13 @@ class _Planner:
         max_moves: int | None,
         max_bytes: int | None,
         balance_followers: bool,
+        goals: Sequence[str] | None = None,
     ):
+        from kops.placement.goals import select_goals
+
         self.topo = topo
+        #: the goals in priority order (hard ones always; :func:`kops.placement.goals.select_goals`)
+        self.goals = select_goals(goals)
         self.goal = goal
         res = _resolve(topo, goal)
         self.res = res
@@ -371,8 +229,18 @@ class _Planner:
         sizes = [p.size_bytes for p in res.scope]
         self.sizes_known = bool(sizes) and all(s is not None for s in sizes)
         self.size = [int(s) if s is not None else 0 for s in sizes]
-        self.bytes_mode = self.sizes_known and any(s > 0 for s in self.size)
-        self.w = self.size if self.bytes_mode else [1] * len(sizes)
+        rates = [p.bytes_in_per_s for p in res.scope]
+        self.rates_known = bool(rates) and all(r is not None for r in rates)
+        self.rate = [float(r or 0.0) for r in rates]
+        #: what phase 2 balances: the first of the balance goals (disk use, network-in use, replica
+        #: counts) in the goal order whose data is there; "count" when none is
+        self.primary = self._primary()
+        self.bytes_mode = self.primary == "disk-usage"
+        self.weighted = self.primary in ("disk-usage", "nw-in-usage")
+        if self.primary == "nw-in-usage":  # milli-bytes/s: integers like every other weight
+            self.w = [int(round(r * 1000)) for r in self.rate]
+        else:
+            self.w = self.size if self.bytes_mode else [1] * len(sizes)
         rack_of = {b: topo.rack_of(b) for b in self.allowed}
         self.tree = RackTree.build(rack_of)
         self.safety = RackSafety(self.tree)
@@ -381,6 +249,11 @@ class _Planner:
         for b in self.allowed:
             self.leaf_members[self.leaf[b]].append(b)
         self.load: dict[int, int] = {b: 0 for b in self.allowed}
+        #: each broker's share of the weighted balance target (its disk or network-in capacity)
+        #: where brokers differ and every one's is known; None: equal shares (targets the mean)
+        self.capw: dict[int, int] | None = self._capacity_weights()
+        #: the heaps' key: the load, or the load per unit of capacity where capacities differ
+        self.key: dict[int, float] = self.load if self.capw is None else {b: 0.0 for b in self.allowed}
         self.on: dict[int, dict[int, None]] = {b: {} for b in self.allowed}
         self.minheap: list[tuple[int, int]] = []
         self.maxheap: list[tuple[int, int]] = []
@@ -392,6 +265,10 @@ class _Planner:
         self.disk_threshold = DISK_THRESHOLD
         self.disk_limit: dict[int, float] = {}
         self.disk_peak: dict[int, float] = {}
+        #: the network-in limit (bytes/s) of brokers whose NW_IN capacity and every partition's
+        #: rate are known, and each one's network-in after the moves so far (:meth:`limit_network`)
+        self.nw_limit: dict[int, float] = {}
+        self.nw_in: dict[int, float] = {}
         #: the partition :meth:`_pick_add` finds a broker for (its disk check needs the size)
         self._placing: int | None = None
         #: partitions each broker is the preferred leader of (replica index 0), kept current
@@ -408,6 +285,40 @@ class _Planner:
         for b in self.allowed:
             self._rack_leaf_by_rack.setdefault(rack_of[b], self.leaf[b])
 
+    def _primary(self) -> str:
+        for g in self.goals:
+            if g == "disk-usage" and self.sizes_known and any(s > 0 for s in self.size):
+                return g
+            if g == "nw-in-usage" and self.rates_known and any(r > 0 for r in self.rate):
+                return g
+            if g == "replicas":
+                return g
+        return "count"
+
+    def _capacity_weights(self) -> dict[int, int] | None:
+        from kops.placement.goals import disk_capacity, shared_disks
+
+        if not self.weighted:
+            return None
+        if self.primary == "disk-usage":
+            shared = shared_disks(self.topo)
+            caps = {b: disk_capacity(self.topo.broker(b), shared) for b in self.allowed}
+        else:
+            c = {b: self.topo.broker(b).capacity for b in self.allowed}
+            caps = {b: (x.nw_in_bytes_per_s if x is not None else None) for b, x in c.items()}
+        if not caps or any(not v for v in caps.values()) or len(set(caps.values())) == 1:
+            return None
+        return {b: int(v) for b, v in caps.items()}
+
+    def _rekey(self, b: int) -> None:
+        if self.capw is not None:
+            self.key[b] = self.load[b] / self.capw[b]
+
+    def _excess(self, b: int, total: int, capsum: int) -> int:
+        """How far ``b`` is above its target share of ``total`` (scaled by ``capsum``: integers;
+        negative below it). Equal shares: ``n * load - total``."""
+        return self.load[b] * capsum - total * (1 if self.capw is None else self.capw[b])
+
     def topo_leaf(self, b: int) -> int | None:
         """Leaf index (in the allowed tree) of broker ``b``'s rack, also for removed brokers."""
         if b in self.leaf:
@@ -417,19 +328,19 @@ class _Planner:
 
     # -- heaps ----------------------------------------------------------------------------------
     def _push(self, b: int) -> None:
-        heapq.heappush(self.minheap, (self.load[b], b))
-        heapq.heappush(self.maxheap, (-self.load[b], b))
+        heapq.heappush(self.minheap, (self.key[b], b))
+        heapq.heappush(self.maxheap, (-self.key[b], b))
 
     def _rebuild_heaps(self, members: list[int] | None = None) -> None:
         self._heap_members = self.allowed if members is None else members
-        self.minheap = [(self.load[b], b) for b in self._heap_members]
+        self.minheap = [(self.key[b], b) for b in self._heap_members]
         heapq.heapify(self.minheap)
-        self.maxheap = [(-self.load[b], b) for b in self._heap_members]
+        self.maxheap = [(-self.key[b], b) for b in self._heap_members]
         heapq.heapify(self.maxheap)
 
     def _ascending(self, accept) -> int | None:
         """Pop brokers by (load, id) until ``accept(b)`` returns 1 (found) or -1 (stop)."""
-        heap, load = self.minheap, self.load
+        heap, load = self.minheap, self.key
         popped: list[tuple[int, int]] = []
         seen: set[int] = set()
         found = None
@@ -480,15 +391,44 @@ class _Planner:
                 self.disk_limit[b] = threshold * cap
                 self.disk_peak[b] = disk_used(self.topo.broker(b), held[b])
 
+    def limit_network(self, threshold: float) -> None:
+        """The hard network-in limit: ``threshold`` of each allowed broker's NW_IN capacity where
+        it and every partition's bytes-in rate are known (every replica takes its partition's
+        bytes-in: the leader from producers, a follower by fetching)."""
+        if not self.rates_known:
+            return
+        for b in self.allowed:
+            c = self.topo.broker(b).capacity
+            if c is not None and c.nw_in_bytes_per_s:
+                self.nw_limit[b] = threshold * c.nw_in_bytes_per_s
+                self.nw_in[b] = 0.0
+        for p, r in enumerate(self.orig):
+            for b in r:
+                if b in self.nw_in:
+                    self.nw_in[b] += self.rate[p]
+
+    @property
+    def limited(self) -> bool:
+        return bool(self.disk_limit or self.nw_limit)
+
     def _fits_disk(self, b: int, p: int) -> bool:
-        """May partition ``p`` get a new replica on broker ``b`` within the disk limit?"""
+        """May partition ``p`` get a new replica on broker ``b`` within the disk limit (at the
+        peak of the move) and the network-in limit?"""
         limit = self.disk_limit.get(b)
-        if limit is None or b in self.orig[p]:
-            return True
-        return self.disk_peak[b] + self.size[p] <= limit
+        if limit is not None and b not in self.orig[p] and self.disk_peak[b] + self.size[p] > limit:
+            return False
+        limit = self.nw_limit.get(b)
+        return limit is None or b in self.reps[p] or self.nw_in[b] + self.rate[p] <= limit
 
     def _set_replicas(self, p: int, new: list[int]) -> None:
         old = self.reps[p]
+        if self.nw_in:
+            for b in old:
+                if b in self.nw_in and b not in new:
+                    self.nw_in[b] -= self.rate[p]
+            for b in new:
+                if b in self.nw_in and b not in old:
+                    self.nw_in[b] += self.rate[p]
         if self.disk_limit:
             orig = self.orig[p]
             for b in new:
@@ -514,6 +454,10 @@ class _Planner:
             if b in self.load:
                 self.load[b] += w
                 self.on[b][p] = None
+        if self.capw is not None:
+            for b in chain(old, new):
+                if b in self.load:
+                    self._rekey(b)
         changed = set(old) ^ set(new)
         for b in set(old) | set(new):
             if b in self.gen and (b in changed and b in new or b not in changed):
@@ -537,7 +481,7 @@ class _Planner:
         """Least-loaded allowed broker whose addition keeps ``cur`` rack-safe."""
         excl = set(cur) | set(exclude)
         safe = self.safety.safe_distinct
-        load = self.load
+        load = self.key
 
         fits = self._fits_disk
         p_now = self._placing
@@ -546,7 +490,7 @@ class _Planner:
             return 1 if b not in excl and safe(cur + [b]) and (p_now is None or fits(b, p_now)) else 0
 
         best = self._ascending(accept)
-        if best is None and p_now is not None and self.disk_limit:
+        if best is None and p_now is not None and self.limited:
             # nowhere within the disk limit: where it is most even (the report names the brokers)
             best = self._ascending(lambda b: 1 if b not in excl and safe(cur + [b]) else 0)
         if prefer_leaf is not None and best is not None and self.leaf[best] != prefer_leaf:
@@ -575,7 +519,7 @@ class _Planner:
         for b in self.allowed:
             if b in excl:
                 continue
-            key = tuple(counts[lvl][tree.level_of[lvl][b]] for lvl in range(tree.depth)) + (self.load[b], b)
+            key = tuple(counts[lvl][tree.level_of[lvl][b]] for lvl in range(tree.depth)) + (self.key[b], b)
             if best_key is None or key < best_key:
                 best_key, best = key, b
         if best < 0:
@@ -687,6 +631,8 @@ class _Planner:
             for b in keep:
                 load[b] += wp
                 on[b][p] = None
+        for b in self.allowed:
+            self._rekey(b)
         kb_all = dict(load)  # kept weight per broker (bytes in bytes mode)
         kb_nodrop = dict(load)
         for p in drop_parts:
@@ -750,7 +696,7 @@ class _Planner:
                 return
 
     def _balance_group(self, members: list[int]) -> None:
-        n = len(members)
+        n = len(members) if self.capw is None else sum(self.capw[b] for b in members)  # the shares' sum
         total = sum(self.load[b] for b in members)
         floor_, ceil_ = total // n, -(-total // n)
         while True:
@@ -761,16 +707,18 @@ class _Planner:
                 return
 
     def _balance_pass(self, members: list[int], n: int, total: int, floor_: int, ceil_: int, frozen: set[int]) -> int:
-        bytes_mode = self.bytes_mode
+        """One pass of moves from the most to the least loaded brokers of ``members`` (``n``: the
+        sum of their shares, see :meth:`_excess`; by count the number of brokers)."""
+        bytes_mode = self.weighted
         dest = self.res.dest_only
         load = self.load
+        key = self.key
+        excess = self._excess
         self._rebuild_heaps(members)
         maxheap = self.maxheap
         made = 0
 
-        def useful(ls: int, ld: int) -> bool:
-            if bytes_mode:
-                return n * ls > total and n * ld < total
+        def useful(ls: int, ld: int) -> bool:  # (by count; weighted: excess() of src > 0 > of dst)
             # into the band [floor, ceil]; or, where rack rules keep some broker out of reach, any
             # move from above the band that narrows the gap by two (the heap offers the least
             # loaded destinations first, so an unconstrained cluster never gets here)
@@ -778,10 +726,11 @@ class _Planner:
 
         while maxheap:
             negl, src = heapq.heappop(maxheap)
-            if -negl != load[src] or src in frozen:
+            if -negl != key[src] or src in frozen:
                 continue
             ls = load[src]
-            if (n * ls <= total) if bytes_mode else (ls <= floor_):
+            exc_src = excess(src, total, n) if bytes_mode else 0
+            if (exc_src <= 0) if bytes_mode else (ls <= floor_):
                 break  # nobody above the target: balanced
             scans = [0]
             choice: list[tuple[int, int]] = []
@@ -789,22 +738,29 @@ class _Planner:
             # it back: among destinations as loaded as the first that takes one, the broker with
             # the fewest such leaderships (then the fewest leaderships: the leader phase can hand
             # the others on) gets it, else leaders pile up on one broker
-            rf1: list[tuple[tuple[int, int, int], int, int, int]] = []  # (key, p, dst, load)
-            # by bytes, the bound min(ls - mean, mean - ld) only shrinks as destinations get
-            # heavier: once src's smallest partition exceeds it, no later destination can help
+            rf1: list[tuple[tuple[int, int, int], int, int, float]] = []  # (order, p, dst, key)
             min_w = min((self.w[p] for p in self.on[src]), default=0) if bytes_mode else 0
 
             def accept(dst: int) -> int:
                 if dst == src:
                     return 0
                 ld = load[dst]
-                if not useful(ls, ld) or (rf1 and ld > rf1[0][3]):
-                    return -1
-                if bytes_mode and n * min_w > min(n * ls - total, total - n * ld):
-                    return -1
+                if bytes_mode:
+                    exc_dst = excess(dst, total, n)
+                    if exc_dst >= 0 or (rf1 and key[dst] > rf1[0][3]):
+                        return -1
+                    # by bytes, the bound min(src above, dst below its target) only shrinks as
+                    # destinations get heavier: once src's smallest partition exceeds it, stop
+                    bound = min(exc_src, -exc_dst)
+                    if n * min_w > bound:
+                        return -1
+                else:
+                    bound = 0
+                    if not useful(ls, ld) or (rf1 and ld > rf1[0][3]):
+                        return -1
                 if dest is not None and dst not in dest:
                     return 0
-                p = self._find_movable(src, dst, ls, ld, total, n)
+                p = self._find_movable(src, dst, bound, n)
                 if p is None:
                     if self._scanned:
                         scans[0] += 1
@@ -812,10 +768,10 @@ class _Planner:
                             return -1
                     return 0
                 if len(self.reps[p]) == 1:
-                    key = (self.pinned[dst], self.leads[dst], dst)
-                    if not rf1 or key < rf1[0][0]:
-                        rf1[:] = [(key, p, dst, ld)]
-                    if key[0] or key[1]:
+                    k = (self.pinned[dst], self.leads[dst], dst)
+                    if not rf1 or k < rf1[0][0]:
+                        rf1[:] = [(k, p, dst, key[dst])]
+                    if k[0] or k[1]:
                         return 0  # look at the next destination as loaded
                 choice.append((p, dst))
                 return 1
@@ -898,9 +854,9 @@ class _Planner:
                     break  # q can go to dst but no p of src can go to mid: try another mid
         return False
 
-    def _find_movable(self, src: int, dst: int, ls: int, ld: int, total: int, n: int) -> int | None:
-        """A partition on ``src`` whose replica can move to ``dst`` rack-safely (and, by bytes,
-        without overshooting the mean on either side)."""
+    def _find_movable(self, src: int, dst: int, bound_n: int, n: int) -> int | None:
+        """A partition on ``src`` whose replica can move to ``dst`` rack-safely (and, weighted,
+        without overshooting either one's target: ``n * weight <= bound_n``)."""
         leaf = self.leaf
         ldst = leaf[dst]
         same = leaf[src] == ldst
@@ -913,10 +869,7 @@ class _Planner:
         reps = self.reps
         unrepaired = self.unrepaired
         only_rack_failures = True
-        bytes_mode = self.bytes_mode
-        if bytes_mode:
-            # largest w with n*w <= min(n*ls - total, total - n*ld)
-            bound_n = min(n * ls - total, total - n * ld)
+        bytes_mode = self.weighted
         # a replica that is not the partition's preferred leader is preferred (same weight):
         # moving a follower leaves leadership as it was, moving a leader hands its partition to
         # ``dst`` (for RF 1, where no reordering can give it back, leaders would pile up there)
@@ -925,7 +878,7 @@ class _Planner:
         best_leads = True
         looked = 0
         w = self.w
-        fits = self._fits_disk if self.disk_limit else None
+        fits = self._fits_disk if self.limited else None
         for p in self.on[src]:
             r = reps[p]
             if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
@@ -958,27 +911,39 @@ class _Planner:
     # -- run ---------------------------------------------------------------------------------------
     def run(self, *, throttle: int | None, compare_kafka: bool, kafka_seed: int) -> PlanResult:
         from kops.placement import goals, metrics
+        from kops.placement.goals import DEFAULT_THRESHOLD
 
         before = {tp: tuple(r) for tp, r in zip(self.tps, self.orig)}
         self.prepare()
         lower = metrics.lower_bound(self)
         self.repair()
+        from kops.placement.refine import Refiner
+
+        refiner = Refiner(self)
+        refined: dict[str, int] = {}
         if self.rebalance:
             self.balance()
+            refined = refiner.run(self.goals)
         complete = not self.budget.hit and not self.unrepaired
         # phase 3: leadership by reordering (always complete; costs no data)
         scope_idx = [p for p in range(len(self.reps)) if p not in self.unrepaired]
         moved_parts = [p for p in scope_idx if self.reps[p] is not self.orig[p] and set(self.reps[p]) != set(self.orig[p])]
-        balance_orders(self.reps, scope_idx, self.allowed, followers=self.followers, prefer=moved_parts)
+        followers = self.followers and "first-followers" in self.goals
+        if "leaders" in self.goals:
+            balance_orders(self.reps, scope_idx, self.allowed, followers=followers, prefer=moved_parts)
         # no needless leadership change: a replacement keeps the slot of the replica it replaces
         # and an order goes back to what it was wherever balance did not need the change
         restore_orders(self.reps, {p: _in_place(self.orig[p], self.reps[p]) for p in scope_idx
-                                   if self.reps[p] != list(self.orig[p])}, self.allowed, followers=self.followers)
+                                   if self.reps[p] != list(self.orig[p])}, self.allowed, followers=followers)
+        if self.rebalance:
+            refined.update(refiner.leadership(self.goals))
         target = {tp: tuple(r) for tp, r in zip(self.tps, self.reps)}
         changes = {tp: r for tp, r, o in zip(self.tps, target.values(), self.orig) if r != tuple(o)}
         self._verify(changes)
         kafka = metrics.kafka_generate(self, kafka_seed) if compare_kafka else None
         report = metrics.build_report(self, before, target, changes, lower, kafka, throttle, complete)
+        report["goals_optimised"] = {"order": list(self.goals), "phase2": self.primary,
+                                     "moves_per_goal": refined, "capacity_shares": self.capw is not None}
         # the goals' figures (issue 21); those the report has measured already are taken from it
         bal = report["balance"]
         known = {"rack": goals.figures("rack", "rack-unsafe partitions", report["rack_violations_before"],
@@ -992,7 +957,7 @@ class _Planner:
                                         bound, met=after <= max(bound, 1))
         full_before = self.topo.assignment()
         report["goals"] = goals.evaluate(self.topo, full_before, {**full_before, **target}, brokers=self.allowed,
-                                         known=known, threshold=self.disk_threshold)
+                                         known=known, threshold=self.disk_threshold, nw_threshold=DEFAULT_THRESHOLD)
         return PlanResult(self.goal, target, changes, report, complete, before)
 
     def _verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:

@@ -33,7 +33,37 @@ DEFAULT_THRESHOLD = 0.80
 #: consumers per partition assumed for a leader's network-out (each reads what is written once)
 DEFAULT_FANOUT = 1.0
 
+#: the goals a plan optimises unless ``--goals`` says otherwise: the hard goals, then kops'
+#: minimal-movement balance -- disk use (replica counts where sizes are unknown), preferred
+#: leaders, first followers. Each further goal costs moves (docs/load-and-capacity.md has the
+#: figures): ``--goals`` names them, ``--goals all`` takes every goal in the default order
+DEFAULT_GOALS = tuple(g for g in GOALS if g in HARD) + ("disk-usage", "leaders", "first-followers")
+
 Assignment = Mapping[TopicPartition, Sequence[int]]
+
+
+def select_goals(goals: Sequence[str] | str | None) -> tuple[str, ...]:
+    """The goals a plan optimises, in priority order: hard goals first (always on: a plan never
+    breaks them, named or not), then the soft goals named, in the order named. ``None``: the
+    default (:data:`DEFAULT_GOALS`); ``"all"`` (or ``["all"]``): every goal in the default order.
+    Raises :class:`~kops.errors.BadInput` on an unknown or repeated goal."""
+    from kops.errors import BadInput
+
+    if goals is None:
+        return DEFAULT_GOALS
+    names = [g.strip() for g in (goals.split(",") if isinstance(goals, str) else goals)]
+    names = [g for g in names if g]
+    if names == ["all"]:
+        return GOALS
+    bad = [g for g in names if g not in GOALS]
+    dup = sorted({g for g in names if names.count(g) > 1})
+    if bad or dup or not names:
+        why = ("no goal given" if not names else
+               f"unknown goal{'s' if len(bad) > 1 else ''} {', '.join(bad)}" if bad else f"{', '.join(dup)} given twice")
+        raise BadInput(f"--goals: {why}; goals are {', '.join(GOALS)} (hard: {', '.join(g for g in GOALS if g in HARD)}, "
+                       "always on), or all")
+    soft = [g for g in names if g not in HARD]
+    return tuple(g for g in GOALS if g in HARD) + tuple(soft)
 
 
 def shared_disks(topo: Topology) -> set[int]:
@@ -93,7 +123,7 @@ def count_bound(total: int, n: int) -> int:
 
 
 def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: Sequence[int] | None = None,
-             threshold: float = DEFAULT_THRESHOLD, fanout: float = DEFAULT_FANOUT,
+             threshold: float = DEFAULT_THRESHOLD, fanout: float = DEFAULT_FANOUT, nw_threshold: float | None = None,
              goals: Sequence[str] = GOALS, known: Mapping[str, dict[str, Any]] | None = None,
              ) -> dict[str, dict[str, Any]]:
     """Each goal of ``goals``: ``{"hard", "unit", "before", "after", "bound", "status", ...}``;
@@ -169,12 +199,13 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
                 continue
             load_b = _nw(before, ids, rate, goal, fanout)
             load_a = _nw(after, ids, rate, goal, fanout)
-            over = [b for b in caps if load_a[b] / caps[b] > threshold]
+            limit = threshold if nw_threshold is None else nw_threshold
+            over = [b for b in caps if load_a[b] / caps[b] > limit]
             out[goal] = figures(goal, "busiest broker, % of capacity",
                                  _pct(max(load_b[b] / caps[b] for b in caps)), _pct(max(load_a[b] / caps[b] for b in caps)),
                                  _pct(sum(load_a[b] for b in caps) / sum(caps.values())), met=not over,
                                  blockers=[f"broker {b}: {_pct(load_a[b] / caps[b])} %" for b in sorted(over)],
-                                 threshold=_pct(threshold), unchecked=sorted(set(ids) - set(caps)))
+                                 threshold=_pct(limit), unchecked=sorted(set(ids) - set(caps)))
         elif goal == "disk-usage":
             if not sizes_known or not disk_cap:
                 unknown(goal, "partition sizes and disk capacities")

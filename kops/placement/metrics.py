@@ -58,16 +58,21 @@ def lower_bound(pl: _Planner) -> dict[str, Any]:
     balanced = max(need_total + excess, deficit, mandatory)
     bytes_mandatory = (need_bytes + repair_bytes) if pl.sizes_known else None
     to_mean = None
-    if pl.bytes_mode:
-        # by bytes the plan balances bytes, not counts: the count bound does not apply; bytes
-        # above the mean on a broker must leave it, bytes missing below the mean must arrive
+    if pl.weighted:
+        # weighted (bytes or rates) the plan balances the weight, not counts: the count bound
+        # does not apply
         moves_lb = mandatory
+    if pl.bytes_mode:
+        # bytes above a broker's target (the mean, or its capacity's share of the total) must
+        # leave it, bytes missing below it must arrive
         target_bytes = sum(rf * s for rf, s in zip(pl.rf, pl.size))
         kb_all, kb_nodrop = prep["kb_all"], prep["kb_nodrop"]
-        above = sum(max(0, n * v - target_bytes) for v in kb_nodrop.values()) // n
-        below = sum(max(0, target_bytes - n * v) for v in kb_all.values()) // n
+        share = pl.capw or dict.fromkeys(allowed, 1)
+        c = sum(share[b] for b in allowed)
+        above = sum(max(0, c * v - target_bytes * share[b]) for b, v in kb_nodrop.items()) // c
+        below = sum(max(0, target_bytes * share[b] - c * v) for b, v in kb_all.items()) // c
         to_mean = max(need_bytes + above, below, bytes_mandatory or 0)
-    else:
+    if not pl.weighted:
         moves_lb = balanced
     return {
         "moves": moves_lb,
@@ -298,7 +303,7 @@ def build_report(
 
     return {
         "goal": {**pl.goal.to_dict(), "description": pl.goal.describe()},
-        "balance_by": "bytes" if pl.bytes_mode else "replicas",
+        "balance_by": "bytes" if pl.bytes_mode else ("bytes-in" if pl.weighted else "replicas"),
         "partitions_in_scope": len(pl.tps),
         "replicas_moved": moves,
         "bytes_moved": nbytes if sizes else None,

@@ -101,15 +101,32 @@ def _sized(caps: dict[int, int], parts: list[tuple[int, ...]], size: int = 100 *
 def test_balancing_by_bytes_never_takes_a_small_disk_past_the_threshold():
     # brokers 0-2 hold 10 partitions x 100 MiB each (RF 1); broker 3 is new and small: 500 MiB
     parts = [(i % 3,) for i in range(30)]
+    # (balanced by replica count: the disk-usage goal would give broker 3 its capacity's share)
     topo = _sized({0: 10_000 * MB, 1: 10_000 * MB, 2: 10_000 * MB, 3: 500 * MB}, parts)
-    res = plan(topo, Goal("rebalance"))
+    res = plan(topo, Goal("rebalance"), goals="replicas")
     on3 = sum(1 for r in res.target.values() if 3 in r)
-    assert on3 == 4  # 400 MiB <= 80 % of 500 MiB; the bytes balance alone puts 6 there
+    assert on3 == 4  # 400 MiB <= 80 % of 500 MiB; the count balance alone puts 7 there
     assert res.report["goals"]["disk-capacity"]["status"] == "met"
-    roomy = plan(topo, Goal("rebalance"), disk_threshold=1.0)
+    roomy = plan(topo, Goal("rebalance"), disk_threshold=1.0, goals="replicas")
     assert sum(1 for r in roomy.target.values() if 3 in r) == 5
     unlimited = plan(_sized({0: 0, 1: 0, 2: 0, 3: 0}, parts), Goal("rebalance"))
     assert sum(1 for r in unlimited.target.values() if 3 in r) >= 6
+
+
+def test_disk_use_is_balanced_as_a_share_of_each_brokers_capacity():
+    # 20 x 100 MiB on broker 0; brokers 0, 1 have 1000 MiB, broker 2 has 2000 MiB: 5, 5, 10
+    parts = [(0,)] * 20
+    topo = _sized({0: 1000 * MB, 1: 1000 * MB, 2: 2000 * MB}, parts, size=100 * MB)
+    res = plan(topo, Goal("rebalance"))
+    per = {b: sum(1 for r in res.target.values() if b in r) for b in (0, 1, 2)}
+    assert per == {0: 5, 1: 5, 2: 10}, per
+    du = res.report["goals"]["disk-usage"]
+    assert du["after"] == 0.0 and du["before"] == 200.0, du
+    assert res.report["goals_optimised"]["capacity_shares"] is True
+    assert res.report["lower_bound"]["bytes_to_reach_mean"] == 15 * 100 * MB
+    # by count the same cluster splits evenly instead (7, 7, 6: the disk goal left out)
+    by_count = plan(topo, Goal("rebalance"), goals="replicas,leaders")
+    assert sorted(sum(1 for r in by_count.target.values() if b in r) for b in (0, 1, 2)) == [6, 7, 7]
 
 
 def test_a_forced_move_that_fits_nowhere_is_made_and_named():

@@ -172,9 +172,15 @@ def test_what_if_capacities_from_a_file(tmp_path):
     cap = tmp_path / "cap.json"
     cap.write_text(json.dumps({"brokerCapacities": [{"brokerId": -1, "capacity": {"DISK": "1000"}},
                                                     {"brokerId": 3, "capacity": {"DISK": "150"}}]}))
-    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a", "--capacity-file", str(cap))
+    # by replica count the small broker takes what fits below the threshold
+    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a", "--capacity-file", str(cap),
+                         "--goals", "replicas,leaders")
     assert rc == 0, err
     assert len(doc["plan"]["partitions"]) == 1  # 100 MiB of 150: 67 %; a second would be 133 %
+    # by disk use it is given its capacity's share: less than one partition of 100 MiB
+    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a", "--capacity-file", str(cap))
+    assert rc == 0, err
+    assert doc["plan"]["partitions"] == [] and doc["report"]["goals_optimised"]["capacity_shares"], doc["report"]
 
 
 @pytest.mark.parametrize("args, expect", [

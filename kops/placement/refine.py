@@ -1,0 +1,516 @@
+"""Goal passes after the balance phase (issue 21): the soft goals phase 2 did not balance, in
+priority order, each by moves that never make a goal before it worse.
+
+Phase 2 of :mod:`kops.placement.balancer` balances one load: the first balance goal of the order
+(disk use, network-in use or replica counts). This module then takes the soft goals after it,
+one at a time, as Cruise Control does with its goal list:
+
+* **disk-usage**, **nw-in-usage** (a broker's use, % of its capacity; equal shares where
+  capacities are unknown): met when every broker is within ±:data:`BAND` of the mean use;
+* **replicas**: every broker's count within floor/ceil of the mean;
+* **topic-spread**: each topic's replicas per broker within floor/ceil of its mean (±1), then
+  each topic's preferred leaders likewise, by reordering (after the leader phase).
+
+A pass moves one replica at a time (same slot: the moved replica keeps its place in the list)
+from a broker outside the goal's band toward one inside it, and takes a move only when it brings
+the goal strictly closer (the summed distance of the two brokers from the band) and leaves every
+earlier goal's distance on both brokers no larger -- so a later goal never undoes an earlier one
+-- and keeps the hard goals: rack safety, the disk limit at the peak of the move, the network-in
+limit, the move budget. Phase 2's goal is guarded with the same bands. Pure; integers and dicts;
+no pass scans more than a bounded number of candidates per broker.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kops.placement.balancer import _Planner
+
+#: a resource goal's band: within ±10 % of the mean use (Cruise Control's default balance
+#: threshold, 1.10, for disk and network)
+BAND = 0.10
+#: candidates looked at per broker and pass: a bound on very large clusters
+_LOOK = 256
+_EPS = 1e-9
+
+
+Move = tuple[int, int, int]  # (partition, from broker, to broker)
+
+
+class _Load:
+    """A per-broker load summed over replicas (disk bytes, network-in bytes/s or replicas) and
+    its band, in units of each broker's share (capacity)."""
+
+    def __init__(self, name: str, pl: _Planner, w: Sequence[float], cap: dict[int, float] | None):
+        self.name = name
+        self.w = w
+        ids = pl.allowed
+        self.cap = cap if cap is not None else dict.fromkeys(ids, 1.0)
+        self.load = dict.fromkeys(ids, 0.0)
+        for p, r in enumerate(pl.reps):
+            for b in r:
+                if b in self.load:
+                    self.load[b] += w[p]
+        total = sum(self.load.values())
+        if name == "replicas":
+            n = len(ids)
+            self.lo, self.hi = float(int(total) // n), float(-(-int(total) // n))
+        else:
+            mean = total / sum(self.cap.values()) if self.cap else 0.0
+            self.lo, self.hi = mean * (1 - BAND), mean * (1 + BAND)
+        self.mean = (self.lo + self.hi) / 2
+
+    def use(self, b: int) -> float:
+        return self.load[b] / self.cap[b]
+
+    def dist(self, b: int, delta: float = 0.0) -> float:
+        u = (self.load[b] + delta) / self.cap[b]
+        return max(0.0, u - self.hi) + max(0.0, self.lo - u)
+
+    def deltas(self, moves: Sequence[Move]) -> dict[int, float]:
+        d: dict[int, float] = defaultdict(float)
+        for p, src, dst in moves:
+            d[src] -= self.w[p]
+            d[dst] += self.w[p]
+        return d
+
+    def apply(self, moves: Sequence[Move]) -> None:
+        for b, x in self.deltas(moves).items():
+            self.load[b] += x
+
+    def keeps1(self, p: int, src: int, dst: int) -> bool:
+        w = self.w[p]
+        return self.dist(src, -w) <= self.dist(src) + _EPS and self.dist(dst, w) <= self.dist(dst) + _EPS
+
+    def gain1(self, p: int, src: int, dst: int) -> float:
+        w = self.w[p]
+        return self.dist(src) + self.dist(dst) - self.dist(src, -w) - self.dist(dst, w)
+
+
+class _TopicSpread:
+    """Each topic's replicas per allowed broker, and its band floor/ceil of the mean."""
+
+    def __init__(self, pl: _Planner):
+        self.topic = [tp[0] for tp in pl.tps]
+        self.count: dict[str, Counter[int]] = defaultdict(Counter)
+        self.parts: dict[str, list[int]] = defaultdict(list)
+        allowed = pl.allowed_set
+        for p, r in enumerate(pl.reps):
+            t = self.topic[p]
+            self.parts[t].append(p)
+            for b in r:
+                if b in allowed:
+                    self.count[t][b] += 1
+        n = len(pl.allowed)
+        self.band = {t: (sum(c.values()) // n, -(-sum(c.values()) // n)) for t, c in self.count.items()}
+
+    def dist(self, key: tuple[str, int], delta: int = 0) -> int:
+        t, b = key
+        lo, hi = self.band[t]
+        c = self.count[t][b] + delta
+        return max(0, c - hi) + max(0, lo - c)
+
+    def deltas(self, moves: Sequence[Move]) -> dict[tuple[str, int], int]:
+        d: dict[tuple[str, int], int] = defaultdict(int)
+        for p, src, dst in moves:
+            t = self.topic[p]
+            d[(t, src)] -= 1
+            d[(t, dst)] += 1
+        return d
+
+    def apply(self, moves: Sequence[Move]) -> None:
+        for (t, b), x in self.deltas(moves).items():
+            self.count[t][b] += x
+
+    def keeps1(self, p: int, src: int, dst: int) -> bool:
+        t = self.topic[p]
+        return self.dist((t, src), -1) <= self.dist((t, src)) and self.dist((t, dst), 1) <= self.dist((t, dst))
+
+    def gain1(self, p: int, src: int, dst: int) -> float:
+        t = self.topic[p]
+        return self.dist((t, src)) + self.dist((t, dst)) - self.dist((t, src), -1) - self.dist((t, dst), 1)
+
+
+def _keeps(goal, moves: Sequence[Move]) -> bool:
+    """No broker (topic and broker) ends further outside ``goal``'s band."""
+    return all(goal.dist(k, x) <= goal.dist(k) + _EPS for k, x in goal.deltas(moves).items())
+
+
+def _gain(goal, moves: Sequence[Move]) -> float:
+    """How much closer to ``goal``'s band the moves bring the brokers they touch (summed)."""
+    return sum(goal.dist(k) - goal.dist(k, x) for k, x in goal.deltas(moves).items())
+
+
+class Refiner:
+    """The goal passes over a planner's state (after repair and phase 2)."""
+
+    def __init__(self, pl: _Planner):
+        self.pl = pl
+        self.guards: list[Any] = []
+        self.moves: dict[str, int] = {}
+
+    def _load(self, goal: str) -> _Load | None:
+        pl = self.pl
+        from kops.placement.goals import disk_capacity, shared_disks
+
+        if goal == "replicas":
+            return _Load(goal, pl, [1] * len(pl.reps), None)
+        if goal == "disk-usage":
+            if not (pl.sizes_known and any(pl.size)):
+                return None
+            shared = shared_disks(pl.topo)
+            caps = {b: disk_capacity(pl.topo.broker(b), shared) for b in pl.allowed}
+            return _Load(goal, pl, pl.size, caps if all(caps.values()) else None)
+        if goal == "nw-in-usage":
+            if not (pl.rates_known and any(pl.rate)):
+                return None
+            c = {b: pl.topo.broker(b).capacity for b in pl.allowed}
+            caps = {b: (x.nw_in_bytes_per_s if x is not None else None) for b, x in c.items()}
+            return _Load(goal, pl, pl.rate, caps if all(caps.values()) else None)
+        return None
+
+    def run(self, goals: Sequence[str]) -> dict[str, int]:
+        """Replica-moving passes for the soft goals in ``goals`` (phase 2's own goal only guards
+        the later ones, unless capacities made its target differ from phase 2's)."""
+        pl = self.pl
+        for g in goals:
+            if pl.budget.hit:
+                break
+            if g == "topic-spread":
+                ts = _TopicSpread(pl)
+                self.moves[g] = self._topic_pass(ts)
+                self.guards.append(ts)
+            elif g in ("disk-usage", "nw-in-usage", "replicas"):
+                ld = self._load(g)
+                if ld is None:
+                    continue
+                if g != pl.primary:
+                    self.moves[g] = self._resource_pass(ld)
+                self.guards.append(ld)
+        return self.moves
+
+    # -- one move (or a swap of two) -------------------------------------------------------------
+    def _try(self, moves: Sequence[Move], goal) -> bool:
+        """Make ``moves`` (each: a partition's replica from one broker to another, same slot) if
+        together they gain on ``goal`` and keep every hard and earlier goal; returns whether."""
+        pl = self.pl
+        news = []
+        for p, src, dst in moves:
+            r = pl.reps[p]
+            if dst in r or src not in r or p in pl.unrepaired:
+                return False
+            news.append([dst if b == src else b for b in r])
+        if len(moves) == 1:
+            p, src, dst = moves[0]
+            if goal.gain1(p, src, dst) <= _EPS:
+                return False
+            for g in self.guards:
+                if not g.keeps1(p, src, dst):
+                    return False
+        else:
+            if _gain(goal, moves) <= _EPS:
+                return False
+            for g in self.guards:
+                if not _keeps(g, moves):
+                    return False
+        cost_mv = cost_by = 0
+        for (p, _src, dst), new in zip(moves, news):
+            if not pl.safety.safe_distinct(new) or (pl.limited and not pl._fits_disk(dst, p)):
+                return False
+            mv, by = pl._cost(p, new)
+            omv, oby = pl._cost(p, pl.reps[p])
+            cost_mv += mv - omv
+            cost_by += by - oby
+        if not pl.budget.fits(cost_mv, cost_by):
+            pl.budget.hit = True
+            return False
+        pl.budget.spend(cost_mv, cost_by)
+        for (p, _src, _dst), new in zip(moves, news):
+            pl._set_replicas(p, new)
+        goal.apply(moves)
+        for g in self.guards:
+            g.apply(moves)
+        return True
+
+    # -- a balance goal ------------------------------------------------------------------------
+    def _resource_pass(self, ld: _Load) -> int:
+        """Shed load from the brokers above the band to the least used ones, and fill the brokers
+        below it from the most used: per broker the partitions whose weight fits the gap first
+        (the largest that does not overshoot), a bounded number of tries each (earlier goals
+        refuse many: a partition heavy on an earlier goal's load is tried after a light one)."""
+        pl = self.pl
+        made = 0
+        guard = next((g for g in self.guards if isinstance(g, _Load)), None)
+        gw = guard.w if guard is not None else None
+
+        def order(b: int, room: float) -> list[int]:
+            # fitting the room first, heaviest first; among equals the lightest on the guard
+            w, c = ld.w, ld.cap[b]
+            ps = [q for q in pl.on[b] if w[q] > 0]
+            fit = sorted((q for q in ps if w[q] / c <= room), key=lambda q: (-w[q], gw[q] if gw else 0, q))
+            return fit[:_LOOK]
+
+        for _round in range(64):
+            if pl.budget.hit:
+                break
+            before = made
+            ids = sorted(pl.allowed, key=lambda b: (ld.use(b), b))
+            over = [b for b in reversed(ids) if ld.use(b) > ld.hi + _EPS]
+            under = [b for b in ids if ld.use(b) < ld.lo - _EPS]
+            if not over and not under:
+                break
+            below = [b for b in ids if ld.use(b) < ld.mean]
+            above = [b for b in reversed(ids) if ld.use(b) > ld.mean]
+            for src in over:
+                tries = 0
+                for p in order(src, ld.use(src) - ld.lo):
+                    if ld.dist(src) <= _EPS or tries > 4 * _LOOK:
+                        break
+                    for dst in below[:16]:
+                        tries += 1
+                        if self._try(((p, src, dst),), ld):
+                            made += 1
+                            break
+            for dst in under:
+                tries = 0
+                for src in above[:16]:
+                    if ld.dist(dst) <= _EPS or tries > 4 * _LOOK:
+                        break
+                    room = (ld.hi - ld.use(dst)) * ld.cap[dst] / ld.cap[src]
+                    for p in order(src, room):
+                        tries += 1
+                        if self._try(((p, src, dst),), ld) and ld.dist(dst) <= _EPS:
+                            made += 1
+                            break
+            if made == before:
+                break
+        return made
+
+    # -- topic spread --------------------------------------------------------------------------
+    def _topic_pass(self, ts: _TopicSpread) -> int:
+        pl = self.pl
+        made = 0
+        # destinations are tried least used first on the earlier goals' first load (keeps them)
+        first = next((g for g in self.guards if isinstance(g, _Load)), None)
+        for t in sorted(ts.parts):
+            lo, hi = ts.band[t]
+            cnt = ts.count[t]
+            if not any(ts.dist((t, b)) for b in pl.allowed):
+                continue
+            for _round in range(3):
+                order = sorted(pl.allowed, key=lambda b: (cnt[b], first.use(b) if first else 0.0, b))
+                under = [b for b in order if cnt[b] < hi]
+                progressed = False
+                for p in ts.parts[t]:
+                    for src in list(pl.reps[p]):
+                        if src not in pl.allowed_set or ts.dist((t, src)) == 0 and not (
+                                cnt[src] > lo and under and cnt[under[0]] < lo):
+                            continue
+                        if self._even_one(ts, p, src, under):
+                            made += 1
+                            progressed = True
+                        if pl.budget.hit:
+                            return made
+                if not progressed:
+                    break
+        return made
+
+    def _even_one(self, ts: _TopicSpread, p: int, src: int, under: list[int]) -> bool:
+        """Move p's replica on src to a broker where its topic is short; where that alone would
+        make an earlier goal worse (replica counts held at floor/ceil, disks in their band), swap
+        it for a replica of another topic coming back, which keeps the brokers' loads."""
+        pl = self.pl
+        cnt = ts.count[ts.topic[p]]
+        cands = [d for d in under[:_LOOK] if cnt[src] - cnt[d] >= 2]
+        for dst in cands:
+            if self._try(((p, src, dst),), ts):
+                return True
+        if not self.guards:
+            return False
+        t = ts.topic[p]
+        for dst in cands[:16]:
+            looked = 0
+            for q in pl.on[dst]:
+                if ts.topic[q] == t or src in pl.reps[q]:
+                    continue
+                looked += 1
+                if looked > 64:
+                    break
+                if self._try(((p, src, dst), (q, dst, src)), ts):
+                    return True
+        return False
+
+    # -- leadership, by reordering (after the leader phase) -----------------------------------
+    def leadership(self, goals: Sequence[str]) -> dict[str, int]:
+        """The leadership goals after the leader phase, in ``goals``' order: ``leader-bytes-in``
+        (each broker's leaders' bytes-in within ±:data:`BAND` of the mean) and the leader half of
+        ``topic-spread`` (each topic's preferred leaders per broker within floor/ceil of its
+        mean). A step swaps a partition's leader with one of its followers -- alone, or paired
+        with the opposite swap in a partition the follower leads and the leader follows, which
+        keeps every broker's leader count -- where it gains on the goal and leaves the leader and
+        first-follower counts (where those goals are on) within their floor/ceil band and every
+        earlier leadership goal no worse: leadership goals act inside the cluster's leader
+        balance, never at its cost. Returns the swaps per goal."""
+        pl = self.pl
+        reps = pl.reps
+        n = len(pl.allowed)
+        topic = [tp[0] for tp in pl.tps]
+        rate = pl.rate
+        scope = [p for p in range(len(reps)) if p not in pl.unrepaired and len(reps[p]) > 1]
+        led_by: dict[int, set[int]] = defaultdict(set)
+        for p in scope:
+            led_by[reps[p][0]].add(p)
+
+        guards: list[_Counts] = []
+        for g, slot in (("leaders", 0), ("first-followers", 1)):
+            if g in goals:
+                c = Counter(r[slot] for r in reps if len(r) > slot)
+                total = sum(1 for r in reps if len(r) > slot)
+                guards.append(_Counts(slot, c, (total // n, -(-total // n))))
+        made: dict[str, int] = {}
+        for g in goals:
+            if g == "leader-bytes-in" and pl.rates_known and any(rate):
+                obj: _Counts = _Counts("lbi", Counter(), None, weight=rate)
+                for p in scope:
+                    obj.count[reps[p][0]] += rate[p]
+                mean = sum(obj.count.values()) / n
+                obj.band = (mean * (1 - BAND), mean * (1 + BAND))
+                made[g] = self._lead_pass(obj, guards, led_by, scope)
+                guards.append(obj)
+            elif g == "topic-spread":
+                lead = Counter((topic[p], reps[p][0]) for p in scope)
+                per_topic = Counter(topic[p] for p in scope)
+                obj = _Counts("topic", lead, None, topic=topic,
+                              bands={t: (k // n, -(-k // n)) for t, k in per_topic.items()})
+                made["topic-spread leaders"] = self._lead_pass(obj, guards, led_by, scope)
+                guards.append(obj)
+        return made
+
+    def _lead_pass(self, obj: _Counts, guards: list[_Counts], led_by: dict[int, set[int]], scope: list[int]) -> int:
+        pl = self.pl
+        reps, allowed = pl.reps, pl.allowed_set
+
+        def try_swaps(swaps) -> bool:
+            if obj.gain(swaps, reps) <= _EPS:
+                return False
+            if not all(g.keeps(swaps, reps) for g in guards):
+                return False
+            for g in (obj, *guards):
+                g.apply(swaps, reps)
+            for p, i in swaps:
+                r = reps[p]
+                led_by[r[0]].discard(p)
+                new = list(r)
+                new[0], new[i] = r[i], r[0]
+                pl._set_replicas(p, new)
+                led_by[new[0]].add(p)
+            return True
+
+        made = 0
+        for _round in range(8):
+            before = made
+            for p in obj.candidates(scope, reps):
+                r = reps[p]
+                a = r[0]
+                if not obj.over(p, a):
+                    continue
+                for i in sorted(range(1, len(r)), key=lambda j: obj.level(p, r[j])):
+                    b = r[i]
+                    if b not in allowed or not obj.worth(p, a, b):
+                        continue
+                    if try_swaps(((p, i),)):
+                        made += 1
+                        break
+                    # paired with a partition b leads and a follows (b gives one back to a)
+                    looked = 0
+                    done = False
+                    for q in sorted(led_by[b], key=lambda x: obj.weight_of(x)):
+                        if q == p or a not in reps[q] or not obj.pairs(p, q):
+                            continue
+                        looked += 1
+                        if looked > 64:
+                            break
+                        if try_swaps(((p, i), (q, reps[q].index(a)))):
+                            made += 2
+                            done = True
+                            break
+                    if done:
+                        break
+            if made == before:
+                break
+        return made
+
+
+class _Counts:
+    """A per-broker (or per topic and broker) leadership count or weight and its band:
+    ``slot`` 0 / 1 (preferred leaders, first followers), ``"lbi"`` (leaders' bytes-in),
+    ``"topic"`` (each topic's preferred leaders)."""
+
+    def __init__(self, slot, count: Counter, band, *, weight=None, topic=None, bands=None):
+        self.slot, self.count, self.band = slot, count, band
+        self.weight, self.topic, self.bands = weight, topic, bands
+
+    def _key(self, p: int, b: int):
+        return (self.topic[p], b) if self.slot == "topic" else b
+
+    def _band(self, key):
+        return self.bands[key[0]] if self.slot == "topic" else self.band
+
+    def dist(self, key, delta: float = 0) -> float:
+        lo, hi = self._band(key)
+        c = self.count[key] + delta
+        return max(0.0, c - hi) + max(0.0, lo - c)
+
+    def deltas(self, swaps, reps) -> dict:
+        d: dict = defaultdict(float)
+        for p, i in swaps:
+            a, b = reps[p][0], reps[p][i]
+            if self.slot == 1:
+                if i == 1:
+                    d[b] -= 1
+                    d[a] += 1
+                continue
+            w = self.weight[p] if self.slot == "lbi" else 1
+            d[self._key(p, a)] -= w
+            d[self._key(p, b)] += w
+        return d
+
+    def gain(self, swaps, reps) -> float:
+        return sum(self.dist(k) - self.dist(k, x) for k, x in self.deltas(swaps, reps).items())
+
+    def keeps(self, swaps, reps) -> bool:
+        return all(self.dist(k, x) <= self.dist(k) + _EPS for k, x in self.deltas(swaps, reps).items())
+
+    def apply(self, swaps, reps) -> None:
+        for k, x in self.deltas(swaps, reps).items():
+            self.count[k] += x
+
+    # -- candidate order for a pass --------------------------------------------------------------
+    def candidates(self, scope: list[int], reps) -> list[int]:
+        if self.slot == "topic":
+            return sorted(scope, key=lambda p: (self.topic[p], p))
+        # the busiest leaders first, each one's heaviest partitions first
+        return sorted(scope, key=lambda p: (-self.count[reps[p][0]], -self.weight[p], p))
+
+    def level(self, p: int, b: int) -> float:
+        return self.count[self._key(p, b)]
+
+    def over(self, p: int, a: int) -> bool:
+        key = self._key(p, a)
+        lo, hi = self._band(key)
+        return self.count[key] > (lo if self.slot == "topic" else hi) + _EPS
+
+    def worth(self, p: int, a: int, b: int) -> bool:
+        gap = self.count[self._key(p, a)] - self.count[self._key(p, b)]
+        return gap >= 2 if self.slot == "topic" else gap > _EPS
+
+    def weight_of(self, q: int) -> float:
+        return self.weight[q] if self.slot == "lbi" else 0.0
+
+    def pairs(self, p: int, q: int) -> bool:
+        if self.slot == "topic":
+            return self.topic[q] != self.topic[p]
+        return self.weight[q] < self.weight[p]
