@@ -5,6 +5,14 @@ topics, rack-safe but mildly unbalanced (a seeded ~10% skew of broker popularity
 sizes 1 MiB - 10 GiB (log-uniform) unless --no-sizes; one broker (id 0) is decommissioned.
 
     .venv/bin/python bench/bench_plan.py [--no-sizes] [--brokers 1000 --racks 50 --partitions 333334]
+    .venv/bin/python bench/bench_plan.py --no-sizes --hot 10 --hot-weight 20     # skewed onto hot brokers
+    .venv/bin/python bench/bench_plan.py --rates --capacities --goals all        # issue 21: every goal
+
+``--hot N --hot-weight W``: N brokers (spread over the racks) are W times as popular as the others
+when the synthetic cluster is placed (a cluster skewed onto a few hot brokers). ``--rates``: each
+partition gets a bytes-in rate (log-uniform 100 B/s - 1 MiB/s). ``--capacities``: heterogeneous
+brokers (every fourth one has twice the disk and network; disks sized so the mean use is ~50 %).
+``--goals``: as ``kops plan --goals``.
 
 Prints wall time of the plan (Topology in memory -> plan + report), peak RSS of the process
 (resource.getrusage, includes building the synthetic topology), replicas/bytes moved against
@@ -25,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kops.model import Broker, Partition, Topic, Topology  # noqa: E402
 
 
-def synthetic(n_brokers: int, n_racks: int, n_partitions: int, rf: int, sizes: bool, seed: int = 42) -> Topology:
+def synthetic(n_brokers: int, n_racks: int, n_partitions: int, rf: int, sizes: bool, seed: int = 42, *,
+              hot: int = 0, hot_weight: float = 1.0, rates: bool = False, capacities: bool = False) -> Topology:
     rng = random.Random(seed)
     brokers = tuple(Broker(b, rack=f"rack-{b % n_racks:02d}") for b in range(n_brokers))
     by_rack: list[list[int]] = [[] for _ in range(n_racks)]
@@ -33,6 +42,8 @@ def synthetic(n_brokers: int, n_racks: int, n_partitions: int, rf: int, sizes: b
         by_rack[b % n_racks].append(b)
     # mild imbalance: each broker's popularity in its rack is 1 +- 10%
     weight = [1.0 + rng.uniform(-0.1, 0.1) for _ in range(n_brokers)]
+    for b in range(0, n_brokers, max(1, n_brokers // hot) if hot else n_brokers + 1)[:hot]:
+        weight[b] *= hot_weight
     cum = []
     for members in by_rack:
         acc, c = 0.0, []
@@ -59,10 +70,24 @@ def synthetic(n_brokers: int, n_racks: int, n_partitions: int, rf: int, sizes: b
                 c = cum[r]
                 reps.append(by_rack[r][bisect.bisect_left(c, rng.random() * c[-1])])
             size = int(2 ** rng.uniform(20, 33.2)) if sizes else None
-            parts.append(Partition(f"topic-{t:04d}", i, tuple(reps), size_bytes=size))
+            rate = 2 ** rng.uniform(6.6, 20) if rates else None
+            parts.append(Partition(f"topic-{t:04d}", i, tuple(reps), size_bytes=size, bytes_in_per_s=rate))
         made += k
         topics.append(Topic(f"topic-{t:04d}", tuple(parts)))
-    return Topology(brokers=brokers, topics=tuple(topics))
+    topo = Topology(brokers=brokers, topics=tuple(topics))
+    if capacities:
+        from dataclasses import replace
+
+        from kops.model import Capacity
+
+        disk = sum((p.size_bytes or 2**30) * len(p.replicas) for p in topo.partitions())
+        nw = sum((p.bytes_in_per_s or 0.0) * len(p.replicas) for p in topo.partitions())
+        unit = sum(2 if b % 4 == 0 else 1 for b in range(n_brokers))
+        topo = replace(topo, brokers=tuple(replace(b, capacity=Capacity(
+            disk_bytes=int(2 * disk / unit * (2 if b.id % 4 == 0 else 1)),
+            nw_in_bytes_per_s=(4 * nw / unit * (2 if b.id % 4 == 0 else 1)) or None,
+            nw_out_bytes_per_s=(8 * nw / unit * (2 if b.id % 4 == 0 else 1)) or None)) for b in topo.brokers))
+    return topo
 
 
 def main() -> None:
@@ -74,10 +99,16 @@ def main() -> None:
     ap.add_argument("--decommission", type=int, default=0)
     ap.add_argument("--no-sizes", action="store_true")
     ap.add_argument("--throttle", type=int, default=100 * 1024 * 1024)
+    ap.add_argument("--hot", type=int, default=0, help="brokers the synthetic cluster is skewed onto")
+    ap.add_argument("--hot-weight", type=float, default=10.0)
+    ap.add_argument("--rates", action="store_true")
+    ap.add_argument("--capacities", action="store_true")
+    ap.add_argument("--goals", default=None)
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    topo = synthetic(args.brokers, args.racks, args.partitions, args.rf, not args.no_sizes)
+    topo = synthetic(args.brokers, args.racks, args.partitions, args.rf, not args.no_sizes, hot=args.hot,
+                     hot_weight=args.hot_weight, rates=args.rates, capacities=args.capacities)
     t1 = time.perf_counter()
     from kops.placement import metrics
     from kops.placement.balancer import plan_decommission
@@ -96,7 +127,7 @@ def main() -> None:
     metrics.kafka_generate = timed_kafka
     c1 = time.process_time()
     t1 = time.perf_counter()
-    res = plan_decommission(topo, [args.decommission], throttle=args.throttle)
+    res = plan_decommission(topo, [args.decommission], throttle=args.throttle, goals=args.goals)
     t2 = time.perf_counter()
     c2 = time.process_time()
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -130,6 +161,12 @@ def main() -> None:
           f"first followers {b['first_follower_spread_before']} -> {b['first_follower_spread_after']}")
     if "bytes_spread_before" in b:
         print(f"bytes spread: {b['bytes_spread_before'] / gib:.1f} GiB -> {b['bytes_spread_after'] / gib:.1f} GiB")
+    go = rep.get("goals_optimised") or {}
+    print(f"goals optimised: {','.join(go.get('order', []))}; phase 2 by {go.get('phase2')}"
+          f"{' (capacity shares)' if go.get('capacity_shares') else ''}; refine moves {go.get('moves_per_goal')}")
+    for g, v in rep["goals"].items():
+        if v.get("status") != "unknown":
+            print(f"  {g:16} {v['before']} -> {v['after']} (bound {v.get('bound')}, {v['status']})")
     d = rep["duration"]
     if d and d["seconds"] is not None:
         print(f"estimated duration at {args.throttle / 2**20:.0f} MiB/s: {d['seconds'] / 3600:.1f} h serial, "

@@ -18,6 +18,8 @@ from kops.cli.common import (
     err_console,
     handle_errors,
 )
+from kops.cli.plan import CapacityFileOpt, GoalsOpt
+
 app = typer.Typer(
     help="Unattended replica rebalancing: one bounded, rack-safe step per cron run that converges to "
     "`plan rebalance`'s balance; pause kops' cron jobs for maintenance.",
@@ -65,6 +67,14 @@ def step(
         typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the step's plan too.")] = False,
+    goals: GoalsOpt = None,
+    sample_seconds: Annotated[
+        float | None,
+        typer.Option("--sample-seconds", click_type=params.seconds(lo=1, hi=3600), metavar="N",
+                     help="Measure each partition's bytes-in over N seconds before planning (as `cluster "
+                          "describe --sample-seconds`): network-in goals and limits need it."),
+    ] = None,
+    capacity_file: CapacityFileOpt = None,
 ) -> None:
     """The cron job: one bounded, rack-safe replica rebalancing step.
 
@@ -79,11 +89,22 @@ def step(
     under-replicated). A step an earlier run left unfinished (killed) is finished first.
     Quiet on success: one summary line on stderr.
 
+    Workload-aware: --sample-seconds measures bytes-in, --capacity-file gives capacities and
+    --goals orders the goals as for `kops plan` (then the goals' bands decide what is balanced,
+    and a goal may yield only to an earlier one that improved).
+
     Exit 0 balanced, step done or stepped aside; 3 step not done within its bound (it goes on in
     the cluster; the next run finishes it) or no move fits the bound; 1 failure; 2 bad input.
     """
     from kops.ops import replica_rebalance as RR
+    from kops.placement.goals import select_goals
 
+    chosen = select_goals(goals) if goals is not None else None  # checked before connecting
+    capacities = None
+    if capacity_file:
+        from kops.inputs.capacity import read_capacity_file
+
+        capacities = read_capacity_file(capacity_file)
     bounds = RR.StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration,
                            threshold_pct=balance_threshold)
     res = None
@@ -95,7 +116,8 @@ def step(
 
                 reporter = make_reporter()
             res = RR.step(conn, bounds=bounds, throttle=throttle, dry_run=dry_run,
-                          max_moves_per_broker=max_moves_per_broker, reporter=reporter)
+                          max_moves_per_broker=max_moves_per_broker, reporter=reporter, goals=chosen,
+                          sample_seconds=sample_seconds, capacities=capacities)
     finally:
         if metrics_file and res is not None:
             RR.write_metrics(metrics_file, res)

@@ -25,6 +25,7 @@ the same target, and a step with nothing to move reports ``balanced``.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,11 +145,21 @@ def _goals_text(goals: dict[str, dict[str, Any]], when: str) -> str:
     return ", ".join(parts) or "-"
 
 
-def goals_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def goals_of(report: dict[str, Any], goals: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """Each goal the planner pursues, in priority order, before and after a plan: first what it
     balances — bytes when partition sizes are known, else replica counts — as the distance to
     the target (the sum over live brokers of |load - mean|, which every move of the planner
-    shrinks) and as the spread (max - min); then preferred leaders (spread)."""
+    shrinks) and as the spread (max - min); then preferred leaders (spread).
+
+    With ``goals`` (``--goals``): the soft goals named, in their order, with the figures of the
+    plan's goal report (``report["goals"]``: spreads, uneven topics)."""
+    if goals is not None:
+        from kops.placement.goals import HARD, select_goals
+
+        rep = report.get("goals") or {}
+        return {g: {"before": rep[g]["before"], "after": rep[g]["after"], "bound": rep[g].get("bound"),
+                    "status": rep[g]["status"]}
+                for g in select_goals(goals) if g not in HARD and g in rep and rep[g].get("status") != "unknown"}
     bal = report.get("balance") or {}
     by_bytes = report.get("balance_by") == "bytes"
     key = "bytes" if by_bytes else "replicas"
@@ -196,7 +207,7 @@ def unhealthy(topo: Topology) -> list[str]:
     return [f"{f.subject}: {f.message}" for f in found]
 
 
-def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None):
+def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: Sequence[str] | None = None):
     """The bounded plan of one step (pure): ``(PlanResult, estimated seconds, fits)``.
 
     ``max_duration_s`` at ``throttle`` caps the bytes; when the estimate (busiest broker's
@@ -214,7 +225,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None):
     shrunk = False
     while True:
         res = plan(topo, Goal("rebalance"), max_moves=bounds.max_moves, max_bytes=max_bytes, throttle=throttle,
-                   compare_kafka=False)
+                   compare_kafka=False, goals=goals)
         est = ((res.report.get("duration") or {}).get("seconds_parallel")) if throttle else None
         moved = res.report.get("replicas_moved") or 0
         if not moved:
@@ -222,7 +233,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None):
             # leaves no move while the unbounded plan has some
             if not shrunk and bounds.max_duration_s is not None:
                 shrunk = bool(plan(topo, Goal("rebalance"), max_moves=bounds.max_moves, max_bytes=bounds.max_bytes,
-                                   compare_kafka=False).report.get("replicas_moved"))
+                                   compare_kafka=False, goals=goals).report.get("replicas_moved"))
             return res, est, not shrunk
         if bounds.max_duration_s is None or est is None or est <= bounds.max_duration_s:
             return res, est, True
@@ -232,17 +243,23 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None):
         shrunk = True
 
 
-def worse_goals(goals: dict[str, dict[str, Any]]) -> list[str]:
+def worse_goals(goals: dict[str, dict[str, Any]], ordered: bool = False) -> list[str]:
     """The goals a step makes worse, in priority order (``goals_of``). As in Cruise Control's
     goal priorities, a lower goal may yield to a higher one: when the first goal (the distance
     to balance) strictly improves, preferred-leader spread may widen by one partition (the
-    replica sets changed under it; `kops leader rebalance` and later steps even it again)."""
+    replica sets changed under it; `kops leader rebalance` and later steps even it again).
+    ``ordered`` (``--goals``): any goal may yield once a goal before it strictly improved."""
     names = list(goals)
     improved = bool(names) and goals[names[0]]["after"] < goals[names[0]]["before"]
     bad = []
+    better = False
     for g in names:
         v = goals[g]
         if v.get("before") is None or v.get("after") is None or v["after"] <= v["before"]:
+            better = better or (v.get("after") is not None and v.get("before") is not None and v["after"] < v["before"])
+            continue
+        if ordered and better:
+            v["yielded"] = True
             continue
         if improved and g == "leader_spread" and v["after"] <= v["before"] + 1:
             v["yielded"] = True
@@ -256,8 +273,12 @@ def _step_aside(bounds, throttle, reason: str, t0: float) -> StepResult:
 
 
 def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = False,
-         max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0, reporter=None) -> StepResult:
-    """One cron run (see the module doc)."""
+         max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0, reporter=None,
+         goals: Sequence[str] | None = None, sample_seconds: float | None = None, capacities=None) -> StepResult:
+    """One cron run (see the module doc). ``goals``: as ``plan --goals`` (the goals' own bands
+    then decide what is balanced, not ``threshold_pct``); ``sample_seconds``: measure each
+    partition's bytes-in first (``cluster describe --sample-seconds``); ``capacities``: a read
+    capacity file (``kops.inputs.capacity``)."""
     from kops.cluster.topology import list_reassignments
     from kops.ops import maintenance
     from kops.ops import reassign as R
@@ -295,13 +316,20 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         more = f" (and {len(sick) - 3} more)" if len(sick) > 3 else ""
         return _step_aside(bounds, throttle, "the cluster is not healthy: " + "; ".join(sick[:3]) + more, t0)
 
-    res_plan, est, fits = plan_step(topo, bounds, throttle)
-    goals = goals_of(res_plan.report)
+    if sample_seconds is not None:
+        from kops.cluster.sampling import sample_rates
+
+        topo = sample_rates(conn, topo, sample_seconds)
+    if capacities is not None:
+        topo = topo.with_capacities(capacities)
+    chosen = goals
+    res_plan, est, fits = plan_step(topo, bounds, throttle, chosen)
+    goals = goals_of(res_plan.report, chosen)
     result = StepResult(BALANCED, EXIT_OK, bounds, throttle, report=res_plan.report, plan=res_plan.plan.to_dict(),
                         estimated_s=est, goals=goals)
     dev = bytes_deviation_pct(topo) if res_plan.report.get("balance_by") == "bytes" else None
     result.deviation_pct = dev
-    if dev is not None and dev <= bounds.threshold_pct:
+    if chosen is None and dev is not None and dev <= bounds.threshold_pct:
         result.plan, result.report = None, {**res_plan.report, "replicas_moved": 0, "bytes_moved": 0}
         result.moves_left = 0
         result.duration_s = time.monotonic() - t0
@@ -316,7 +344,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.duration_s = time.monotonic() - t0
         result.moves_left = 0
         return result
-    worse = worse_goals(goals)
+    worse = worse_goals(goals, ordered=chosen is not None)
     if worse:  # the planner's bounded steps only move toward the target: a guard, not a path
         result.status, result.exit_code = NOT_DONE, EXIT_NOT_DONE
         result.reason = "the step would make a goal worse: " + ", ".join(worse) + "; nothing was changed"

@@ -389,7 +389,7 @@ class _Planner:
             cap = disk_capacity(self.topo.broker(b), shared)
             if cap:
                 self.disk_limit[b] = threshold * cap
-                self.disk_peak[b] = disk_used(self.topo.broker(b), held[b])
+                self.disk_peak[b] = disk_used(self.topo.broker(b), held[b], shared)
 
     def limit_network(self, threshold: float) -> None:
         """The hard network-in limit: ``threshold`` of each allowed broker's NW_IN capacity where
@@ -881,17 +881,17 @@ class _Planner:
         fits = self._fits_disk if self.limited else None
         for p in self.on[src]:
             r = reps[p]
-            if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
-                only_rack_failures = False
-                continue
             leads = r[0] == src
             if bytes_mode:
                 wp = w[p]
-                # (an empty partition moves no bytes: moving it would not bring src nearer the mean)
+                # (the weight first: it rules out most; an empty partition would not help src)
                 if n * wp > bound_n or wp == 0 or wp < best_w or (wp == best_w and (leads or not best_leads)):
                     only_rack_failures = False
                     continue
-            elif best is not None:
+            if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
+                only_rack_failures = False
+                continue
+            if not bytes_mode and best is not None:
                 looked += 1
                 if looked > 64:  # a bound: a broker that only leads (RF 1) is not scanned whole
                     return best

@@ -32,6 +32,17 @@ HARD = frozenset({"rack", "disk-capacity", "nw-in-capacity", "nw-out-capacity"})
 DEFAULT_THRESHOLD = 0.80
 #: consumers per partition assumed for a leader's network-out (each reads what is written once)
 DEFAULT_FANOUT = 1.0
+#: a balance goal (disk use, network-in use, leaders' bytes-in) is met when every broker is within
+#: ±10 % of the mean use (Cruise Control's default balance threshold, 1.10), or within one
+#: partition of it where a partition is more than that (no placement does better)
+BAND = 0.10
+
+
+def band(mean: float, largest: float) -> tuple[float, float]:
+    """The band a balance goal holds every broker in: ``mean`` ± max(:data:`BAND` of it, the
+    ``largest`` single replica's share), in the goal's units."""
+    half = max(BAND * mean, largest)
+    return mean - half, mean + half
 
 #: the goals a plan optimises unless ``--goals`` says otherwise: the hard goals, then kops'
 #: minimal-movement balance -- disk use (replica counts where sizes are unknown), preferred
@@ -89,10 +100,13 @@ def disk_capacity(broker, shared: set[int] = frozenset()) -> int | None:
     return None if broker.id in shared else broker.measured_disk_bytes
 
 
-def disk_used(broker, held: float) -> float:
+def disk_used(broker, held: float, shared: set[int] = frozenset()) -> float:
     """A broker's disk use now: its volumes' total minus usable bytes where every online log dir
     reports them (everything on the disk: other files, deleted segments not yet gone), else
-    ``held``, the sizes of the replicas it holds."""
+    ``held``, the sizes of the replicas it holds -- always for a broker in ``shared`` (its volume
+    holds other brokers' data too: see :func:`shared_disks`)."""
+    if broker is not None and broker.id in shared:
+        return float(held)
     online = [d for d in broker.log_dirs if not d.offline] if broker is not None else []
     if online and all(d.capacity_known for d in online):
         return float(sum((d.total_bytes or 0) - (d.usable_bytes or 0) for d in online))
@@ -174,7 +188,7 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
                                    ids, size.get)
             outgoing = _per_broker({tp: [b for b in r if b not in after.get(tp, ())] for tp, r in before.items()},
                                    ids, size.get)
-            ub = {b: disk_used(topo.broker(b), held[b]) for b in ids}
+            ub = {b: disk_used(topo.broker(b), held[b], shared) for b in ids}
             ua = {b: ub[b] + incoming[b] - outgoing[b] for b in ids}
             peak = {b: ub[b] + incoming[b] for b in ids}  # nothing is freed before a move ends
             pct = {k: {b: v[b] / disk_cap[b] for b in disk_cap} for k, v in (("before", ub), ("after", ua),
@@ -214,25 +228,29 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
             pb = {b: v / disk_cap[b] for b, v in _per_broker(before, known, size.get).items()}
             pa = {b: v / disk_cap[b] for b, v in _per_broker(after, known, size.get).items()}
             ideal = sum(_per_broker(after, known, size.get).values()) / sum(disk_cap.values())
-            out[goal] = figures(goal, "spread of disk use, percentage points", _pct(_spread(pb.values())),
-                                 _pct(_spread(pa.values())), 0.0, met=None, mean=_pct(ideal))
+            out[goal] = _balance(goal, "spread of disk use, percentage points", pb, pa, ideal,
+                                 max(size.values()) / min(disk_cap.values()))
         elif goal == "nw-in-usage":
             if not rates_known or not in_cap:
                 unknown(goal, "bytes-in rates and network-in capacities")
                 continue
             known = sorted(in_cap)
             lb, la = _nw(before, known, rate, "nw-in-capacity", fanout), _nw(after, known, rate, "nw-in-capacity", fanout)
-            out[goal] = figures(goal, "spread of network-in use, percentage points",
-                                 _pct(_spread(lb[b] / in_cap[b] for b in known)),
-                                 _pct(_spread(la[b] / in_cap[b] for b in known)), 0.0, met=None)
+            out[goal] = _balance(goal, "spread of network-in use, percentage points",
+                                 {b: lb[b] / in_cap[b] for b in known}, {b: la[b] / in_cap[b] for b in known},
+                                 sum(la.values()) / sum(in_cap[b] for b in known),
+                                 max(rate.values()) / min(in_cap.values()))
         elif goal == "leader-bytes-in":
             if not rates_known:
                 unknown(goal, "bytes-in rates (cluster describe --sample-seconds N)")
                 continue
             lb = _per_broker(before, ids, rate.get, 0)
             la = _per_broker(after, ids, rate.get, 0)
+            lo, hi = band(sum(la.values()) / len(ids), max(rate.values()))
+            out_of = [f"broker {b}: {v:.0f} B/s" for b, v in sorted(la.items()) if not lo - 1e-9 <= v <= hi + 1e-9]
             out[goal] = figures(goal, "spread of leaders' bytes-in, bytes/s", round(_spread(lb.values()), 1),
-                                 round(_spread(la.values()), 1), 0.0, met=None)
+                                 round(_spread(la.values()), 1), 0.0, met=not out_of, blockers=out_of[:10],
+                                 band=[round(lo, 1), round(hi, 1)])
         elif goal == "topic-spread":
             racks = {b: topo.rack_of(b) for b in ids}
             wb, bound = _topics_uneven(before, ids, racks)
@@ -249,6 +267,16 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
             out[goal] = figures(goal, "spread (max - min per broker)", int(_spread(cb.values())),
                                  int(_spread(ca.values())), bound, met=_spread(ca.values()) <= max(bound, 1))
     return out
+
+
+def _balance(goal: str, unit: str, before: Mapping[int, float], after: Mapping[int, float], mean: float,
+             largest: float) -> dict:
+    """A balance goal over use shares: spread before / after (bound 0), met when every broker is
+    in :func:`band` (the brokers outside it named)."""
+    lo, hi = band(mean, largest)
+    out_of = [f"broker {b}: {_pct(v)} %" for b, v in sorted(after.items()) if not lo - 1e-12 <= v <= hi + 1e-12]
+    return figures(goal, unit, _pct(_spread(before.values())), _pct(_spread(after.values())), 0.0, met=not out_of,
+                   blockers=out_of[:10], mean=_pct(mean), band=[_pct(lo), _pct(hi)])
 
 
 def figures(goal: str, unit: str, before: Any, after: Any, bound: Any, *, met: bool | None, **extra: Any) -> dict:

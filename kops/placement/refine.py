@@ -6,7 +6,7 @@ Phase 2 of :mod:`kops.placement.balancer` balances one load: the first balance g
 one at a time, as Cruise Control does with its goal list:
 
 * **disk-usage**, **nw-in-usage** (a broker's use, % of its capacity; equal shares where
-  capacities are unknown): met when every broker is within ±:data:`BAND` of the mean use;
+  capacities are unknown): met when every broker is within :func:`kops.placement.goals.band` of the mean use;
 * **replicas**: every broker's count within floor/ceil of the mean;
 * **topic-spread**: each topic's replicas per broker within floor/ceil of its mean (±1), then
   each topic's preferred leaders likewise, by reordering (after the leader phase).
@@ -29,9 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from kops.placement.balancer import _Planner
 
-#: a resource goal's band: within ±10 % of the mean use (Cruise Control's default balance
-#: threshold, 1.10, for disk and network)
-BAND = 0.10
+from kops.placement.goals import band
 #: candidates looked at per broker and pass: a bound on very large clusters
 _LOOK = 256
 _EPS = 1e-9
@@ -60,7 +58,7 @@ class _Load:
             self.lo, self.hi = float(int(total) // n), float(-(-int(total) // n))
         else:
             mean = total / sum(self.cap.values()) if self.cap else 0.0
-            self.lo, self.hi = mean * (1 - BAND), mean * (1 + BAND)
+            self.lo, self.hi = band(mean, max(w, default=0.0) / min(self.cap.values()))
         self.mean = (self.lo + self.hi) / 2
 
     def use(self, b: int) -> float:
@@ -82,12 +80,28 @@ class _Load:
             self.load[b] += x
 
     def keeps1(self, p: int, src: int, dst: int) -> bool:
-        w = self.w[p]
-        return self.dist(src, -w) <= self.dist(src) + _EPS and self.dist(dst, w) <= self.dist(dst) + _EPS
+        # (inlined dist: the refine passes call this millions of times on large clusters)
+        w, lo, hi, load, cap = self.w[p], self.lo, self.hi, self.load, self.cap
+        u, c = load[src], cap[src]
+        a, b = u / c, (u - w) / c
+        if (b - hi if b > hi else lo - b if b < lo else 0.0) > (a - hi if a > hi else lo - a if a < lo else 0.0) + _EPS:
+            return False
+        u, c = load[dst], cap[dst]
+        a, b = u / c, (u + w) / c
+        return (b - hi if b > hi else lo - b if b < lo else 0.0) <= (a - hi if a > hi else lo - a if a < lo else 0.0) + _EPS
 
     def gain1(self, p: int, src: int, dst: int) -> float:
         w = self.w[p]
         return self.dist(src) + self.dist(dst) - self.dist(src, -w) - self.dist(dst, w)
+
+    def apply1(self, p: int, src: int, dst: int) -> None:
+        self.load[src] -= self.w[p]
+        self.load[dst] += self.w[p]
+
+    def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
+        """p's replica src -> dst and q's dst -> src (a swap)."""
+        x = self.w[p] - self.w[q]
+        return self.dist(src, -x) <= self.dist(src) + _EPS and self.dist(dst, x) <= self.dist(dst) + _EPS
 
 
 class _TopicSpread:
@@ -132,6 +146,14 @@ class _TopicSpread:
     def gain1(self, p: int, src: int, dst: int) -> float:
         t = self.topic[p]
         return self.dist((t, src)) + self.dist((t, dst)) - self.dist((t, src), -1) - self.dist((t, dst), 1)
+
+    def apply1(self, p: int, src: int, dst: int) -> None:
+        c = self.count[self.topic[p]]
+        c[src] -= 1
+        c[dst] += 1
+
+    def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
+        return _keeps(self, ((p, src, dst), (q, dst, src)))
 
 
 def _keeps(goal, moves: Sequence[Move]) -> bool:
@@ -197,12 +219,10 @@ class Refiner:
         """Make ``moves`` (each: a partition's replica from one broker to another, same slot) if
         together they gain on ``goal`` and keep every hard and earlier goal; returns whether."""
         pl = self.pl
-        news = []
         for p, src, dst in moves:
             r = pl.reps[p]
             if dst in r or src not in r or p in pl.unrepaired:
                 return False
-            news.append([dst if b == src else b for b in r])
         if len(moves) == 1:
             p, src, dst = moves[0]
             if goal.gain1(p, src, dst) <= _EPS:
@@ -211,11 +231,13 @@ class Refiner:
                 if not g.keeps1(p, src, dst):
                     return False
         else:
+            (p, src, dst), (q, _d, _s) = moves
+            for g in self.guards:  # (the guards first: they refuse most swaps, cheaply)
+                if not g.keeps2(p, q, src, dst):
+                    return False
             if _gain(goal, moves) <= _EPS:
                 return False
-            for g in self.guards:
-                if not _keeps(g, moves):
-                    return False
+        news = [[dst if b == src else b for b in pl.reps[p]] for p, src, dst in moves]
         cost_mv = cost_by = 0
         for (p, _src, dst), new in zip(moves, news):
             if not pl.safety.safe_distinct(new) or (pl.limited and not pl._fits_disk(dst, p)):
@@ -230,9 +252,14 @@ class Refiner:
         pl.budget.spend(cost_mv, cost_by)
         for (p, _src, _dst), new in zip(moves, news):
             pl._set_replicas(p, new)
-        goal.apply(moves)
-        for g in self.guards:
-            g.apply(moves)
+        if len(moves) == 1:
+            goal.apply1(*moves[0])
+            for g in self.guards:
+                g.apply1(*moves[0])
+        else:
+            goal.apply(moves)
+            for g in self.guards:
+                g.apply(moves)
         return True
 
     # -- a balance goal ------------------------------------------------------------------------
@@ -253,19 +280,20 @@ class Refiner:
             fit = sorted((q for q in ps if w[q] / c <= room), key=lambda q: (-w[q], gw[q] if gw else 0, q))
             return fit[:_LOOK]
 
+        stuck: set[int] = set()  # brokers a whole round found no move for: not tried again
         for _round in range(64):
             if pl.budget.hit:
                 break
             before = made
             ids = sorted(pl.allowed, key=lambda b: (ld.use(b), b))
-            over = [b for b in reversed(ids) if ld.use(b) > ld.hi + _EPS]
-            under = [b for b in ids if ld.use(b) < ld.lo - _EPS]
+            over = [b for b in reversed(ids) if ld.use(b) > ld.hi + _EPS and b not in stuck]
+            under = [b for b in ids if ld.use(b) < ld.lo - _EPS and b not in stuck]
             if not over and not under:
                 break
             below = [b for b in ids if ld.use(b) < ld.mean]
             above = [b for b in reversed(ids) if ld.use(b) > ld.mean]
             for src in over:
-                tries = 0
+                tries, got = 0, made
                 for p in order(src, ld.use(src) - ld.lo):
                     if ld.dist(src) <= _EPS or tries > 4 * _LOOK:
                         break
@@ -274,17 +302,22 @@ class Refiner:
                         if self._try(((p, src, dst),), ld):
                             made += 1
                             break
+                if made == got:
+                    stuck.add(src)
             for dst in under:
-                tries = 0
+                tries, got = 0, made
                 for src in above[:16]:
                     if ld.dist(dst) <= _EPS or tries > 4 * _LOOK:
                         break
                     room = (ld.hi - ld.use(dst)) * ld.cap[dst] / ld.cap[src]
                     for p in order(src, room):
                         tries += 1
-                        if self._try(((p, src, dst),), ld) and ld.dist(dst) <= _EPS:
+                        if self._try(((p, src, dst),), ld):
                             made += 1
-                            break
+                            if ld.dist(dst) <= _EPS:
+                                break
+                if made == got:
+                    stuck.add(dst)
             if made == before:
                 break
         return made
@@ -324,20 +357,20 @@ class Refiner:
         it for a replica of another topic coming back, which keeps the brokers' loads."""
         pl = self.pl
         cnt = ts.count[ts.topic[p]]
-        cands = [d for d in under[:_LOOK] if cnt[src] - cnt[d] >= 2]
+        cands = [d for d in under[:_LOOK] if cnt[src] - cnt[d] >= 2][:_LOOK // 8]
         for dst in cands:
             if self._try(((p, src, dst),), ts):
                 return True
         if not self.guards:
             return False
         t = ts.topic[p]
-        for dst in cands[:16]:
+        for dst in cands[:4]:
             looked = 0
             for q in pl.on[dst]:
                 if ts.topic[q] == t or src in pl.reps[q]:
                     continue
                 looked += 1
-                if looked > 64:
+                if looked > 16:
                     break
                 if self._try(((p, src, dst), (q, dst, src)), ts):
                     return True
@@ -346,7 +379,7 @@ class Refiner:
     # -- leadership, by reordering (after the leader phase) -----------------------------------
     def leadership(self, goals: Sequence[str]) -> dict[str, int]:
         """The leadership goals after the leader phase, in ``goals``' order: ``leader-bytes-in``
-        (each broker's leaders' bytes-in within ±:data:`BAND` of the mean) and the leader half of
+        (each broker's leaders' bytes-in within its band) and the leader half of
         ``topic-spread`` (each topic's preferred leaders per broker within floor/ceil of its
         mean). A step swaps a partition's leader with one of its followers -- alone, or paired
         with the opposite swap in a partition the follower leads and the leader follows, which
@@ -376,8 +409,7 @@ class Refiner:
                 obj: _Counts = _Counts("lbi", Counter(), None, weight=rate)
                 for p in scope:
                     obj.count[reps[p][0]] += rate[p]
-                mean = sum(obj.count.values()) / n
-                obj.band = (mean * (1 - BAND), mean * (1 + BAND))
+                obj.band = band(sum(obj.count.values()) / n, max(rate))
                 made[g] = self._lead_pass(obj, guards, led_by, scope)
                 guards.append(obj)
             elif g == "topic-spread":

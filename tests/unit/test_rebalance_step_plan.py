@@ -96,3 +96,19 @@ def test_bytes_deviation_and_pursued_goals():
     assert list(goals_of(res.report)) == ["bytes_distance", "bytes_spread", "leader_spread"]
     res = plan_step(_skewed(sizes=False), StepBounds(max_moves=50), throttle=None)[0]
     assert list(goals_of(res.report)) == ["replicas_distance", "replica_spread", "leader_spread"]
+
+
+def test_a_step_with_goals_reports_them_in_their_order():
+    goals = ("replicas", "topic-spread", "leaders")
+    res, est, fits = plan_step(_skewed(), StepBounds(max_moves=5), throttle=2 * MIB, goals=goals)
+    assert fits and 0 < res.report["replicas_moved"] <= 5
+    g = goals_of(res.report, goals)
+    assert list(g) == list(goals) and g["replicas"]["after"] < g["replicas"]["before"]
+    assert worse_goals(g, ordered=True) == []
+
+
+def test_with_goals_a_goal_may_yield_only_to_an_earlier_one_that_improved():
+    g = {"disk-usage": {"before": 5.0, "after": 3.0}, "replicas": {"before": 1, "after": 2}}
+    assert worse_goals(g, ordered=True) == [] and g["replicas"]["yielded"]
+    g = {"disk-usage": {"before": 5.0, "after": 5.0}, "replicas": {"before": 1, "after": 2}}
+    assert worse_goals(g, ordered=True) == ["replicas 1 -> 2"]

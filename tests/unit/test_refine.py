@@ -14,7 +14,7 @@ from kops.model import Broker, Capacity, Partition, Topic, Topology
 from kops.placement.balancer import Goal, plan
 from kops.placement.goals import DEFAULT_GOALS, GOALS, select_goals
 from kops.placement.racks import RackTree, rack_violation
-from kops.placement.refine import BAND
+from kops.placement.goals import BAND
 
 MB = 1024 * 1024
 

@@ -1,0 +1,99 @@
+"""Issue 21's done-when on the live sandbox: topics of very different sizes and rates, a producer
+writing throughout; one command (`kops rebalance step` with --sample-seconds, --capacity-file and
+--goals) measures, plans and executes a rebalance after which disk use %, network-in % and every
+topic's spread are within the bands the report gives; the disks, sampled while it runs, never
+pass the threshold; the report shows each goal before / after / bound."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from kops.cluster.config import ClientConfig
+from kops.cluster.connection import Connection
+from kops.cluster.topology import log_dir_usage
+from tests.cluster.kafka_helpers import admin, create_topic, delete_topic, kops
+from tests.cluster.test_sampling import Writer
+
+pytestmark = pytest.mark.cluster
+
+DISK_MB = 100  # each broker's disk in the capacity file (the sandbox's brokers share one volume): ~40 % used
+NW_IN_KB = 2000  # each broker's network-in, KB/s
+GOALS = "disk-usage,nw-in-usage,topic-spread,leaders"
+
+
+def test_one_command_rebalances_disk_network_and_topic_spread_within_bounds(sandbox, bootstrap, unique_topic,
+                                                                              tmp_path):
+    ids = sandbox.broker_ids
+    skew = {p: [ids[0], ids[2], ids[4]][p % 3:] + [ids[0], ids[2], ids[4]][:p % 3] for p in range(6)}
+    big, small, hot, cold = (unique_topic(n) for n in ("big", "small", "hot", "cold"))
+    topics = [big, small, hot, cold]
+    create_topic(bootstrap, big, assignment=skew, mb_per_partition=6)
+    create_topic(bootstrap, small, assignment=skew, mb_per_partition=0.3)
+    create_topic(bootstrap, hot, assignment=skew)
+    create_topic(bootstrap, cold, assignment={p: skew[p] for p in range(3)})
+    cap = tmp_path / "capacity.json"
+    cap.write_text(json.dumps({"brokerCapacities": [
+        {"brokerId": -1, "capacity": {"DISK": str(DISK_MB), "NW_IN": str(NW_IN_KB), "NW_OUT": str(2 * NW_IN_KB),
+                                      "CPU": "100"}}]}))
+    writer = Writer(bootstrap, {hot: 300, cold: 20})
+    peaks: dict[int, float] = {}
+    stop = threading.Event()
+
+    every = sorted(admin(bootstrap).list_topics(timeout=10).topics)  # what the brokers hold, all of it
+
+    def sample_disks(conn) -> None:
+        while not stop.is_set():
+            read = log_dir_usage(conn, ids, every)
+            if read is not None:
+                per: dict[int, int] = {}
+                for (_t, _p, b), size in read.replica_sizes().items():
+                    per[b] = per.get(b, 0) + size
+                for b, v in per.items():
+                    peaks[b] = max(peaks.get(b, 0.0), 100.0 * v / (DISK_MB * 2**20))
+            stop.wait(0.3)
+
+    try:
+        writer.start()
+        with Connection(bootstrap, ClientConfig.load(None)) as conn:
+            sampler = threading.Thread(target=sample_disks, args=(conn,), daemon=True)
+            sampler.start()
+            r = kops("rebalance", "step", "--goals", GOALS, "--sample-seconds", "6", "--capacity-file", str(cap),
+                     "--max-moves", "200", "--throttle", "50M", "--max-moves-per-broker", "4",
+                     "--bootstrap-server", bootstrap, "--output", "json", timeout=600)
+            stop.set()
+            sampler.join(10)
+        doc = json.loads(r.stdout)
+        assert r.returncode == 0 and doc["status"] == "moved", (doc.get("reason"), r.stderr[-3000:])
+        assert doc["execution"]["state"] == "complete" and doc["execution"]["throttles_left"] == []
+        g = doc["report"]["goals"]
+        for name in ("disk-usage", "nw-in-usage", "topic-spread", "leaders", "disk-capacity", "nw-in-capacity"):
+            v = g[name]
+            print(f"[goals live] {name}: {v['before']} -> {v['after']} (bound {v.get('bound')}, "
+                  f"band {v.get('band')}, {v['status']})")
+            assert {"before", "after", "bound", "status"} <= set(v), v
+        # within the bands the report gives: every broker's disk and network-in use, every
+        # topic's replicas and leaders per broker (±1: 3 racks of 2 brokers allow it)
+        for name in ("disk-usage", "nw-in-usage", "topic-spread", "disk-capacity", "nw-in-capacity"):
+            assert g[name]["status"] == "met", (name, g[name])
+        assert g["disk-usage"]["before"] > g["disk-usage"]["after"] and g["nw-in-usage"]["before"] > g["nw-in-usage"]["after"]
+        assert g["topic-spread"]["before"] >= 4 and g["topic-spread"]["after"] == 0
+        # the cluster now is what the plan said: a fresh measurement agrees on the replicas
+        after = json.loads(kops("cluster", "describe", "--bootstrap-server", bootstrap, "--output", "json").stdout)
+        got = {(t["name"], p["partition"]): p["replicas"] for t in after["topics"] if t["name"] in topics
+               for p in t["partitions"]}
+        want = {(e["topic"], e["partition"]): e["replicas"] for e in doc["plan"]["partitions"]}
+        assert all(got[k] == v for k, v in want.items() if k[0] in topics)
+        # sampled while it ran: no broker's disk (the replicas it holds, against its capacity)
+        # past the 80 % threshold
+        assert peaks and max(peaks.values()) <= 80.0, peaks
+        print(f"[goals live] disk peaks during the move (% of {DISK_MB} MiB): "
+              + ", ".join(f"{b}: {v:.1f}" for b, v in sorted(peaks.items())))
+    finally:
+        stop.set()
+        writer.stop.set()
+        writer.join(60)
+        for t in topics:
+            delete_topic(bootstrap, t)
