@@ -36,6 +36,7 @@ from kops.model import ReassignmentPlan, TopicPartition, Topology
 from kops.placement.leaders import balance_orders, restore_orders
 from kops.placement.rackcheck import RackSafety
 from kops.placement.racks import RackTree
+from kops.placement.limits import LoadsAndLimits
 from kops.placement.scope import GOAL_KINDS, Goal, _resolve  # noqa: F401 (GOAL_KINDS: public)
 
 __all__ = [
@@ -200,7 +201,7 @@ class _Budget:
         self.bytes += nbytes
 
 
-class _Planner:
+class _Planner(LoadsAndLimits):
     def __init__(
         self,
         topo: Topology,
@@ -276,6 +277,7 @@ class _Planner:
         #: of those, the RF-1 partitions: leaderships no reordering can move
         self.pinned: Counter[int] = Counter(r[0] for r in self.reps if len(r) == 1)
         self.neg: dict[tuple[int, int], int] = {}
+        self._sorted: dict[int, tuple[int, list[int], list[int]]] = {}
         self.unrepaired: set[int] = set()
         self._scanned = False
         self._heap_members: list[int] = self.allowed
@@ -284,40 +286,6 @@ class _Planner:
         self._rack_leaf_by_rack: dict[str | None, int] = {}
         for b in self.allowed:
             self._rack_leaf_by_rack.setdefault(rack_of[b], self.leaf[b])
-
-    def _primary(self) -> str:
-        for g in self.goals:
-            if g == "disk-usage" and self.sizes_known and any(s > 0 for s in self.size):
-                return g
-            if g == "nw-in-usage" and self.rates_known and any(r > 0 for r in self.rate):
-                return g
-            if g == "replicas":
-                return g
-        return "count"
-
-    def _capacity_weights(self) -> dict[int, int] | None:
-        from kops.placement.goals import disk_capacity, shared_disks
-
-        if not self.weighted:
-            return None
-        if self.primary == "disk-usage":
-            shared = shared_disks(self.topo)
-            caps = {b: disk_capacity(self.topo.broker(b), shared) for b in self.allowed}
-        else:
-            c = {b: self.topo.broker(b).capacity for b in self.allowed}
-            caps = {b: (x.nw_in_bytes_per_s if x is not None else None) for b, x in c.items()}
-        if not caps or any(not v for v in caps.values()) or len(set(caps.values())) == 1:
-            return None
-        return {b: int(v) for b, v in caps.items()}
-
-    def _rekey(self, b: int) -> None:
-        if self.capw is not None:
-            self.key[b] = self.load[b] / self.capw[b]
-
-    def _excess(self, b: int, total: int, capsum: int) -> int:
-        """How far ``b`` is above its target share of ``total`` (scaled by ``capsum``: integers;
-        negative below it). Equal shares: ``n * load - total``."""
-        return self.load[b] * capsum - total * (1 if self.capw is None else self.capw[b])
 
     def topo_leaf(self, b: int) -> int | None:
         """Leaf index (in the allowed tree) of broker ``b``'s rack, also for removed brokers."""
@@ -369,56 +337,6 @@ class _Planner:
         o = self.orig[p]
         added = [b for b in new if b not in o]
         return len(added), len(added) * self.size[p]
-
-    def limit_disks(self, threshold: float) -> None:
-        """The hard disk limit: ``threshold`` of each allowed broker's disk, where its capacity
-        (``Broker.capacity``, else its log dirs' volumes) and every partition's size are known.
-        A broker's use now: its volumes' total minus usable bytes where the log dirs say so
-        (everything on them), else the sizes of the replicas it holds."""
-        from kops.placement.goals import disk_capacity, disk_used, shared_disks
-
-        self.disk_threshold = threshold
-        if not self.sizes_known:
-            return
-        held: dict[int, int] = defaultdict(int)
-        for p, r in enumerate(self.orig):
-            for b in r:
-                held[b] += self.size[p]
-        shared = shared_disks(self.topo)
-        for b in self.allowed:
-            cap = disk_capacity(self.topo.broker(b), shared)
-            if cap:
-                self.disk_limit[b] = threshold * cap
-                self.disk_peak[b] = disk_used(self.topo.broker(b), held[b], shared)
-
-    def limit_network(self, threshold: float) -> None:
-        """The hard network-in limit: ``threshold`` of each allowed broker's NW_IN capacity where
-        it and every partition's bytes-in rate are known (every replica takes its partition's
-        bytes-in: the leader from producers, a follower by fetching)."""
-        if not self.rates_known:
-            return
-        for b in self.allowed:
-            c = self.topo.broker(b).capacity
-            if c is not None and c.nw_in_bytes_per_s:
-                self.nw_limit[b] = threshold * c.nw_in_bytes_per_s
-                self.nw_in[b] = 0.0
-        for p, r in enumerate(self.orig):
-            for b in r:
-                if b in self.nw_in:
-                    self.nw_in[b] += self.rate[p]
-
-    @property
-    def limited(self) -> bool:
-        return bool(self.disk_limit or self.nw_limit)
-
-    def _fits_disk(self, b: int, p: int) -> bool:
-        """May partition ``p`` get a new replica on broker ``b`` within the disk limit (at the
-        peak of the move) and the network-in limit?"""
-        limit = self.disk_limit.get(b)
-        if limit is not None and b not in self.orig[p] and self.disk_peak[b] + self.size[p] > limit:
-            return False
-        limit = self.nw_limit.get(b)
-        return limit is None or b in self.reps[p] or self.nw_in[b] + self.rate[p] <= limit
 
     def _set_replicas(self, p: int, new: list[int]) -> None:
         old = self.reps[p]
@@ -739,7 +657,7 @@ class _Planner:
             # the fewest such leaderships (then the fewest leaderships: the leader phase can hand
             # the others on) gets it, else leaders pile up on one broker
             rf1: list[tuple[tuple[int, int, int], int, int, float]] = []  # (order, p, dst, key)
-            min_w = min((self.w[p] for p in self.on[src]), default=0) if bytes_mode else 0
+            min_w = self._by_weight(src)[0][-1] * -1 if bytes_mode and self.on[src] else 0
 
             def accept(dst: int) -> int:
                 if dst == src:
@@ -854,6 +772,54 @@ class _Planner:
                     break  # q can go to dst but no p of src can go to mid: try another mid
         return False
 
+    def _by_weight(self, src: int) -> tuple[list[int], list[int]]:
+        """``src``'s partitions heaviest first (ties in its order), as (negated weights, partitions);
+        rebuilt when src gains or changes a partition (its ``gen``), a partition it lost since is
+        skipped by the caller (``p in self.on[src]``)."""
+        got = self._sorted.get(src)
+        if got is None or got[0] != self.gen[src]:
+            w = self.w
+            ps = sorted(self.on[src], key=lambda p: -w[p])  # stable: ties keep src's order
+            got = (self.gen[src], [-w[p] for p in ps], ps)
+            self._sorted[src] = got
+        return got[1], got[2]
+
+    def _heaviest_movable(self, src: int, dst: int, bound_n: int, n: int, same: bool) -> tuple[int | None, bool]:
+        """Weighted: the heaviest partition of ``src`` with ``n * weight <= bound_n`` that can go to
+        ``dst`` (a follower before a leader of the same weight), and whether every partition
+        refused was refused by rack-safety only. Walks src's partitions by weight from the bound
+        down: what the full scan finds, without reading what is too heavy."""
+        import bisect
+
+        negw, ps = self._by_weight(src)
+        start = bisect.bisect_left(negw, -(bound_n // n)) if n else 0
+        only_rack = start == 0
+        on, reps, unrepaired, w = self.on[src], self.reps, self.unrepaired, self.w
+        fits = self._fits_disk if self.limited else None
+        safe = self.safety.safe_distinct
+        lead_pick: int | None = None
+        for i in range(start, len(ps)):
+            p = ps[i]
+            if p not in on:
+                continue
+            wp = w[p]
+            if wp == 0 or (lead_pick is not None and wp < w[lead_pick]):
+                only_rack = False
+                break
+            r = reps[p]
+            if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
+                only_rack = False
+                continue
+            leads = r[0] == src
+            if leads and lead_pick is not None:
+                continue
+            if not same and not safe([dst if b == src else b for b in r]):
+                continue
+            if not leads:
+                return p, False
+            lead_pick = p
+        return lead_pick, only_rack
+
     def _find_movable(self, src: int, dst: int, bound_n: int, n: int) -> int | None:
         """A partition on ``src`` whose replica can move to ``dst`` rack-safely (and, weighted,
         without overshooting either one's target: ``n * weight <= bound_n``)."""
@@ -865,45 +831,37 @@ class _Planner:
         if not same and self.neg.get(key) == self.gen[src]:
             return None
         self._scanned = True
+        if self.weighted:
+            best, only_rack = self._heaviest_movable(src, dst, bound_n, n, same)
+            if best is None and not same and only_rack:
+                self.neg[key] = self.gen[src]
+            return best
         safe = self.safety.safe_distinct
         reps = self.reps
         unrepaired = self.unrepaired
         only_rack_failures = True
-        bytes_mode = self.weighted
-        # a replica that is not the partition's preferred leader is preferred (same weight):
-        # moving a follower leaves leadership as it was, moving a leader hands its partition to
-        # ``dst`` (for RF 1, where no reordering can give it back, leaders would pile up there)
+        # by count: a follower first (moving a leader hands its partition to ``dst``; for RF 1,
+        # where no reordering can give it back, leaders would pile up there)
         best = None
-        best_w = -1
-        best_leads = True
         looked = 0
-        w = self.w
         fits = self._fits_disk if self.limited else None
         for p in self.on[src]:
             r = reps[p]
-            leads = r[0] == src
-            if bytes_mode:
-                wp = w[p]
-                # (the weight first: it rules out most; an empty partition would not help src)
-                if n * wp > bound_n or wp == 0 or wp < best_w or (wp == best_w and (leads or not best_leads)):
-                    only_rack_failures = False
-                    continue
             if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
                 only_rack_failures = False
                 continue
-            if not bytes_mode and best is not None:
+            leads = r[0] == src
+            if best is not None:
                 looked += 1
                 if looked > 64:  # a bound: a broker that only leads (RF 1) is not scanned whole
                     return best
                 if leads:
                     continue
-            if not same:
-                new = [dst if b == src else b for b in r]
-                if not safe(new):
-                    continue
-            if not bytes_mode and not leads:
+            if not same and not safe([dst if b == src else b for b in r]):
+                continue
+            if not leads:
                 return p
-            best, best_w, best_leads = p, w[p], leads
+            best = p
         if best is None and not same and only_rack_failures:
             self.neg[key] = self.gen[src]
         return best

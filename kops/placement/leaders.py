@@ -230,6 +230,8 @@ def _balance_slot(reps: list[list[int]], scope: Sequence[int], eligible: Collect
     hist = Counter(count.values())  # count -> number of brokers (all eligible)
     top = max(count.values())
     low = min(count.values())
+    dead: set[int] = set()
+    dead_now: list[int] = []
 
     def shift(b: int, delta: int) -> None:
         c = count[b]
@@ -247,9 +249,15 @@ def _balance_slot(reps: list[list[int]], scope: Sequence[int], eligible: Collect
         if top - low <= 1:
             return
         sources = list(buckets[top])
-        path = _search(reps, held, count, sources, top - 2, slot)
+        path = _search(reps, held, count, sources, top - 2, slot, dead, dead_now)
         if path is None:
-            buckets[top] = {}  # these cannot give any more: set them aside
+            # every broker the search reached cannot reach one below top - 2, nor below any lower
+            # limit later: what it reaches stays within what it reached, and no later path
+            # enters that set (it could not leave it). Set them all aside, never searched again.
+            for b in dead_now:
+                buckets[count[b]].pop(b, None)
+            dead.update(dead_now)
+            dead_now.clear()
             continue
         for p, u, v in path:
             _put(reps[p], slot, v)
@@ -266,8 +274,12 @@ def _search(
     sources: list[int],
     limit: int,
     slot: int,
+    dead: set[int] = frozenset(),  # type: ignore[assignment]
+    reached: list[int] | None = None,
 ) -> list[tuple[int, int, int]] | None:
-    """Breadth-first: a chain of (partition, from, to) ending at a broker with count <= limit."""
+    """Breadth-first: a chain of (partition, from, to) ending at a broker with count <= limit,
+    never through a broker of ``dead``; when there is none, ``reached`` gets every broker the
+    search reached."""
     parent: dict[int, tuple[int, int] | None] = {s: None for s in sources}
     queue = deque(sources)
     while queue:
@@ -276,7 +288,7 @@ def _search(
             r = reps[p]
             for i in range(slot, len(r)):
                 v = r[i]
-                if v == u or v in parent or v not in count:
+                if v == u or v in parent or v not in count or v in dead:
                     continue
                 parent[v] = (u, p)
                 if count[v] <= limit:
@@ -289,4 +301,6 @@ def _search(
                     path.reverse()
                     return path
                 queue.append(v)
+    if reached is not None:
+        reached.extend(parent)
     return None
