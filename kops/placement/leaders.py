@@ -232,6 +232,7 @@ def _balance_slot(reps: list[list[int]], scope: Sequence[int], eligible: Collect
     low = min(count.values())
     dead: set[int] = set()
     dead_now: list[int] = []
+    fresh = {b: dict(h) for b, h in held.items()}  # held partitions not known to be spent
 
     def shift(b: int, delta: int) -> None:
         c = count[b]
@@ -249,7 +250,7 @@ def _balance_slot(reps: list[list[int]], scope: Sequence[int], eligible: Collect
         if top - low <= 1:
             return
         sources = list(buckets[top])
-        path = _search(reps, held, count, sources, top - 2, slot, dead, dead_now)
+        path = _search(reps, held, count, sources, top - 2, slot, dead, dead_now, fresh)
         if path is None:
             # every broker the search reached cannot reach one below top - 2, nor below any lower
             # limit later: what it reaches stays within what it reached, and no later path
@@ -263,6 +264,8 @@ def _balance_slot(reps: list[list[int]], scope: Sequence[int], eligible: Collect
             _put(reps[p], slot, v)
             del held[u][p]
             held[v][p] = None
+            if fresh[u].pop(p, 0) is None:  # (a spent partition stays spent, see _search)
+                fresh[v][p] = None
         shift(path[0][1], -1)
         shift(path[-1][2], +1)
 
@@ -276,10 +279,58 @@ def _search(
     slot: int,
     dead: set[int] = frozenset(),  # type: ignore[assignment]
     reached: list[int] | None = None,
+    fresh: dict[int, dict[int, None]] | None = None,
 ) -> list[tuple[int, int, int]] | None:
     """Breadth-first: a chain of (partition, from, to) ending at a broker with count <= limit,
     never through a broker of ``dead``; when there is none, ``reached`` gets every broker the
-    search reached."""
+    search reached.
+
+    ``fresh``: per broker, its held partitions except the spent ones -- those none of whose other
+    replicas can be a target any more. A broker that is no target now never becomes one (counts
+    only fall at the maximum, to max - 1, and the limit only falls), and a partition handed on
+    along a path gains as an alternative its old holder, no target either: so the direct
+    targets of the sources (the first layer of the search, which decides when one exists) are
+    looked for among the fresh partitions only, in held order (the path the search would find).
+    A partition found spent leaves ``fresh``."""
+    if fresh is not None:
+        def direct(u: int) -> tuple[int, int] | None:
+            """u's first fresh partition with a target among its other replicas: (partition,
+            target); the spent ones it passes leave ``fresh``."""
+            mine = fresh[u]
+            spent: list[int] = []
+            found = None
+            for p in mine:
+                r = reps[p]
+                for i in range(slot, len(r)):
+                    v = r[i]
+                    if v != u and v in count and v not in dead and count[v] <= limit:
+                        found = (p, v)
+                        break
+                if found:
+                    break
+                spent.append(p)
+            for p in spent:
+                del mine[p]
+            return found
+
+        for u in sources:  # the first layer, as the search would look at it
+            hit = direct(u)
+            if hit:
+                return [(hit[0], u, hit[1])]
+        # none: the second layer, each broker checked as soon as the search would find it (the
+        # search looks at them in the order it found them, after finding them all: same path)
+        seen: dict[int, tuple[int, int] | None] = {s: None for s in sources}
+        for u in sources:
+            for p in held[u]:
+                r = reps[p]
+                for i in range(slot, len(r)):
+                    w = r[i]
+                    if w == u or w in seen or w not in count or w in dead:
+                        continue
+                    seen[w] = (u, p)
+                    hit = direct(w)
+                    if hit:
+                        return [(p, u, w), (hit[0], w, hit[1])]
     parent: dict[int, tuple[int, int] | None] = {s: None for s in sources}
     queue = deque(sources)
     while queue:
