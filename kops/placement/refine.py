@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
 from kops.placement.goals import band
 #: candidates looked at per broker and pass: a bound on very large clusters
 _LOOK = 256
+#: swaps tried per replica of topic spread: destinations, and partitions coming back from each
+_PAIR_DSTS, _PAIR_QS = 2, 8
 _EPS = 1e-9
 
 
@@ -358,21 +360,24 @@ class Refiner:
         pl = self.pl
         cnt = ts.count[ts.topic[p]]
         cands = [d for d in under[:_LOOK] if cnt[src] - cnt[d] >= 2][:_LOOK // 8]
-        for dst in cands:
-            if self._try(((p, src, dst),), ts):
-                return True
+        loads = [g for g in self.guards if isinstance(g, _Load)]
+        # the earlier goals' side of src does not depend on the destination: checked once
+        if all(g.dist(src, -g.w[p]) <= g.dist(src) + _EPS for g in loads):
+            for dst in cands:
+                if all(g.dist(dst, g.w[p]) <= g.dist(dst) + _EPS for g in loads) and self._try(((p, src, dst),), ts):
+                    return True
         if not self.guards:
             return False
         t = ts.topic[p]
-        for dst in cands[:4]:
+        for dst in cands[:_PAIR_DSTS]:
             looked = 0
             for q in pl.on[dst]:
                 if ts.topic[q] == t or src in pl.reps[q]:
                     continue
                 looked += 1
-                if looked > 16:
+                if looked > _PAIR_QS:
                     break
-                if self._try(((p, src, dst), (q, dst, src)), ts):
+                if all(g.keeps2(p, q, src, dst) for g in loads) and self._try(((p, src, dst), (q, dst, src)), ts):
                     return True
         return False
 
