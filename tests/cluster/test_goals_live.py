@@ -72,20 +72,29 @@ def test_one_command_rebalances_disk_network_and_topic_spread_within_bounds(sand
         for name in ("disk-usage", "nw-in-usage", "topic-spread", "leaders", "disk-capacity", "nw-in-capacity"):
             v = g[name]
             print(f"[goals live] {name}: {v['before']} -> {v['after']} (bound {v.get('bound')}, "
-                  f"band {v.get('band')}, {v['status']})")
+                  f"band {v.get('band')}, {v['status']}, blockers {v.get('blockers')})")
             assert {"before", "after", "bound", "status"} <= set(v), v
-        # within the bands the report gives: every broker's disk and network-in use, every
-        # topic's replicas and leaders per broker (±1: 3 racks of 2 brokers allow it)
-        for name in ("disk-usage", "nw-in-usage", "topic-spread", "disk-capacity", "nw-in-capacity"):
+        # within the bands the report gives: every broker's disk and network-in use
+        for name in ("disk-usage", "nw-in-usage", "disk-capacity", "nw-in-capacity"):
             assert g[name]["status"] == "met", (name, g[name])
         assert g["disk-usage"]["before"] > g["disk-usage"]["after"] and g["nw-in-usage"]["before"] > g["nw-in-usage"]["after"]
-        assert g["topic-spread"]["before"] >= 4 and g["topic-spread"]["after"] == 0
-        # the cluster now is what the plan said: a fresh measurement agrees on the replicas
+        # topic spread: the report counts every topic of the cluster (earlier tests' too); the
+        # scenario's four are all uneven before and none is after
+        ts = g["topic-spread"]
+        assert ts["before"] >= 4 and ts["after"] <= ts["before"] - 4, ts
+        assert not set(ts.get("blockers") or ()) & set(topics), ts
+        # the cluster now is what the plan said, and each topic of the scenario has its replicas
+        # and leaders per broker within ±1 (3 racks of 2 brokers allow it), measured afresh
         after = json.loads(kops("cluster", "describe", "--bootstrap-server", bootstrap, "--output", "json").stdout)
         got = {(t["name"], p["partition"]): p["replicas"] for t in after["topics"] if t["name"] in topics
                for p in t["partitions"]}
         want = {(e["topic"], e["partition"]): e["replicas"] for e in doc["plan"]["partitions"]}
         assert all(got[k] == v for k, v in want.items() if k[0] in topics)
+        for t in topics:
+            lists = [r for (name, _p), r in got.items() if name == t]
+            per = [sum(b in r for r in lists) for b in ids]
+            lead = [sum(r[0] == b for r in lists) for b in ids]
+            assert max(per) - min(per) <= 1 and max(lead) - min(lead) <= 1, (t, per, lead)
         # sampled while it ran: no broker's disk (the replicas it holds, against its capacity)
         # past the 80 % threshold
         assert peaks and max(peaks.values()) <= 80.0, peaks
