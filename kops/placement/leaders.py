@@ -321,37 +321,40 @@ def _search(
         # search looks at them in the order it found them, after finding them all: same path)
         seen: dict[int, tuple[int, int] | None] = {s: None for s in sources}
         for u in sources:
-            for p in held[u]:
-                r = reps[p]
-                for i in range(slot, len(r)):
-                    w = r[i]
-                    if w == u or w in seen or w not in count or w in dead:
-                        continue
-                    seen[w] = (u, p)
-                    hit = direct(w)
-                    if hit:
-                        return [(p, u, w), (hit[0], w, hit[1])]
+            for p, w in _hops(reps, held, u, slot, count, dead, seen):
+                seen[w] = (u, p)
+                hit = direct(w)
+                if hit:
+                    return [(p, u, w), (hit[0], w, hit[1])]
     parent: dict[int, tuple[int, int] | None] = {s: None for s in sources}
     queue = deque(sources)
     while queue:
         u = queue.popleft()
-        for p in held[u]:
-            r = reps[p]
-            for i in range(slot, len(r)):
-                v = r[i]
-                if v == u or v in parent or v not in count or v in dead:
-                    continue
-                parent[v] = (u, p)
-                if count[v] <= limit:
-                    path: list[tuple[int, int, int]] = []
-                    node = v
-                    while parent[node] is not None:
-                        pu, pp = parent[node]  # type: ignore[misc]
-                        path.append((pp, pu, node))
-                        node = pu
-                    path.reverse()
-                    return path
-                queue.append(v)
+        for p, v in _hops(reps, held, u, slot, count, dead, parent):
+            parent[v] = (u, p)
+            if count[v] <= limit:
+                path: list[tuple[int, int, int]] = []
+                node = v
+                while parent[node] is not None:
+                    pu, pp = parent[node]  # type: ignore[misc]
+                    path.append((pp, pu, node))
+                    node = pu
+                path.reverse()
+                return path
+            queue.append(v)
     if reached is not None:
         reached.extend(parent)
     return None
+
+
+def _hops(reps: list[list[int]], held: dict[int, dict[int, None]], u: int, slot: int, count: dict[int, int],
+          dead: set[int], seen: Collection[int]):
+    """(partition, broker) for each partition ``u`` holds at ``slot`` and each other replica of it
+    that may take the slot: eligible, not set aside, not ``seen`` yet (read as it is when yielded:
+    the caller adds what it reaches)."""
+    for p in held[u]:
+        r = reps[p]
+        for i in range(slot, len(r)):
+            v = r[i]
+            if v != u and v not in seen and v in count and v not in dead:
+                yield p, v
