@@ -140,6 +140,12 @@ class DockerSandbox(Sandbox):
         return net
 
     def _ensure_network(self) -> None:
+        """The sandbox's bridge network, on a /24 of its own so that every node keeps one address
+        across restarts (:meth:`_static_ip`): a restarted container would otherwise take a new
+        address, and the old one could go to another restarted node while the brokers' JVMs
+        still resolve the name to it (30 s DNS cache) -- a follower then fetched from the wrong
+        broker and never rejoined the ISR (fresh-clone run I). Other containers on the network
+        get addresses from .224 up."""
         import docker
 
         try:
@@ -147,9 +153,40 @@ class DockerSandbox(Sandbox):
         except docker.errors.NotFound:
             from testcontainers.core.network import Network
 
-            net = Network(docker_network_kw={"driver": "bridge", "labels": {LABEL: self.prefix}})
-            net.name = self.network_name
-            net.create()
+            digest = int(hashlib.sha1(str(self.workdir).encode()).hexdigest(), 16)
+            for i in range(64):  # a /24 in 10.100-199.x.x the host's other networks leave free
+                n = (digest + i) % (100 * 256)
+                base = f"10.{100 + n // 256}.{n % 256}."
+                ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+                    subnet=base + "0/24", iprange=base + "224/27")])
+                net = Network(docker_network_kw={"driver": "bridge", "labels": {LABEL: self.prefix}, "ipam": ipam})
+                net.name = self.network_name
+                try:
+                    net.create()
+                    return
+                except docker.errors.APIError as e:
+                    if "overlap" not in str(e).lower():
+                        raise
+            raise ClusterError("no free /24 in 10.100.0.0-10.199.255.0 for the sandbox's network")
+
+    def _static_ip(self, node: str | int) -> str | None:
+        """The node's own address on the sandbox's network: ZooKeeper .2, controllers .10 up,
+        broker B .50+B (None: a network without its own subnet, made by an older kops, or an id
+        past the range -- Docker then picks)."""
+        net = self.client.networks.get(self.network_name)
+        cfg = (net.attrs.get("IPAM") or {}).get("Config") or []
+        subnet = (cfg[0] or {}).get("Subnet") if cfg else None
+        if not subnet or not subnet.endswith(".0/24"):
+            return None
+        key = node_key(node, self.config)
+        if key == "zookeeper":
+            host: int | None = 2
+        elif key.startswith("controller-"):
+            i = sorted(self.config.controller_ids).index(int(node))
+            host = 10 + i if i < 40 else None
+        else:
+            host = 50 + int(node) if 0 <= int(node) < 174 else None
+        return subnet[:-len("0/24")] + str(host) if host is not None else None
 
     # -- state ---------------------------------------------------------------------------------
     def _state_doc(self) -> dict[str, Any]:
@@ -278,15 +315,23 @@ class DockerSandbox(Sandbox):
         shell = f"exec {shlex.join(cmd)} >> {shlex.quote(str(cfg.stdout_file(node)))} 2>&1"
         server_log = cfg.log_dir(node) / "server.log"
         log_offset = server_log.stat().st_size if server_log.exists() else 0
+        net = self.network()
+        ip = self._static_ip(node)
+        extra: dict[str, Any] = {}
+        if ip:  # the endpoint testcontainers makes, with the node's own address
+            from docker.types import EndpointConfig
+
+            extra["networking_config"] = {net.name: EndpointConfig(
+                self.client.api.api_version, aliases=[self.hostname(key)], ipv4_address=ip)}
         c = (
             DockerContainer(self.image())
             .with_name(self.container_name(node))
-            .with_network(self.network())
+            .with_network(net)
             .with_network_aliases(self.hostname(key))
             .with_command(["sh", "-c", shell])
             .with_volume_mapping(str(self.workdir), str(self.workdir), "rw")
             .with_kwargs(hostname=self.hostname(key), cap_add=["NET_ADMIN"], working_dir=str(cfg.node_dir(node)),
-                         labels={LABEL: self.prefix, "org.kops.node": key})
+                         labels={LABEL: self.prefix, "org.kops.node": key}, **extra)
         )
         if Path("/etc/localtime").exists():
             c.with_volume_mapping("/etc/localtime", "/etc/localtime", "ro")
