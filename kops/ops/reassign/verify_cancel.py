@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from kops.errors import EXIT_FAILURE, EXIT_OK, BadInput
 from kops.model import ReassignmentPlan, Topology
@@ -193,25 +193,48 @@ def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
                 dropped.append(m.name)
             elif st == J.IN_FLIGHT and m.name in cancelled:
                 j.progress[m.name] = J.ROLLED_BACK
-        # KIP-455 cancel restores the original replica *set*; put back the original order too
-        topo = A.read(conn, topics=sorted({m.topic for m in j.moves}))
-        fix = {}
-        for m in j.moves:
-            if j.progress.get(m.name) != J.ROLLED_BACK:
-                continue
-            p = topo.partition(m.topic, m.partition)
-            if p and tuple(p.replicas) != m.original and set(p.replicas) == set(m.original):
-                fix[m.tp] = m.original
+        # KIP-455 cancel restores the original replica *set* (KRaft keeps the target's order for
+        # the replicas both share); put back the original order too. The brokers' metadata trails
+        # the controller, so wait until it shows the rolled-back sets before comparing orders.
+        rolled = {m.tp: m.original for m in j.moves if j.progress.get(m.name) == J.ROLLED_BACK}
+        shown, _ = (_await_replicas(conn, rolled, lambda now, want: set(now) == set(want), timeout_s)
+                    if rolled else ({}, True))
+        fix = {tp: orig for tp, orig in rolled.items()
+               if tp in (shown or {}) and shown[tp] != orig and set(shown[tp]) == set(orig)}
         if fix:
             res = A.submit(conn, fix)
             reordered = sorted(f"{t}-{p}" for (t, p), e in res.items() if e is None)
             poll(lambda: not any(tp in A.ongoing(conn) for tp in fix), bool, interval_s=0.5, timeout_s=timeout_s)
+            _, shown_ok = _await_replicas(conn, fix, lambda now, want: now == want, timeout_s)
+            if not shown_ok:
+                notes.append("the original replica orders were submitted but the brokers' metadata did "
+                             f"not show them within {timeout_s:.0f} s; check with `kops reassign verify`")
         before = j.throttles.describe()
         j.event(f"cancelled: {len(cancelled)} rolled back, {len(dropped)} pending dropped")
         runner.finish(preserve_throttles=preserve_throttles, final_state=J.CANCELLED)
         removed = sorted(set(before) - set(j.throttles.describe()))
         notes.extend(runner.notes)
     return CancelResult(cancelled, not_active, dropped, reordered, errors, j, notes, removed)
+
+
+def _await_replicas(conn, want: dict[tuple[str, int], tuple[int, ...]],
+                    ok: Callable[[tuple[int, ...], tuple[int, ...]], bool],
+                    timeout_s: float) -> tuple[dict[tuple[str, int], tuple[int, ...]] | None, bool]:
+    """Poll the brokers' metadata until every partition of ``want`` satisfies ``ok(now, want)``;
+    returns (the replicas last shown, finished)."""
+    topics = sorted({t for t, _ in want})
+
+    def shown() -> dict[tuple[str, int], tuple[int, ...]]:
+        topo = A.read(conn, topics=topics)
+        out = {}
+        for t, p in want:
+            part = topo.partition(t, p)
+            if part is not None:
+                out[(t, p)] = tuple(part.replicas)
+        return out
+
+    return poll(shown, lambda now: all(tp in now and ok(now[tp], w) for tp, w in want.items()),
+                interval_s=0.5, timeout_s=timeout_s)
 
 
 def list_all(conn) -> dict[str, Any]:
