@@ -176,8 +176,8 @@ class DockerSandbox(Sandbox):
         net = self.client.networks.get(self.network_name)
         cfg = (net.attrs.get("IPAM") or {}).get("Config") or []
         subnet = (cfg[0] or {}).get("Subnet") if cfg else None
-        if not subnet or not subnet.endswith(".0/24"):
-            return None
+        if not subnet or not subnet.endswith(".0/24") or cfg[0].get("IPRange") != subnet[:-len("0/24")] + "224/27":
+            return None  # (not made by _ensure_network: Docker refuses fixed addresses on its own subnets)
         key = node_key(node, self.config)
         if key == "zookeeper":
             host: int | None = 2
