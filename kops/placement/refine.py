@@ -23,7 +23,8 @@ no pass scans more than a bounded number of candidates per broker.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -330,27 +331,35 @@ class Refiner:
         made = 0
         # destinations are tried least used first on the earlier goals' first load (keeps them)
         first = next((g for g in self.guards if isinstance(g, _Load)), None)
-        for t in sorted(ts.parts):
-            lo, hi = ts.band[t]
-            cnt = ts.count[t]
-            if not any(ts.dist((t, b)) for b in pl.allowed):
-                continue
-            for _round in range(3):
-                order = sorted(pl.allowed, key=lambda b: (cnt[b], first.use(b) if first else 0.0, b))
-                under = [b for b in order if cnt[b] < hi]
-                progressed = False
-                for p in ts.parts[t]:
-                    for src in list(pl.reps[p]):
-                        if src not in pl.allowed_set or ts.dist((t, src)) == 0 and not (
-                                cnt[src] > lo and under and cnt[under[0]] < lo):
-                            continue
-                        if self._even_one(ts, p, src, under):
-                            made += 1
-                            progressed = True
-                        if pl.budget.hit:
-                            return made
-                if not progressed:
-                    break
+        todo = sorted(ts.parts)
+        # a swap evens one topic with a replica of another coming back: a topic evened earlier in
+        # the sweep may be uneven again at its end, so the topics still uneven get another sweep
+        for _sweep in range(3):
+            sweep_made = made
+            for t in todo:
+                lo, hi = ts.band[t]
+                cnt = ts.count[t]
+                if not any(ts.dist((t, b)) for b in pl.allowed):
+                    continue
+                for _round in range(3):
+                    order = sorted(pl.allowed, key=lambda b: (cnt[b], first.use(b) if first else 0.0, b))
+                    under = [b for b in order if cnt[b] < hi]
+                    progressed = False
+                    for p in ts.parts[t]:
+                        for src in list(pl.reps[p]):
+                            if src not in pl.allowed_set or ts.dist((t, src)) == 0 and not (
+                                    cnt[src] > lo and under and cnt[under[0]] < lo):
+                                continue
+                            if self._even_one(ts, p, src, under):
+                                made += 1
+                                progressed = True
+                            if pl.budget.hit:
+                                return made
+                    if not progressed:
+                        break
+            if made == sweep_made:
+                break
+            todo = [t for t in todo if any(ts.dist((t, b)) for b in pl.allowed)]
         return made
 
     def _even_one(self, ts: _TopicSpread, p: int, src: int, under: list[int]) -> bool:
@@ -359,16 +368,19 @@ class Refiner:
         it for a replica of another topic coming back, which keeps the brokers' loads."""
         pl = self.pl
         cnt = ts.count[ts.topic[p]]
-        cands = [d for d in under[:_LOOK] if cnt[src] - cnt[d] >= 2][:_LOOK // 8]
+        takers = self._takers(p, src, under, cnt[src] - 2, cnt)  # (lazily: the first one mostly does)
+        cands: list[int] = []
         loads = [g for g in self.guards if isinstance(g, _Load)]
         # the earlier goals' side of src does not depend on the destination: checked once
         if all(g.dist(src, -g.w[p]) <= g.dist(src) + _EPS for g in loads):
-            for dst in cands:
+            for dst in takers:
+                cands.append(dst)
                 if all(g.dist(dst, g.w[p]) <= g.dist(dst) + _EPS for g in loads) and self._try(((p, src, dst),), ts):
                     return True
         if not self.guards:
             return False
         t = ts.topic[p]
+        cands.extend(islice(takers, max(0, _PAIR_DSTS - len(cands))))
         for dst in cands[:_PAIR_DSTS]:
             looked = 0
             for q in pl.on[dst]:
@@ -380,6 +392,26 @@ class Refiner:
                 if all(g.keeps2(p, q, src, dst) for g in loads) and self._try(((p, src, dst), (q, dst, src)), ts):
                     return True
         return False
+
+    def _takers(self, p: int, src: int, under: list[int], most: int, cnt: Counter[int]) -> Iterator[int]:
+        """The first brokers of ``under`` holding at most ``most`` replicas of p's topic that may
+        take p's replica on src at all: not holding p, rack-safe, within the disk and network
+        limits (the hard checks of :meth:`_try`, done first: on a cluster where many moves are
+        planned the limits refuse most destinations, and a refused one costs nothing here)."""
+        pl = self.pl
+        r = pl.reps[p]
+        fits = pl._fits_disk if pl.limited else None
+        safe = pl.safety.safe_distinct
+        found = 0
+        for d in under[:_LOOK]:
+            if cnt[d] > most or d in r or (fits is not None and not fits(d, p)):
+                continue
+            if not safe([d if b == src else b for b in r]):
+                continue
+            yield d
+            found += 1
+            if found >= _LOOK // 8:
+                return
 
     # -- leadership, by reordering (after the leader phase) -----------------------------------
     def leadership(self, goals: Sequence[str]) -> dict[str, int]:
@@ -398,9 +430,7 @@ class Refiner:
         topic = [tp[0] for tp in pl.tps]
         rate = pl.rate
         scope = [p for p in range(len(reps)) if p not in pl.unrepaired and len(reps[p]) > 1]
-        led_by: dict[int, set[int]] = defaultdict(set)
-        for p in scope:
-            led_by[reps[p][0]].add(p)
+        led_by = _LedBy(reps, scope, topic)
 
         guards: list[_Counts] = []
         for g, slot in (("leaders", 0), ("first-followers", 1)):
@@ -426,7 +456,7 @@ class Refiner:
                 guards.append(obj)
         return made
 
-    def _lead_pass(self, obj: _Counts, guards: list[_Counts], led_by: dict[int, set[int]], scope: list[int]) -> int:
+    def _lead_pass(self, obj: _Counts, guards: list[_Counts], led_by: _LedBy, scope: list[int]) -> int:
         pl = self.pl
         reps, allowed = pl.reps, pl.allowed_set
 
@@ -439,11 +469,11 @@ class Refiner:
                 g.apply(swaps, reps)
             for p, i in swaps:
                 r = reps[p]
-                led_by[r[0]].discard(p)
+                led_by.drop(p, r)
                 new = list(r)
                 new[0], new[i] = r[i], r[0]
                 pl._set_replicas(p, new)
-                led_by[new[0]].add(p)
+                led_by.add(p, new)
             return True
 
         made = 0
@@ -464,8 +494,8 @@ class Refiner:
                     # paired with a partition b leads and a follows (b gives one back to a)
                     looked = 0
                     done = False
-                    for q in sorted(led_by[b], key=lambda x: obj.weight_of(x)):
-                        if q == p or a not in reps[q] or not obj.pairs(p, q):
+                    for q in sorted(led_by.get((b, a), ()), key=lambda x: (obj.weight_of(x), x)):
+                        if q == p or not obj.pairs(p, q):
                             continue
                         looked += 1
                         if looked > 64:
@@ -476,9 +506,91 @@ class Refiner:
                             break
                     if done:
                         break
+                else:
+                    if obj.slot == "topic" and self._chain(p, obj, led_by, try_swaps):
+                        made += 2
             if made == before:
                 break
         return made
+
+    def _chain(self, p: int, obj: _Counts, led_by: _LedBy, try_swaps) -> bool:
+        """Topic leaders: p's leader a hands its leadership to a follower x, and x hands the
+        leadership of another partition of the topic to one of that partition's followers c,
+        where the topic has fewer leaders: x keeps its count, a gives one to c. (With racks of two
+        brokers, the broker short of the topic's leaders is often in no partition that a leads.)"""
+        reps, allowed = self.pl.reps, self.pl.allowed_set
+        r = reps[p]
+        a, t = r[0], obj.topic[p]
+        for i in range(1, len(r)):
+            x = r[i]
+            if x not in allowed:
+                continue
+            for q in sorted(led_by.tlead.get((t, x), ())):
+                if q == p:
+                    continue
+                rq = reps[q]
+                for j in range(1, len(rq)):
+                    c = rq[j]
+                    if c == a or c not in allowed or not obj.worth(p, a, c):
+                        continue
+                    if try_swaps(((p, i), (q, j))) or self._chain_back(a, c, (p, q), led_by, try_swaps,
+                                                                        ((p, i), (q, j))):
+                        return True
+        return False
+
+    def _chain_back(self, a: int, c: int, used: tuple[int, ...], led_by: _LedBy, try_swaps, chain) -> bool:
+        """Where the chain a -> x -> c would take a's leader count out of its band (or c's), the
+        same chain back, c -> y -> a, through partitions of any topic, in one step with it: every
+        broker keeps its leader count."""
+        reps, allowed = self.pl.reps, self.pl.allowed_set
+        looked = 0
+        for q1 in sorted(led_by.lead.get(c, ())):
+            if q1 in used:
+                continue
+            r1 = reps[q1]
+            for k in range(1, len(r1)):
+                y = r1[k]
+                if y == a or y not in allowed:
+                    continue
+                for q2 in sorted(led_by.get((y, a), ())):
+                    if q2 in used or q2 == q1:
+                        continue
+                    looked += 1
+                    if looked > 64:
+                        return False
+                    if try_swaps((*chain, (q1, k), (q2, reps[q2].index(a)))):
+                        return True
+        return False
+
+
+class _LedBy(dict):
+    """(leader, follower) -> the partitions that broker leads with that one among its followers:
+    where a leader swap is paired with the opposite one, the pair is looked up, not searched."""
+
+    def __init__(self, reps, scope: list[int], topic: Sequence[str]):
+        super().__init__()
+        self.topic = topic
+        self.tlead: dict[tuple[str, int], set[int]] = {}  # (topic, leader) -> its partitions
+        self.lead: dict[int, set[int]] = {}  # leader -> its partitions
+        for p in scope:
+            self.add(p, reps[p])
+
+    def add(self, p: int, r: Sequence[int]) -> None:
+        a = r[0]
+        for f in r[1:]:
+            self.setdefault((a, f), set()).add(p)
+        self.tlead.setdefault((self.topic[p], a), set()).add(p)
+        self.lead.setdefault(a, set()).add(p)
+
+    def drop(self, p: int, r: Sequence[int]) -> None:
+        a = r[0]
+        for f in r[1:]:
+            s = self.get((a, f))
+            if s is not None:
+                s.discard(p)
+        for s in (self.tlead.get((self.topic[p], a)), self.lead.get(a)):
+            if s is not None:
+                s.discard(p)
 
 
 class _Counts:
