@@ -21,7 +21,10 @@ pytestmark = pytest.mark.cluster
 
 DISK_MB = 100  # each broker's disk in the capacity file (the sandbox's brokers share one volume): ~40 % used
 NW_IN_KB = 2000  # each broker's network-in, KB/s
-GOALS = "disk-usage,nw-in-usage,topic-spread,leaders"
+# the done-when's goals. Not `leaders` too: the topic-spread leader pass then acts inside the
+# cluster's leader balance (docs/load-and-capacity.md), and on 6 brokers where that balance and
+# every topic are exactly even, no leadership swap may be left to give a topic its last leader
+GOALS = "disk-usage,nw-in-usage,topic-spread"
 
 
 def test_one_command_rebalances_disk_network_and_topic_spread_within_bounds(sandbox, bootstrap, unique_topic,
@@ -69,7 +72,7 @@ def test_one_command_rebalances_disk_network_and_topic_spread_within_bounds(sand
         assert r.returncode == 0 and doc["status"] == "moved", (doc.get("reason"), r.stderr[-3000:])
         assert doc["execution"]["state"] == "complete" and doc["execution"]["throttles_left"] == []
         g = doc["report"]["goals"]
-        for name in ("disk-usage", "nw-in-usage", "topic-spread", "leaders", "disk-capacity", "nw-in-capacity"):
+        for name in ("disk-usage", "nw-in-usage", "topic-spread", "disk-capacity", "nw-in-capacity"):
             v = g[name]
             print(f"[goals live] {name}: {v['before']} -> {v['after']} (bound {v.get('bound')}, "
                   f"band {v.get('band')}, {v['status']}, blockers {v.get('blockers')})")
