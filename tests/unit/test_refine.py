@@ -156,3 +156,21 @@ def test_goals_on_the_command_line(tmp_path):
         "replicas", "topic-spread", "leaders"]
     r = subprocess.run(run + ["--goals", "replicas,bogus"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "unknown goal bogus" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_topic_leaders_even_through_a_chain_where_racks_have_two_brokers():
+    """Racks of two brokers, every partition in all three: broker 5 leads two partitions of the
+    topic and its rack-mate 6 none, and 6 is in no partition 5 leads. No single or paired swap
+    evens it; a chain does: 5 hands p0 to its follower 1, and 1 hands p2 to its follower 6."""
+    lists = {0: (5, 1, 3), 1: (5, 2, 4), 2: (1, 4, 6), 3: (2, 3, 6), 4: (3, 2, 6), 5: (4, 1, 5)}
+    brokers = tuple(Broker(b, f"r{(b - 1) // 2}") for b in range(1, 7))
+    topo = Topology(brokers=brokers, topics=(Topic("t", tuple(Partition("t", p, r) for p, r in lists.items())),))
+    for goals in ("topic-spread", "replicas,topic-spread,leaders"):  # (the second: the leader phase does it)
+        res = plan(topo, Goal("rebalance"), goals=goals)
+        after = {p: res.target.get(("t", p), r) for p, r in lists.items()}
+        assert all(sorted(after[p]) == sorted(r) for p, r in lists.items()), "reordering only"
+        leads = [sum(r[0] == b for r in after.values()) for b in range(1, 7)]
+        assert leads == [1] * 6, (goals, after)
+        assert res.report["goals"]["topic-spread"]["after"] == 0, res.report["goals"]["topic-spread"]
+    assert plan(topo, Goal("rebalance"), goals="topic-spread").report["goals_optimised"]["moves_per_goal"] == {
+        "topic-spread": 0, "topic-spread leaders": 2}
