@@ -166,7 +166,9 @@ def main() -> None:
           f"{' (capacity shares)' if go.get('capacity_shares') else ''}; refine moves {go.get('moves_per_goal')}")
     for g, v in rep["goals"].items():
         if v.get("status") != "unknown":
-            print(f"  {g:16} {v['before']} -> {v['after']} (bound {v.get('bound')}, {v['status']})")
+            off = (f"; replicas and leaders off their topic's band {v['off_band_before']} -> {v['off_band_after']}"
+                   if "off_band_before" in v else "")
+            print(f"  {g:16} {v['before']} -> {v['after']} (bound {v.get('bound')}, {v['status']}{off})")
     d = rep["duration"]
     if d and d["seconds"] is not None:
         print(f"estimated duration at {args.throttle / 2**20:.0f} MiB/s: {d['seconds'] / 3600:.1f} h serial, "

@@ -253,11 +253,12 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
                                  band=[round(lo, 1), round(hi, 1)])
         elif goal == "topic-spread":
             racks = {b: topo.rack_of(b) for b in ids}
-            wb, bound = _topics_uneven(before, ids, racks)
-            wa, _ = _topics_uneven(after, ids, racks)
+            wb, bound, ob = _topics_uneven(before, ids, racks)
+            wa, _, oa = _topics_uneven(after, ids, racks)
+            # how far: the replicas and leaders a broker holds above or below its topic's floor/ceil
             out[goal] = figures(goal, "topics whose replicas or leaders per broker differ by more than 1",
                                  len(wb), len(wa), bound, met=None if bound is None else len(wa) <= bound,
-                                 blockers=wa[:10])
+                                 blockers=wa[:10], off_band_before=ob, off_band_after=oa)
         else:
             slot = {"replicas": None, "leaders": 0, "first-followers": 1}[goal]
             cb = _per_broker(before, ids, lambda tp: 1, slot)
@@ -309,11 +310,13 @@ def _nw(assign: Assignment, ids: Sequence[int], rate: Mapping[TopicPartition, fl
     return load
 
 
-def _topics_uneven(assign: Assignment, ids: Sequence[int], racks: Mapping[int, str | None]) -> tuple[list[str], int | None]:
-    """Topics whose replicas or leaders per broker (over ``ids``) spread by more than 1, and the
+def _topics_uneven(assign: Assignment, ids: Sequence[int],
+                   racks: Mapping[int, str | None]) -> tuple[list[str], int | None, int]:
+    """Topics whose replicas or leaders per broker (over ``ids``) spread by more than 1; the
     bound: 0 where every topic can be even (no racks, or racks of equal size), None (not
     computed) where racks of different sizes may force a topic's replicas onto the brokers of a
-    small rack."""
+    small rack; and how far off they are: the replicas and leaders above or below their
+    topic's floor/ceil of the mean, summed over topics and brokers."""
     reps: dict[str, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ids, 0))
     leads: dict[str, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ids, 0))
     for (t, _p), r in assign.items():
@@ -323,8 +326,13 @@ def _topics_uneven(assign: Assignment, ids: Sequence[int], racks: Mapping[int, s
                 if i == 0:
                     leads[t][b] += 1
     uneven = sorted(t for t in reps if _spread(reps[t].values()) > 1 or _spread(leads[t].values()) > 1)
+    off = 0
+    for t in uneven:
+        for counts in (reps[t].values(), leads[t].values()):
+            lo, hi = sum(counts) // len(ids), -(-sum(counts) // len(ids))
+            off += sum(max(0, c - hi) + max(0, lo - c) for c in counts)
     sizes = defaultdict(int)
     for b in ids:
         sizes[racks.get(b)] += 1
     even = None in sizes and len(sizes) == 1 or len(set(sizes.values())) <= 1
-    return uneven, 0 if even else None
+    return uneven, 0 if even else None, off

@@ -59,6 +59,7 @@ def test_topic_spread_evens_every_topic_and_keeps_the_replica_balance():
     g = res.report["goals"]
     assert g["topic-spread"]["before"] > 0
     assert g["topic-spread"]["after"] == 0 and g["topic-spread"]["status"] == "met", g["topic-spread"]
+    assert g["topic-spread"]["off_band_after"] == 0 < g["topic-spread"]["off_band_before"], g["topic-spread"]
     assert g["replicas"]["after"] <= 1 and g["leaders"]["after"] <= 1, g
     assert _safe(topo, res.target)
     # without the goal the same plan leaves topics uneven
