@@ -341,6 +341,7 @@ class Refiner:
                 cnt = ts.count[t]
                 if not any(ts.dist((t, b)) for b in pl.allowed):
                     continue
+                failed: set[tuple[int, int]] = set()  # (a later round of the topic gives them no new taker)
                 for _round in range(3):
                     order = sorted(pl.allowed, key=lambda b: (cnt[b], first.use(b) if first else 0.0, b))
                     under = [b for b in order if cnt[b] < hi]
@@ -348,11 +349,13 @@ class Refiner:
                     for p in ts.parts[t]:
                         for src in list(pl.reps[p]):
                             if src not in pl.allowed_set or ts.dist((t, src)) == 0 and not (
-                                    cnt[src] > lo and under and cnt[under[0]] < lo):
+                                    cnt[src] > lo and under and cnt[under[0]] < lo) or (p, src) in failed:
                                 continue
                             if self._even_one(ts, p, src, under):
                                 made += 1
                                 progressed = True
+                            else:
+                                failed.add((p, src))
                             if pl.budget.hit:
                                 return made
                     if not progressed:
