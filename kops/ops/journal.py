@@ -447,13 +447,17 @@ def _wait_for_leader(conn, topic: str, timeout: float = 15.0) -> None:
              retry_error_callback=lambda _state: False)(led)
 
 
-# librdkafka's answers while a new topic's metadata reaches every broker: asked again
-_TRANSIENT = {-190, 3, 5, 6}  # _UNKNOWN_PARTITION, UNKNOWN_TOPIC_OR_PART, LEADER_NOT_AVAILABLE, NOT_LEADER
+# librdkafka's answers while a new topic's metadata reaches every broker, and while a partition's
+# leadership moves (a new leader answers OFFSET_NOT_AVAILABLE until its high watermark has caught
+# up: seen right after a rack's leaders were demoted): asked again
+_TRANSIENT = {-190, 3, 5, 6, 74, 75, 78}  # _UNKNOWN_PARTITION, UNKNOWN_TOPIC_OR_PART, LEADER_NOT_AVAILABLE,
+# NOT_LEADER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, OFFSET_NOT_AVAILABLE
 
 
 def _watermarks(consumer, tp, timeout_s: float) -> tuple[int, int]:
     """The partition's (low, high) offsets, asking again while the consumer's metadata catches up
-    with a topic created a moment ago; other errors, or still unknown after ``timeout_s``, raise."""
+    with a topic created a moment ago or with a new leader; other errors, or still unknown after
+    ``timeout_s``, raise."""
     from confluent_kafka import KafkaException
     from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 

@@ -195,6 +195,9 @@ def test_the_journal_reads_a_topic_created_a_moment_ago_by_another_kops():
 
     c = _Consumer([KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE])
     assert _watermarks(c, None, 1.0) == (0, 7) and c.calls == 3
+    # a leader just moved (a rack's leaders demoted): the new one's high watermark catches up
+    c = _Consumer([KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION])
+    assert _watermarks(c, None, 1.0) == (0, 7) and c.calls == 3
     # anything else is not waited out
     c = _Consumer([KafkaError.TOPIC_AUTHORIZATION_FAILED])
     with pytest.raises(KafkaException):
