@@ -18,6 +18,7 @@ from tests.faults.helpers import (
     assert_clean,
     data_topic,
     delete_topic,
+    fully_replicated,
     kops,
     kops_bg,
     replicas,
@@ -187,10 +188,30 @@ def _restart_zookeeper_soon(sb, delay_s: float, down_s: float) -> threading.Thre
     def go():
         time.sleep(delay_s)
         sb.restart_zookeeper(down_s=down_s)
+        t.back = time.monotonic()  # type: ignore[attr-defined]
 
     t = threading.Thread(target=go, daemon=True)
+    t.back = None  # type: ignore[attr-defined]
     t.start()
     return t
+
+
+#: the sandbox brokers' zookeeper.session.timeout.ms, and ZooKeeper's tickTime (its expiry granularity)
+_ZK_SESSION_S, _ZK_TICK_S = 6.0, 2.0
+
+
+def _wait_settled_after_zookeeper(sb, bootstrap: str, back: float, since: float) -> float:
+    """After a ZooKeeper restart: a broker session that was not resumed in time expires at the
+    latest one session timeout (plus a tick) after ZooKeeper is back, and its broker registers
+    anew -- ISRs shrink and grow again. Waits until no session from before the restart can still
+    expire, every broker is registered, and every partition is fully replicated; returns the
+    seconds from ``since``."""
+    def settled() -> bool:
+        return (time.monotonic() > back + _ZK_SESSION_S + _ZK_TICK_S
+                and sb.registered_brokers() == set(sb.broker_ids) and fully_replicated(bootstrap))
+
+    wait_for(settled, 180, 0.5, "ZooKeeper sessions settled, every broker registered, every partition fully replicated")
+    return round(time.monotonic() - since, 1)
 
 
 def test_zookeeper_restarted_during_execute_via_zookeeper(dsandbox, dbootstrap, tmp_path, kops_home, record):
@@ -229,12 +250,14 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
                      "--imbalance-threshold", "0", "--output", "json", timeout=120)
             took = time.monotonic() - t0
             restart.join(60)
+            assert restart.back is not None, "ZooKeeper did not come back"
             first = r.returncode
             codes = f"rebalance {first}"
             # the cron job's next run, once the cluster has recovered from the restart: brokers whose
             # ZooKeeper sessions expired (seen ~10 s after the restart, after a first run that had
-            # exited 0) lose their leadership to the controller and rejoin the ISRs without it
-            wait_recovered(bs, t_fault)
+            # exited 0; and in run M after every partition had looked fully replicated again) lose
+            # their leadership to the controller and rejoin the ISRs without it
+            _wait_settled_after_zookeeper(sb, bs, restart.back, t_fault)
             r = kops("leader", "rebalance", "--bootstrap-server", bs, "--zookeeper", sb.zookeeper_connect,
                      "--imbalance-threshold", "0", "--output", "json", timeout=120)
             codes += f", next run {r.returncode}"
