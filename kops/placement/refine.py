@@ -536,16 +536,17 @@ class Refiner:
                     c = rq[j]
                     if c == a or c not in allowed or not obj.worth(p, a, c):
                         continue
-                    if try_swaps(((p, i), (q, j))) or self._chain_back(a, c, (p, q), led_by, try_swaps,
-                                                                        ((p, i), (q, j))):
+                    chain = ((p, i), (q, j))
+                    if try_swaps(chain) or self._chain_back(a, c, chain, led_by, try_swaps):
                         return True
         return False
 
-    def _chain_back(self, a: int, c: int, used: tuple[int, ...], led_by: _LedBy, try_swaps, chain) -> bool:
+    def _chain_back(self, a: int, c: int, chain, led_by: _LedBy, try_swaps) -> bool:
         """Where the chain a -> x -> c would take a's leader count out of its band (or c's), the
         same chain back, c -> y -> a, through partitions of any topic, in one step with it: every
         broker keeps its leader count."""
         reps, allowed = self.pl.reps, self.pl.allowed_set
+        used = {q for q, _i in chain}
         looked = 0
         for q1 in sorted(led_by.lead.get(c, ())):
             if q1 in used:

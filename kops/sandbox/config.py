@@ -23,6 +23,9 @@ DEFAULT_BASE_PORT = 9092
 DEFAULT_CONTROLLER_BASE_PORT = 9192
 DEFAULT_HEAP = "384m"
 DEFAULT_ZK_HEAP = "128m"
+#: ZooKeeper's tick (its session-expiry granularity) and the brokers' ZooKeeper session timeout
+ZK_TICK_MS = 2000
+ZK_SESSION_TIMEOUT_MS = 6000
 STATE_CHANGE_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
 
 # Fast start on small machines: C1 only, serial GC, no JIT warm-up hunger.
@@ -492,7 +495,7 @@ class SandboxConfig:
             "maxClientCnxns": "0",
             "admin.enableServer": "false",
             "4lw.commands.whitelist": "ruok,srvr,stat",
-            "tickTime": "2000",
+            "tickTime": str(ZK_TICK_MS),
             "initLimit": "10",
             "syncLimit": "5",
             # an empty-cluster sandbox: no snapshot throttling games
@@ -549,7 +552,7 @@ class SandboxConfig:
             props |= {
                 "broker.id": str(broker_id),
                 "zookeeper.connect": self.zookeeper_connect or "",
-                "zookeeper.session.timeout.ms": "6000",
+                "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
                 "zookeeper.connection.timeout.ms": "10000",
                 "listeners": f"{self.listener_protocol}://{self.host}:{port}",
                 "advertised.listeners": f"{self.listener_protocol}://{self.host}:{port}",

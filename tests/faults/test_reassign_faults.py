@@ -196,18 +196,16 @@ def _restart_zookeeper_soon(sb, delay_s: float, down_s: float) -> threading.Thre
     return t
 
 
-#: the sandbox brokers' zookeeper.session.timeout.ms, and ZooKeeper's tickTime (its expiry granularity)
-_ZK_SESSION_S, _ZK_TICK_S = 6.0, 2.0
-
-
 def _wait_settled_after_zookeeper(sb, bootstrap: str, back: float, since: float) -> float:
     """After a ZooKeeper restart: a broker session that was not resumed in time expires at the
     latest one session timeout (plus a tick) after ZooKeeper is back, and its broker registers
     anew -- ISRs shrink and grow again. Waits until no session from before the restart can still
     expire, every broker is registered, and every partition is fully replicated; returns the
     seconds from ``since``."""
+    from kops.sandbox.config import ZK_SESSION_TIMEOUT_MS, ZK_TICK_MS
+
     def settled() -> bool:
-        return (time.monotonic() > back + _ZK_SESSION_S + _ZK_TICK_S
+        return (time.monotonic() > back + (ZK_SESSION_TIMEOUT_MS + ZK_TICK_MS) / 1000
                 and sb.registered_brokers() == set(sb.broker_ids) and fully_replicated(bootstrap))
 
     wait_for(settled, 180, 0.5, "ZooKeeper sessions settled, every broker registered, every partition fully replicated")
