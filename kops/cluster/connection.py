@@ -1,9 +1,11 @@
 """One connection to one cluster: lazily created clients, bounded timeouts, clear errors.
 
-- confluent-kafka ``AdminClient`` for everything it has (describe cluster/topics/configs,
-  configs, elections);
+- confluent-kafka ``AdminClient`` for everything it has (metadata, configs, elections) but
+  DescribeCluster;
 - kafka-python ``KafkaAdminClient`` only for AlterPartitionReassignments,
-  ListPartitionReassignments and DescribeLogDirs, which librdkafka lacks;
+  ListPartitionReassignments and DescribeLogDirs, which librdkafka lacks, and for
+  DescribeCluster, whose librdkafka parser aborts the process when a just-restarted controller
+  answers (:meth:`Connection.describe_cluster`);
 - kazoo for ZooKeeper, with retries, when ``--zookeeper`` is given; SASL (DIGEST-MD5) with the
   credentials of ``--zookeeper-auth-file`` (env ``KOPS_ZOOKEEPER_AUTH_FILE``).
 
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +100,45 @@ def _resource_hint(text: str) -> str:
     if "GROUP_AUTHORIZATION" in t or "GROUPAUTHORIZATION" in t:
         return "group"
     return ""
+
+
+def _in_thread(call) -> Future:
+    """``call()`` in a daemon thread, its outcome in the returned future (for :meth:`Connection.wait`)."""
+    fut: Future = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(call())
+        except BaseException as e:  # noqa: BLE001 - handed to the waiter
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name="kops-blocking-call", daemon=True).start()
+    return fut
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """A live broker as DescribeCluster names it."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    """What DescribeCluster answers: the cluster id, the controller id (on a KRaft cluster a
+    random live broker, as Kafka answers clients there) and the live brokers (fenced ones left
+    out), by id."""
+
+    cluster_id: str | None
+    controller_id: int | None
+    nodes: tuple[ClusterNode, ...]
+
+
+#: seconds between two DescribeCluster questions while the answers name no broker
+DESCRIBE_CLUSTER_RETRY_S = 0.2
 
 
 @dataclass
@@ -231,30 +274,71 @@ class Connection:
     def metadata(self, topic: str | None = None, what: str = "read metadata"):
         """The cluster's metadata (confluent-kafka ``list_topics``: brokers, topics, partitions),
         of every topic or of ``topic``. The one way kops asks for it: errors are mapped
-        (:meth:`map_error`), and an answer that is late or partial once the cluster has
-        answered (:class:`ClusterTimeout`: a broker slow, restarting, or just added) is asked
-        again, up to :data:`METADATA_ATTEMPTS` times in all."""
+        (:meth:`wait`: a failed login ends it at once, not at the timeout), and an answer that is
+        late or partial once the cluster has answered (:class:`ClusterTimeout`: a broker slow,
+        restarting, or just added) is asked again, up to :data:`METADATA_ATTEMPTS` times in all."""
         from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
         for attempt in Retrying(retry=retry_if_exception_type(ClusterTimeout),
                                 stop=stop_after_attempt(METADATA_ATTEMPTS), wait=wait_fixed(1), reraise=True):
             with attempt:
-                try:
-                    if topic is None:
-                        md = self.admin().list_topics(timeout=self.timeout_s)
-                    else:
-                        md = self.admin().list_topics(topic, timeout=self.timeout_s)
-                except Exception as e:
-                    raise self.map_error(e, what) from None
-                self._answered = True
-                return md
+                admin = self.admin()
+                args = () if topic is None else (topic,)
+                # list_topics blocks until the answer or its timeout: it runs beside wait(),
+                # which serves the client's error callback meanwhile
+                return self.wait(_in_thread(lambda: admin.list_topics(*args, timeout=self.timeout_s)), what)
         raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
+
+    def describe_cluster(self, what: str = "describe cluster") -> ClusterDescription:
+        """The cluster id, controller and live brokers with their racks (DescribeCluster): the one
+        way kops asks for them.
+
+        Asked through kafka-python, not confluent-kafka: librdkafka (2.16) sends its
+        DescribeCluster to the broker it last knew as the controller, and when that broker has
+        just been restarted and answers from a still empty metadata cache (a ZooKeeper-mode
+        controller killed and started again, before the new controller has sent it the
+        cluster's metadata), librdkafka's parser fails an assertion and aborts the whole
+        process (``rdkafka_admin.c: rd_kafka_admin_response_parse: Assertion `rko_result'
+        failed``; reproduced by tests/cluster/test_faults.py::
+        test_controller_killed_and_restarted_under_a_long_lived_connection). kafka-python asks
+        the least loaded broker; an answer that names no broker (from such a just-started
+        broker) or a broker connection that drops is asked again every
+        :data:`DESCRIBE_CLUSTER_RETRY_S` seconds within the connection's timeout."""
+        from kafka import errors as ke
+
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                answer = self.kp_admin().describe_cluster()
+            except ClusterError:
+                raise
+            except Exception as e:
+                retriable = getattr(e, "retriable", False) or isinstance(e, ke.NoBrokersAvailable)
+                if not retriable or time.monotonic() >= deadline or is_authentication_error(e):
+                    raise self.map_error(e, what) from None
+            else:
+                nodes = tuple(
+                    ClusterNode(id=int(b["broker_id"]), host=b["host"], port=int(b["port"]), rack=b.get("rack"))
+                    for b in answer.get("brokers") or () if not b.get("is_fenced")
+                )
+                if nodes:
+                    ctrl = answer.get("controller_id")
+                    return ClusterDescription(
+                        cluster_id=answer.get("cluster_id"),
+                        controller_id=int(ctrl) if ctrl is not None and int(ctrl) >= 0 else None,
+                        nodes=tuple(sorted(nodes, key=lambda n: n.id)),
+                    )
+                if time.monotonic() >= deadline:
+                    raise ClusterTimeout(
+                        f"{what}: the brokers of {self.bootstrap_server} that answered within "
+                        f"{self.timeout_s:.0f} s named no live broker (just started, not yet sent the cluster's "
+                        "metadata)"
+                    )
+            time.sleep(DESCRIBE_CLUSTER_RETRY_S)
 
     def wait(self, future, what: str, timeout: float | None = None):
         """``future.result()`` with the connection's bound and kops' error mapping."""
         from concurrent.futures import TimeoutError as FutTimeout
-
-        import time
 
         t = timeout if timeout is not None else self.timeout_s
         deadline = time.monotonic() + t + 2
@@ -288,6 +372,9 @@ class Connection:
                 raise self.authorization_error(what, text) from None
             if is_authentication_error(e) or self._auth_error:
                 raise self.authentication_error(self._auth_error or text) from None
+            if _is_partial(text):
+                self._answered = True
+                raise ClusterTimeout(f"{what}: {text}") from None
             if _is_timeout(e, text):
                 kind = ClusterTimeout if self._answered else ClusterError
                 raise kind(
@@ -388,11 +475,9 @@ class Connection:
         try:
             from confluent_kafka.admin import ConfigResource, ResourceType
 
+            cluster = self.describe_cluster()
+            res = ConfigResource(ResourceType.BROKER, str(cluster.nodes[0].id))
             admin = self.admin()
-            cluster = self.wait(admin.describe_cluster(request_timeout=self.timeout_s), "describe cluster")
-            if not cluster.nodes:
-                return None
-            res = ConfigResource(ResourceType.BROKER, str(min(n.id for n in cluster.nodes)))
             fut = admin.describe_configs([res], request_timeout=self.timeout_s)[res]
             roles = self.wait(fut, f"describe configs of broker {res.name}").get("process.roles")
         except Exception:  # noqa: BLE001 - unknown mode: the caller goes on and finds out the usual way

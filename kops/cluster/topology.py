@@ -102,21 +102,13 @@ def _read_topology(conn: Connection, opts: ReadOptions) -> Topology:
 
 
 def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
-    if (opts.with_reassignments or opts.with_sizes) and hasattr(conn, "warm_up"):
+    if hasattr(conn, "warm_up"):
         conn.warm_up()  # kafka-python's client connects while confluent-kafka's requests run
-    admin = conn.admin()
     # requests go out together where they do not depend on each other: confluent-kafka's
-    # futures are served by librdkafka's threads while kafka-python's calls (reassignments,
-    # log dirs) run in this one
-    cluster_future = admin.describe_cluster(request_timeout=conn.timeout_s)
-    try:
-        md = conn.metadata()
-    except ClusterError:
-        # the same failure ends DescribeCluster: its wait names it (cannot reach the cluster,
-        # login failed, not authorized)
-        conn.wait(cluster_future, "describe cluster")
-        raise
-    cluster = conn.wait(cluster_future, "describe cluster")
+    # futures are served by librdkafka's threads while kafka-python's calls (cluster,
+    # reassignments, log dirs) run in this one
+    md = conn.metadata()
+    cluster = conn.describe_cluster()
 
     brokers = {
         n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port, alive=True)
@@ -181,7 +173,7 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
 
     if mode is not None and hasattr(conn, "note_mode"):
         conn.note_mode(mode)  # the ZooKeeper-only checks need not ask again
-    controller = cluster.controller.id if cluster.controller is not None else None
+    controller = cluster.controller_id
     if mode == "kraft":
         # KRaft brokers answer DescribeCluster with a random broker as "controller"; the active
         # controller is the leader of the metadata quorum

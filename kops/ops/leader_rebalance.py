@@ -69,8 +69,7 @@ def _safe(name: str) -> str:
 
 def cluster_key(conn: Connection) -> str:
     """The cluster id (stable across bootstrap strings); the bootstrap string if it has none."""
-    cluster = conn.wait(conn.admin().describe_cluster(request_timeout=conn.timeout_s), "describe cluster")
-    return _safe(cluster.cluster_id or conn.bootstrap_server or "cluster")
+    return _safe(conn.describe_cluster().cluster_id or conn.bootstrap_server or "cluster")
 
 
 # ------------------------------------------------------------------------------------------

@@ -322,13 +322,14 @@ class SandboxBase:
             raise ClusterError(f"the secured sandbox in {self.workdir} has no {self.security_files.secrets}")
         return security.zk_sasl_options(security.ZK_USER, s.zk_password)
 
-    def client_conf(self) -> dict[str, str]:
-        """librdkafka settings of the admin user (empty when not secured)."""
-        if not self.config.secured:
-            return {}
+    def client_config(self):
+        """The admin user's client settings (:class:`kops.cluster.config.ClientConfig`; empty
+        when not secured)."""
         from kops.cluster.config import ClientConfig
 
-        return ClientConfig.load(str(self.security_files.admin_properties)).librdkafka()
+        if not self.config.secured:
+            return ClientConfig()
+        return ClientConfig.load(str(self.security_files.admin_properties))
 
     def _failure_details(self, node: str | int, lines: int = 25) -> list[str]:
         """The first error of the last run (the cause, above any stack trace) and the tails of

@@ -251,7 +251,7 @@ class Lifecycle:
         while True:
             try:
                 ids, ctrl = probe.kafka_cluster(bootstrap, timeout_s=max(1.0, min(5.0, deadline - time.monotonic())),
-                                                conf=self.client_conf())
+                                                client_config=self.client_config())
                 last = (sorted(ids), ctrl)
                 if present <= ids and not (absent & ids) and ctrl is not None and ctrl not in absent:
                     return

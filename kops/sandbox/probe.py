@@ -1,5 +1,5 @@
-"""Readiness probes: ZooKeeper four-letter words, broker registrations (kazoo), Kafka metadata
-(confluent-kafka). Heavy client imports happen inside the functions."""
+"""Readiness probes: ZooKeeper four-letter words, broker registrations (kazoo), the cluster as
+DescribeCluster answers it (kops' Connection). Heavy client imports happen inside the functions."""
 
 from __future__ import annotations
 
@@ -100,26 +100,16 @@ def zk_controller(zk) -> int | None:
         return None
 
 
-def kafka_cluster(bootstrap: str, timeout_s: float = 5.0, conf: dict | None = None) -> tuple[set[int], int | None]:
-    """(broker ids in the cluster metadata, controller id) through the Admin API.
+def kafka_cluster(bootstrap: str, timeout_s: float = 5.0, client_config=None) -> tuple[set[int], int | None]:
+    """(live broker ids, controller id) as DescribeCluster answers them, asked the way kops asks
+    (:meth:`kops.cluster.connection.Connection.describe_cluster`); ``client_config``: a
+    :class:`kops.cluster.config.ClientConfig` (a secured sandbox's admin user).
 
-    Raises an exception from the client when the cluster does not answer in time.
+    Raises :class:`kops.errors.ClusterError` when the cluster does not answer in time.
     """
-    from confluent_kafka.admin import AdminClient
+    from kops.cluster.config import ClientConfig
+    from kops.cluster.connection import Connection
 
-    admin = AdminClient(
-        {
-            "bootstrap.servers": bootstrap,
-            "socket.timeout.ms": int(timeout_s * 1000),
-            "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
-            "reconnect.backoff.max.ms": 500,
-            "log_level": 0,
-            "logger": logging.getLogger("kops.sandbox.librdkafka"),
-            **(conf or {}),
-        }
-    )
-    fut = admin.describe_cluster(request_timeout=timeout_s)
-    desc = fut.result(timeout=timeout_s + 1)
-    brokers = {int(n.id) for n in desc.nodes}
-    controller = int(desc.controller.id) if desc.controller is not None else None
-    return brokers, controller
+    with Connection(bootstrap, client_config or ClientConfig(), timeout_s=timeout_s) as conn:
+        desc = conn.describe_cluster()
+    return {n.id for n in desc.nodes}, desc.controller_id

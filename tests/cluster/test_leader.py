@@ -137,7 +137,11 @@ def controller_imbalance(parts: dict, alive: set[int], threshold_pct: float) -> 
 def test_rebalance_after_broker_restart(sandbox, bootstrap, zk_connect, unique_topic, monkeypatch, tmp_path):
     topic = unique_topic("lead")
     create_topic(bootstrap, topic, 12)
-    victim = sandbox.broker_ids[1]
+    from kops.sandbox import probe
+
+    with probe.zk_client(zk_connect) as zk:  # not the controller: its stop moves the controller too,
+        ctrl = probe.zk_controller(zk)       # and the metadata read right after can be stale
+    victim = next(b for b in sandbox.broker_ids[1:] if b != ctrl)
     # Kafka's assignment gives every broker preferred partitions (metadata reaches every broker soon)
     mine = wait_for(lambda: [tp for tp, p in describe(bootstrap).items()
                              if tp[0] == topic and p["replicas"][0] == victim], 20, what="metadata")

@@ -45,9 +45,11 @@ def test_merge_real_events(sandbox, bootstrap, unique_topic, spark, tmp_path):
     from confluent_kafka import ElectionType, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from kops.sandbox import probe
+
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = unique_topic("logs")
-    controller = admin.describe_cluster(request_timeout=10).result().controller.id
+    _ids, controller = probe.kafka_cluster(bootstrap, timeout_s=10)
     t_start = _now()
     admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
     _wait(lambda: all((_partition(admin, topic, p) or None) and _partition(admin, topic, p).leader >= 0 for p in range(3)),

@@ -20,12 +20,13 @@ def zk_state(zk_connect: str | None, sandbox=None) -> tuple[dict[int, str | None
     """(broker id -> rack as registered in /brokers/ids, controller id); in KRaft mode (no
     ZooKeeper) the brokers and racks of the cluster metadata and no controller."""
     if zk_connect is None:
-        from confluent_kafka.admin import AdminClient
+        from kops.cluster.config import ClientConfig
+        from kops.cluster.connection import Connection
 
         live = [sandbox.broker_address(s.id) for s in sandbox.status() if s.role == "broker" and s.running]
-        admin = AdminClient({"bootstrap.servers": ",".join(live)})
-        desc = admin.describe_cluster(request_timeout=10).result()
-        return {int(n.id): n.rack for n in desc.nodes}, None
+        with Connection(",".join(live), ClientConfig(), timeout_s=10) as conn:
+            desc = conn.describe_cluster()
+        return {n.id: n.rack for n in desc.nodes}, None
     from kops.sandbox import probe
 
     with probe.zk_client(zk_connect) as zk:

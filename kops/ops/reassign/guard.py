@@ -25,9 +25,7 @@ class _ClusterIdOnly:
 
 def cluster_identity(conn):
     """Just the cluster id (DescribeCluster), for commands that start from the journal."""
-    admin = conn.admin()
-    cluster = conn.wait(admin.describe_cluster(request_timeout=conn.timeout_s), "describe cluster")
-    return _ClusterIdOnly(cluster.cluster_id)
+    return _ClusterIdOnly(conn.describe_cluster().cluster_id)
 
 
 def refuse_if_active(store: J.JournalStore, lock) -> None:
