@@ -313,7 +313,8 @@ class Connection:
             except ClusterError:
                 raise
             except Exception as e:
-                retriable = getattr(e, "retriable", False) or isinstance(e, ke.NoBrokersAvailable)
+                # (NoBrokersAvailable: kafka-python 2.x; 3.x says KafkaConnectionError)
+                retriable = getattr(e, "retriable", False) or isinstance(e, getattr(ke, "NoBrokersAvailable", ()))
                 if not retriable or time.monotonic() >= deadline or is_authentication_error(e):
                     raise self.map_error(e, what) from None
             else:

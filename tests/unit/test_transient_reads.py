@@ -206,3 +206,61 @@ def test_the_journal_reads_a_topic_created_a_moment_ago_by_another_kops():
     with pytest.raises(KafkaException):
         _watermarks(c, None, 1.0)
     assert c.calls == 1
+
+
+class _KpAdmin:
+    """kafka-python's describe_cluster answering from a script: an exception or an answer."""
+
+    def __init__(self, outcomes):
+        self.outcomes, self.calls = list(outcomes), 0
+
+    def describe_cluster(self):
+        self.calls += 1
+        out = self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+
+def _broker(i, rack=None, **kw):
+    return {"broker_id": i, "host": "127.0.0.1", "port": 9092 + i, "rack": rack, **kw}
+
+
+def _kp_conn(monkeypatch, outcomes, timeout_s=0.1) -> tuple[Connection, _KpAdmin]:
+    monkeypatch.setattr("kops.cluster.connection.DESCRIBE_CLUSTER_RETRY_S", 0.01)
+    c = Connection("127.0.0.1:1", ClientConfig(), None, timeout_s)
+    kp = _KpAdmin(outcomes)
+    c._kp_admin = kp
+    return c, kp
+
+
+def test_describe_cluster_asks_again_while_a_just_started_broker_names_no_broker(monkeypatch):
+    """A broker that has just started answers from an empty metadata cache (no broker, controller
+    -1): asked again; the whole answer comes back by id, fenced brokers left out."""
+    empty = {"cluster_id": "c1", "controller_id": -1, "brokers": []}
+    whole = {"cluster_id": "c1", "controller_id": 2,
+             "brokers": [_broker(2, "b"), _broker(0, "a"), _broker(1, "a", is_fenced=True)]}
+    c, kp = _kp_conn(monkeypatch, [empty, empty, whole], timeout_s=5)
+    d = c.describe_cluster()
+    assert kp.calls == 3
+    assert d.cluster_id == "c1" and d.controller_id == 2
+    assert [(n.id, n.rack, n.port) for n in d.nodes] == [(0, "a", 9092), (2, "b", 9094)]
+
+
+def test_describe_cluster_that_never_names_a_broker_times_out(monkeypatch):
+    c, kp = _kp_conn(monkeypatch, [{"cluster_id": None, "controller_id": -1, "brokers": []}])
+    with pytest.raises(ClusterTimeout, match="describe cluster: .*named no live broker"):
+        c.describe_cluster()
+    assert kp.calls >= 2
+
+
+def test_describe_cluster_retries_a_dropped_connection_not_a_refusal(monkeypatch):
+    from kafka import errors as ke
+
+    whole = {"cluster_id": "c1", "controller_id": 0, "brokers": [_broker(0)]}
+    c, kp = _kp_conn(monkeypatch, [ke.KafkaConnectionError("reset"), ke.NodeNotReadyError(0), whole], timeout_s=5)
+    assert [n.id for n in c.describe_cluster().nodes] == [0] and kp.calls == 3
+    c, kp = _kp_conn(monkeypatch, [ke.ClusterAuthorizationFailedError("no"), whole], timeout_s=5)
+    with pytest.raises(ClusterError, match="describe cluster: not authorized"):
+        c.describe_cluster()
+    assert kp.calls == 1
