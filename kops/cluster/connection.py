@@ -304,8 +304,6 @@ class Connection:
         the least loaded broker; an answer that names no broker (from such a just-started
         broker) or a broker connection that drops is asked again every
         :data:`DESCRIBE_CLUSTER_RETRY_S` seconds within the connection's timeout."""
-        from kafka import errors as ke
-
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
@@ -313,9 +311,8 @@ class Connection:
             except ClusterError:
                 raise
             except Exception as e:
-                # (NoBrokersAvailable: kafka-python 2.x; 3.x says KafkaConnectionError)
-                retriable = getattr(e, "retriable", False) or isinstance(e, getattr(ke, "NoBrokersAvailable", ()))
-                if not retriable or time.monotonic() >= deadline or is_authentication_error(e):
+                # kafka-python's retriable errors: a dropped connection, a node not ready, a timeout
+                if not getattr(e, "retriable", False) or time.monotonic() >= deadline or is_authentication_error(e):
                     raise self.map_error(e, what) from None
             else:
                 nodes = tuple(
