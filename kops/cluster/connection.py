@@ -102,6 +102,17 @@ def _resource_hint(text: str) -> str:
     return ""
 
 
+class ControllerMoved(ClusterTimeout):
+    """A controller-bound request (CreateTopics, DeleteTopics, ElectLeaders) answered
+    NOT_CONTROLLER: the client still knew a broker that is no longer the controller (librdkafka
+    surfaces the error and never re-routes); :meth:`Connection.to_controller` asks again through
+    a new client."""
+
+
+#: a controller-bound request answered NOT_CONTROLLER is sent again, this many times in all
+CONTROLLER_ATTEMPTS = 4
+
+
 def _in_thread(call) -> Future:
     """``call()`` in a daemon thread, its outcome in the returned future (for :meth:`Connection.wait`)."""
     fut: Future = Future()
@@ -334,6 +345,26 @@ class Connection:
                     )
             time.sleep(DESCRIBE_CLUSTER_RETRY_S)
 
+    def to_controller(self, send, what: str, timeout: float | None = None):
+        """``wait(send(admin), what)`` for a request librdkafka sends to the controller it knows
+        (CreateTopics, DeleteTopics, ElectLeaders). When that broker is no longer the
+        controller (it moved: a controller restarted or killed while this client lived), the
+        answer is NOT_CONTROLLER and librdkafka does not re-route it: the request is sent again
+        by a new client, which asks the metadata for the controller, up to
+        :data:`CONTROLLER_ATTEMPTS` times in all. Only for requests that are safe to send twice
+        (a topic created or deleted again answers TOPIC_ALREADY_EXISTS / UNKNOWN_TOPIC, a leader
+        elected again ELECTION_NOT_NEEDED)."""
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+        def fresh_client(_state) -> None:
+            self.renew_admin()
+
+        for attempt in Retrying(retry=retry_if_exception_type(ControllerMoved), stop=stop_after_attempt(CONTROLLER_ATTEMPTS),
+                                wait=wait_fixed(0.5), before_sleep=fresh_client, reraise=True):
+            with attempt:
+                return self.wait(send(self.admin()), what, timeout)
+        raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
+
     def wait(self, future, what: str, timeout: float | None = None):
         """``future.result()`` with the connection's bound and kops' error mapping."""
         from concurrent.futures import TimeoutError as FutTimeout
@@ -373,6 +404,9 @@ class Connection:
             if _is_partial(text):
                 self._answered = True
                 raise ClusterTimeout(f"{what}: {text}") from None
+            if "NOT_CONTROLLER" in text.upper():
+                self._answered = True
+                raise ControllerMoved(f"{what}: {text} (the controller moved)") from None
             if _is_timeout(e, text):
                 kind = ClusterTimeout if self._answered else ClusterError
                 raise kind(

@@ -125,11 +125,11 @@ def _elect_batch(conn: Connection, etype: Any, batch: list, what: str) -> dict:
     def send() -> dict:
         # no request_timeout/operation_timeout kwargs: confluent-kafka 2.16 rejects them for
         # elect_leaders (SystemError/TypeError); conn.wait bounds the wait instead
-        fut = conn.admin().elect_leaders(etype, batch)
         try:
             # the controller elects a batch of 1000 in seconds, but a busy one can take much longer:
             # the connection timeout bounds reaching the cluster, not the controller's work
-            return conn.wait(fut, what, timeout=max(conn.timeout_s, ELECTION_WAIT_S))
+            return conn.to_controller(lambda admin: admin.elect_leaders(etype, batch), what,
+                                      timeout=max(conn.timeout_s, ELECTION_WAIT_S))
         except ClusterTimeout:
             conn.renew_admin()
             raise

@@ -298,21 +298,19 @@ class TopicStore:
             return
         from confluent_kafka.admin import NewTopic
 
-        admin = self.conn.admin()
         md = self.conn.metadata(what=f"look for the journal topic {self.topic}")
         if self.topic not in md.topics:
             alive = len(md.brokers)
             rf = max(1, min(3, alive))
-            fut = admin.create_topics(
-                [NewTopic(self.topic, 1, rf, config={
-                    "cleanup.policy": "compact",
-                    "min.insync.replicas": "1" if rf < 3 else "2",
-                    "max.message.bytes": str(8 * 1024 * 1024),
-                })],
-                request_timeout=self.conn.timeout_s,
-            )[self.topic]
+            new = NewTopic(self.topic, 1, rf, config={
+                "cleanup.policy": "compact",
+                "min.insync.replicas": "1" if rf < 3 else "2",
+                "max.message.bytes": str(8 * 1024 * 1024),
+            })
             try:
-                self.conn.wait(fut, f"create topic {self.topic}")
+                self.conn.to_controller(
+                    lambda admin: admin.create_topics([new], request_timeout=self.conn.timeout_s)[self.topic],
+                    f"create topic {self.topic}")
             except ClusterError as e:
                 if "TOPIC_ALREADY_EXISTS" not in e.message.upper():
                     raise

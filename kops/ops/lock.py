@@ -94,16 +94,14 @@ class ClusterLock:
 
         store = TopicStore(self.conn)
         store.ensure_topic()
-        admin = self.conn.admin()
         deadline = time.monotonic() + max(self.conn.timeout_s, 10.0)
         broken = False
         while True:
-            fut = admin.create_topics(
-                [NewTopic(LOCK_TOPIC, 1, 1, config={"retention.ms": "60000"})],
-                request_timeout=self.conn.timeout_s,
-            )[LOCK_TOPIC]
             try:
-                self.conn.wait(fut, f"create topic {LOCK_TOPIC}")
+                self.conn.to_controller(lambda admin: admin.create_topics(
+                    [NewTopic(LOCK_TOPIC, 1, 1, config={"retention.ms": "60000"})],
+                    request_timeout=self.conn.timeout_s,
+                )[LOCK_TOPIC], f"create topic {LOCK_TOPIC}")
                 break
             except ClusterError as e:
                 if "TOPIC_ALREADY_EXISTS" not in e.message.upper():
@@ -151,9 +149,10 @@ class ClusterLock:
         an acquire meanwhile finds the topic without a holder and retries every 0.5 s (see
         :meth:`_topic_acquire`), so only a kops that starts at that moment waits, not every
         execution at its end."""
-        fut = self.conn.admin().delete_topics([LOCK_TOPIC], request_timeout=self.conn.timeout_s)[LOCK_TOPIC]
         try:
-            self.conn.wait(fut, f"delete topic {LOCK_TOPIC}")
+            self.conn.to_controller(
+                lambda admin: admin.delete_topics([LOCK_TOPIC], request_timeout=self.conn.timeout_s)[LOCK_TOPIC],
+                f"delete topic {LOCK_TOPIC}")
         except ClusterError as e:
             if "UNKNOWN_TOPIC" not in e.message.upper():
                 raise

@@ -264,3 +264,43 @@ def test_describe_cluster_retries_a_dropped_connection_not_a_refusal(monkeypatch
     with pytest.raises(ClusterError, match="describe cluster: not authorized"):
         c.describe_cluster()
     assert kp.calls == 1
+
+
+def _failed(exc) -> Future:
+    f: Future = Future()
+    f.set_exception(exc)
+    return f
+
+
+def test_a_controller_request_answered_not_controller_goes_again_through_a_new_client(monkeypatch):
+    """librdkafka sends CreateTopics / DeleteTopics / ElectLeaders to the controller it knows and
+    surfaces NOT_CONTROLLER when that broker lost the role; a new client finds the new one."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from kops.cluster.connection import CONTROLLER_ATTEMPTS, ControllerMoved
+
+    monkeypatch.setattr("tenacity.nap.time.sleep", lambda s: None)
+    moved = KafkaException(KafkaError(KafkaError.NOT_CONTROLLER, "Broker: Not controller for cluster"))
+    c = _conn()
+    clients = iter(range(100))
+    c.admin = lambda: next(clients)  # each renew_admin() makes admin() return a new client
+    renewed = []
+    monkeypatch.setattr(c, "renew_admin", lambda: renewed.append(1))
+    sent = []
+
+    def send(admin):
+        sent.append(admin)
+        return _failed(moved) if len(sent) < 3 else _done("created")
+
+    assert c.to_controller(send, "create topic t") == "created"
+    assert len(sent) == 3 and len(renewed) == 2
+    sent.clear()
+    with pytest.raises(ControllerMoved, match="create topic t: NOT_CONTROLLER.*the controller moved"):
+        c.to_controller(lambda admin: sent.append(admin) or _failed(moved), "create topic t")
+    assert len(sent) == CONTROLLER_ATTEMPTS
+    # any other error is not sent again
+    sent.clear()
+    other = KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS, "exists"))
+    with pytest.raises(ClusterError, match="TOPIC_ALREADY_EXISTS"):
+        c.to_controller(lambda admin: sent.append(admin) or _failed(other), "create topic t")
+    assert len(sent) == 1
