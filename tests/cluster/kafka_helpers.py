@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 _ADMINS: dict[str, AdminClient] = {}
@@ -18,6 +18,26 @@ def admin(bootstrap: str) -> AdminClient:
     if bootstrap not in _ADMINS:
         _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
     return _ADMINS[bootstrap]
+
+
+def to_controller(bootstrap: str, send, what: str, timeout: float = 60):
+    """``send(client)`` a controller-bound request (CreateTopics, DeleteTopics) and return its
+    result. librdkafka sends these to the controller it last heard of and never re-routes them:
+    when the controller has moved since (a broker stopped, a ZooKeeper session lost under load),
+    the answer is NOT_CONTROLLER until a metadata answer names the new one. So: ask for metadata
+    (it updates the client's controller id) and send again, until the controller answers."""
+    a = admin(bootstrap)
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return send(a)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.NOT_CONTROLLER:
+                raise
+            if time.time() > deadline:
+                raise AssertionError(f"{what}: still NOT_CONTROLLER after {timeout:.0f} s") from e
+        a.list_topics(timeout=10)
+        time.sleep(0.2)
 
 
 def wait_for(cond, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
@@ -47,7 +67,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 6, rf: int = 3, *,
     cfg = {"min.insync.replicas": str(min_isr)}
     topic = (NewTopic(name, num_partitions=len(assignment), replica_assignment=[assignment[p] for p in sorted(assignment)], config=cfg)
              if assignment else NewTopic(name, partitions, rf, config=cfg))
-    a.create_topics([topic])[name].result(30)
+    to_controller(bootstrap, lambda c: c.create_topics([topic])[name].result(30), f"create topic {name}")
     n = len(assignment) if assignment else partitions
     want = len(next(iter(assignment.values()))) if assignment else rf
     wait_for(lambda: (md := a.list_topics(name, timeout=10).topics[name]).error is None
@@ -78,7 +98,7 @@ def leaders(bootstrap: str, topic: str | None = None) -> dict[tuple[str, int], i
 
 def delete_topic(bootstrap: str, topic: str) -> None:
     try:
-        admin(bootstrap).delete_topics([topic])[topic].result(30)
+        to_controller(bootstrap, lambda c: c.delete_topics([topic])[topic].result(30), f"delete topic {topic}")
     except Exception:
         pass
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
-from tests.cluster.kafka_helpers import assert_lock_released, ongoing, wait_for
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from tests.cluster import kafka_helpers
+from tests.cluster.kafka_helpers import admin, assert_lock_released, delete_topic, ongoing, replicas, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -50,48 +51,9 @@ def kops_bg(*args: str, out: Path) -> subprocess.Popen:
                             stderr=open(str(out) + ".err", "w"), env=dict(os.environ))
 
 
-_ADMINS: dict[str, AdminClient] = {}
-
-
-def admin(bootstrap: str) -> AdminClient:
-    # keep the client alive: a collected AdminClient fails its pending futures (_DESTROY)
-    if bootstrap not in _ADMINS:
-        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
-    return _ADMINS[bootstrap]
-
-
 def create_topic(bootstrap: str, name: str, partitions: int = 4, mb_per_partition: int = 6) -> dict[int, list[int]]:
-    a = admin(bootstrap)
-    a.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})])[name].result(30)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        md = a.list_topics(name, timeout=10).topics[name]
-        if md.error is None and len(md.partitions) == partitions and all(
-            p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values()
-        ):
-            break
-        time.sleep(0.3)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
-                  "batch.size": 1_000_000, "compression.type": "none"})
-    value = os.urandom(100_000)
-    for i in range(partitions * mb_per_partition * 10):
-        p.produce(name, value=value, partition=i % partitions)
-        if i % 20 == 0:
-            p.poll(0)
-    assert p.flush(60) == 0
-    return replicas(bootstrap, name)
-
-
-def replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:
-    md = admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
-    return {pid: list(pm.replicas) for pid, pm in sorted(md.partitions.items())}
-
-
-def delete_topic(bootstrap: str, topic: str) -> None:
-    try:
-        admin(bootstrap).delete_topics([topic])[topic].result(30)
-    except Exception:
-        pass
+    """An RF 3 topic (min.insync.replicas 2) with ``mb_per_partition`` MB in each partition."""
+    return kafka_helpers.create_topic(bootstrap, name, partitions, 3, min_isr=2, mb_per_partition=mb_per_partition)
 
 
 def broker_throttles(bootstrap: str, brokers, *, fresh: bool = False) -> dict[int, dict[str, str]]:
