@@ -244,12 +244,23 @@ class Connection:
             return self.authorization_error(what, text)
         if is_authentication_error(exc):
             return self.authentication_error(text)
-        if _is_partial(text):
-            self._answered = True
-            return ClusterTimeout(f"{what}: {text}")
+        if (again := self._ask_again(what, text)) is not None:
+            return again
         if self._answered and _is_timeout(exc, text):
             return ClusterTimeout(f"{what}: {text}")
         return ClusterError(f"{what}: {text}")
+
+    def _ask_again(self, what: str, text: str) -> ClusterTimeout | None:
+        """The error for an answer that says "ask again" (the cluster did answer): partial
+        metadata from a just-started broker (:class:`ClusterTimeout`) or NOT_CONTROLLER
+        (:class:`ControllerMoved`); None for any other answer."""
+        if _is_partial(text):
+            self._answered = True
+            return ClusterTimeout(f"{what}: {text}")
+        if "NOT_CONTROLLER" in text.upper():
+            self._answered = True
+            return ControllerMoved(f"{what}: {text} (the controller moved)")
+        return None
 
     def _on_client_error(self, err) -> None:
         """librdkafka ``error_cb``: remember a failed login so that waits end at once."""
@@ -315,35 +326,52 @@ class Connection:
         the least loaded broker; an answer that names no broker (from such a just-started
         broker) or a broker connection that drops is asked again every
         :data:`DESCRIBE_CLUSTER_RETRY_S` seconds within the connection's timeout."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
+        from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+        class AskAgain(Exception):
+            """No broker named yet (``cause`` None), or a retriable kafka-python error."""
+
+            def __init__(self, cause: BaseException | None = None):
+                self.cause = cause
+
+        def ask() -> ClusterDescription:
             try:
                 answer = self.kp_admin().describe_cluster()
             except ClusterError:
                 raise
             except Exception as e:
                 # kafka-python's retriable errors: a dropped connection, a node not ready, a timeout
-                if not getattr(e, "retriable", False) or time.monotonic() >= deadline or is_authentication_error(e):
-                    raise self.map_error(e, what) from None
-            else:
-                nodes = tuple(
-                    ClusterNode(id=int(b["broker_id"]), host=b["host"], port=int(b["port"]), rack=b.get("rack"))
-                    for b in answer.get("brokers") or () if not b.get("is_fenced")
-                )
-                if nodes:
-                    ctrl = answer.get("controller_id")
-                    return ClusterDescription(
-                        cluster_id=answer.get("cluster_id"),
-                        controller_id=int(ctrl) if ctrl is not None and int(ctrl) >= 0 else None,
-                        nodes=tuple(sorted(nodes, key=lambda n: n.id)),
-                    )
-                if time.monotonic() >= deadline:
-                    raise ClusterTimeout(
-                        f"{what}: the brokers of {self.bootstrap_server} that answered within "
-                        f"{self.timeout_s:.0f} s named no live broker (just started, not yet sent the cluster's "
-                        "metadata)"
-                    )
-            time.sleep(DESCRIBE_CLUSTER_RETRY_S)
+                if getattr(e, "retriable", False) and not is_authentication_error(e):
+                    raise AskAgain(e) from None
+                raise self.map_error(e, what) from None
+            nodes = tuple(
+                ClusterNode(id=int(b["broker_id"]), host=b["host"], port=int(b["port"]), rack=b.get("rack"))
+                for b in answer.get("brokers") or () if not b.get("is_fenced")
+            )
+            if not nodes:
+                raise AskAgain()
+            ctrl = answer.get("controller_id")
+            return ClusterDescription(
+                cluster_id=answer.get("cluster_id"),
+                controller_id=int(ctrl) if ctrl is not None and int(ctrl) >= 0 else None,
+                nodes=tuple(sorted(nodes, key=lambda n: n.id)),
+            )
+
+        try:
+            for attempt in Retrying(retry=retry_if_exception_type(AskAgain), stop=stop_after_delay(self.timeout_s),
+                                    wait=wait_fixed(DESCRIBE_CLUSTER_RETRY_S)):
+                with attempt:
+                    return ask()
+        except RetryError as e:
+            last = e.last_attempt.exception()
+            if last.cause is not None:
+                raise self.map_error(last.cause, what) from None
+            raise ClusterTimeout(
+                f"{what}: the brokers of {self.bootstrap_server} that answered within "
+                f"{self.timeout_s:.0f} s named no live broker (just started, not yet sent the cluster's "
+                "metadata)"
+            ) from None
+        raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
 
     def to_controller(self, send, what: str, timeout: float | None = None):
         """``wait(send(admin), what)`` for a request librdkafka sends to the controller it knows
@@ -401,12 +429,8 @@ class Connection:
                 raise self.authorization_error(what, text) from None
             if is_authentication_error(e) or self._auth_error:
                 raise self.authentication_error(self._auth_error or text) from None
-            if _is_partial(text):
-                self._answered = True
-                raise ClusterTimeout(f"{what}: {text}") from None
-            if "NOT_CONTROLLER" in text.upper():
-                self._answered = True
-                raise ControllerMoved(f"{what}: {text} (the controller moved)") from None
+            if (again := self._ask_again(what, text)) is not None:
+                raise again from None
             if _is_timeout(e, text):
                 kind = ClusterTimeout if self._answered else ClusterError
                 raise kind(
