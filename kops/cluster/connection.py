@@ -150,6 +150,8 @@ class ClusterDescription:
 
 #: seconds between two DescribeCluster questions while the answers name no broker
 DESCRIBE_CLUSTER_RETRY_S = 0.2
+#: Kafka's error code for a topic the cluster does not have
+_UNKNOWN_TOPIC_OR_PART = 3
 
 
 @dataclass
@@ -171,6 +173,7 @@ class Connection:
     #: True once the cluster has answered a request: a later timeout is then a slow or
     #: cut-off broker (ClusterTimeout, a read may be sent again), not an unreachable cluster
     _answered: bool = field(default=False, repr=False)
+    _cluster_id: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_options(
@@ -283,6 +286,9 @@ class Connection:
                 "socket.connection.setup.timeout.ms": int(min(self.timeout_s, 30) * 1000),
                 "logger": _QuietLogger(),
                 "error_cb": self._on_client_error,
+                # a metadata request for one topic must never create it on a broker with
+                # auto.create.topics.enable (librdkafka's default for this client type is true)
+                "allow.auto.create.topics": False,
                 **self.client_config.librdkafka(),
             }
             self._admin = AdminClient(conf)
@@ -308,8 +314,29 @@ class Connection:
                 args = () if topic is None else (topic,)
                 # list_topics blocks until the answer or its timeout: it runs beside wait(),
                 # which serves the client's error callback meanwhile
-                return self.wait(_in_thread(lambda: admin.list_topics(*args, timeout=self.timeout_s)), what)
+                md = self.wait(_in_thread(lambda: admin.list_topics(*args, timeout=self.timeout_s)), what)
+                self._cluster_id = getattr(md, "cluster_id", None) or self._cluster_id
+                return md
         raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
+
+    def cluster_id(self) -> str | None:
+        """The cluster id, from the last metadata answer or else from a metadata request for one
+        topic (every metadata answer carries it): no DescribeCluster, so no kafka-python client
+        on the way (commands that start by keying their state or lock on the cluster)."""
+        if self._cluster_id is None:
+            self.topic_metadata("__consumer_offsets", "read the cluster id")
+        return self._cluster_id
+
+    def topic_metadata(self, topic: str, what: str | None = None):
+        """:meth:`metadata` of ``topic`` alone (brokers included), and whether the topic exists:
+        ``(metadata, exists)``. One small request where a full read would carry every partition
+        of the cluster (seconds on 100,000 partitions). Never creates the topic: kops' client
+        does not ask for auto-creation (``allow.auto.create.topics`` false in :meth:`admin`), so a
+        broker with ``auto.create.topics.enable`` answers UNKNOWN_TOPIC_OR_PART like any other."""
+        md = self.metadata(topic, what or f"look for topic {topic}")
+        tm = md.topics.get(topic)
+        exists = tm is not None and not (tm.error is not None and tm.error.code() == _UNKNOWN_TOPIC_OR_PART)
+        return md, exists
 
     def describe_cluster(self, what: str = "describe cluster") -> ClusterDescription:
         """The cluster id, controller and live brokers with their racks (DescribeCluster): the one

@@ -298,8 +298,8 @@ class TopicStore:
             return
         from confluent_kafka.admin import NewTopic
 
-        md = self.conn.metadata(what=f"look for the journal topic {self.topic}")
-        if self.topic not in md.topics:
+        md, exists = self.conn.topic_metadata(self.topic, f"look for the journal topic {self.topic}")
+        if not exists:
             alive = len(md.brokers)
             rf = max(1, min(3, alive))
             new = NewTopic(self.topic, 1, rf, config={
@@ -336,6 +336,9 @@ class TopicStore:
             "enable.idempotence": True,
             "message.max.bytes": 8 * 1024 * 1024,
             "message.timeout.ms": int(max(self.conn.timeout_s, 5) * 1000),
+            # a journal topic deleted under a running kops fails the write (never re-created
+            # by the broker with its defaults: not compacted, perhaps RF 1)
+            "allow.auto.create.topics": False,
             "logger": _quiet(),
             **self.conn.client_config.librdkafka(),
         }
@@ -379,8 +382,7 @@ class TopicStore:
     def _read_all(self) -> dict[str, bytes | None]:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        md = self.conn.metadata(what=f"look for the journal topic {self.topic}")
-        if self.topic not in md.topics:
+        if not self.conn.topic_metadata(self.topic, f"look for the journal topic {self.topic}")[1]:
             return {}
         # another kops may have created the topic a moment ago: its partition needs a leader
         # before it can be read (a new client's metadata can lag the Admin API's, too)

@@ -131,8 +131,8 @@ class ClusterLock:
         v = store.read_all().get("lock")
         return json.loads(v.decode()) if v else None
 
-    def _topic_exists(self) -> bool:
-        return LOCK_TOPIC in self.conn.metadata(what="look for the lock topic").topics
+    def topic_exists(self) -> bool:
+        return self.conn.topic_metadata(LOCK_TOPIC, "look for the lock topic")[1]
 
     def _topic_release(self, execution_id: str) -> None:
         store = TopicStore(self.conn)
@@ -175,7 +175,7 @@ class ClusterLock:
     def holder(self) -> dict[str, Any] | None:
         """The holder's record, ``{}`` when locked by an unknown holder, None when free."""
         h = self._topic_holder()
-        if h is None and self._topic_exists():
+        if h is None and self.topic_exists():
             h = {}
         if self.zk_mode:
             zh = self._zk_holder()

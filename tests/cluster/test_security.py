@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.cluster.sandboxes import own_sandbox
 
 pytestmark = pytest.mark.cluster
 
@@ -36,28 +37,8 @@ def secured(tmp_path_factory, request):
 def secured_sandbox(cls, tmp_path_factory, request, name: str, label: str, **config):
     """``cls`` (the JVM or the containerised sandbox) secured with SASL_SSL, 3 brokers on free
     ports, with the module's topic; down (and its work dir removed unless a test failed) after."""
-    from kops.sandbox import SandboxConfig
-    from kops.sandbox.procs import free_ports
-    from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
-
-    workdir = tmp_path_factory.mktemp(name, numbered=True)
-    ports = free_ports(4)
-    cfg = SandboxConfig(workdir=workdir, brokers=3, zookeeper_port=ports[0], broker_ports=ports[1:],
-                        heap=os.environ.get("KOPS_TEST_HEAP", "384m"), security="sasl_ssl", **config)
-    sb = cls(cfg, log=lambda m: print(f"[{label}] {m}", flush=True))
-    watchdog = spawn_watchdog(workdir)
-    failed_before = request.session.testsfailed
-    try:
-        sb.up(timeout_s=240)
-        _create_topic(sb)
-        yield sb
-    finally:
-        try:
-            sb.down()
-        finally:
-            stop_watchdog(watchdog)
-        if not (os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before):
-            shutil.rmtree(workdir, ignore_errors=True)
+    yield from own_sandbox(cls, tmp_path_factory, request, name, label, brokers=3, security="sasl_ssl",
+                           setup=_create_topic, **config)
 
 
 def _create_topic(sb) -> None:

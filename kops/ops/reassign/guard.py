@@ -24,8 +24,8 @@ class _ClusterIdOnly:
 
 
 def cluster_identity(conn):
-    """Just the cluster id (DescribeCluster), for commands that start from the journal."""
-    return _ClusterIdOnly(conn.describe_cluster().cluster_id)
+    """Just the cluster id, for commands that start from the journal."""
+    return _ClusterIdOnly(conn.cluster_id())
 
 
 def refuse_if_active(store: J.JournalStore, lock) -> None:

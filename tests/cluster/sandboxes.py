@@ -1,0 +1,36 @@
+"""A sandbox of a module's own, beside the session's cluster: free ports, a watchdog that removes
+it if the test run is killed outright, down at the end (its work dir kept when a test failed, or
+with ``KOPS_TEST_KEEP_LOGS``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+
+def own_sandbox(cls, tmp_path_factory, request, name: str, label: str, *, brokers: int, setup=None, **config):
+    """Yield a running ``cls`` (the JVM or the containerised sandbox) with ``brokers`` brokers
+    and ``config``; ``setup(sb)`` runs once it is up."""
+    from kops.sandbox import SandboxConfig
+    from kops.sandbox.procs import free_ports
+    from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
+
+    workdir = tmp_path_factory.mktemp(name, numbered=True)
+    ports = free_ports(brokers + 1)
+    cfg = SandboxConfig(workdir=workdir, brokers=brokers, zookeeper_port=ports[0], broker_ports=ports[1:],
+                        heap=os.environ.get("KOPS_TEST_HEAP", "384m"), **config)
+    sb = cls(cfg, log=lambda m: print(f"[{label}] {m}", flush=True))
+    watchdog = spawn_watchdog(workdir)
+    failed_before = request.session.testsfailed
+    try:
+        sb.up(timeout_s=240)
+        if setup is not None:
+            setup(sb)
+        yield sb
+    finally:
+        try:
+            sb.down()
+        finally:
+            stop_watchdog(watchdog)
+        if not (os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before):
+            shutil.rmtree(workdir, ignore_errors=True)
