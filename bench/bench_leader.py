@@ -3,7 +3,7 @@
 >= 10,000 partitions.
 
     .venv/bin/python bench/bench_leader.py [--partitions 10000] [--topics 20] [--rf 2] [--rounds 1]
-                                           [--attach SANDBOX_DIR] [--heap 768m]
+                                           [--attach SANDBOX_DIR] [--heap 768m] [--idle-runs 5]
 
 Without ``--attach`` it starts its own sandbox (ZooKeeper + 6 brokers in 3 racks, free ports,
 a temporary work dir) and always stops it at the end.
@@ -16,6 +16,9 @@ counts the partitions led by their preferred replica.
 
 kops runs with ``--imbalance-threshold 0`` so it elects everything Kafka's tool elects; it also
 reads the topology before (to plan) and after (to report) -- both included in its time.
+
+Then the cron path with nothing to do: ``kops leader rebalance`` at its default threshold on
+the now balanced cluster, ``--idle-runs`` times as fresh processes (median, min, max).
 """
 
 from __future__ import annotations
@@ -133,6 +136,41 @@ def run_kops(bootstrap: str, state_dir: str, batch_size: int = 1000) -> tuple[fl
                 "election_s": doc.get("elections", {}).get("duration_s")}
 
 
+def settle_everywhere(bootstrap: str, prefix: str, timeout: float = 120) -> float:
+    """Until every broker's own metadata shows every partition led by its preferred replica (a
+    broker restarted by the skew lags the others by seconds): the seconds it took."""
+    from confluent_kafka.admin import AdminClient
+
+    t0 = time.monotonic()
+    pending = set(bootstrap.split(","))
+    while pending and time.monotonic() - t0 < timeout:
+        for addr in sorted(pending):
+            md = AdminClient({"bootstrap.servers": addr}).list_topics(timeout=30)
+            if all(pm.leader == pm.replicas[0] for t, tm in md.topics.items() if t.startswith(prefix)
+                   for pm in tm.partitions.values()):
+                pending.discard(addr)
+        if pending:
+            time.sleep(0.5)
+    if pending:
+        raise SystemExit(f"brokers {sorted(pending)} still show non-preferred leaders after {timeout:.0f} s")
+    return time.monotonic() - t0
+
+
+def run_kops_idle(bootstrap: str, state_dir: str, runs: int) -> list[float]:
+    """The cron path with nothing to do: ``kops leader rebalance`` (default threshold) on a
+    balanced cluster, as a fresh process each time; wall seconds of each run."""
+    env = dict(os.environ, KOPS_STATE_DIR=state_dir)
+    out = []
+    for _ in range(runs):
+        t0 = time.monotonic()
+        r = subprocess.run([*KOPS_LEADER, "rebalance", "--bootstrap-server", bootstrap],
+                           capture_output=True, text=True, env=env, timeout=600)
+        out.append(round(time.monotonic() - t0, 3))
+        if r.returncode != 0 or "balanced" not in r.stderr:
+            raise SystemExit(f"kops idle run: exit {r.returncode}: {r.stderr[-2000:]}")
+    return out
+
+
 def run_kafka(bootstrap: str) -> tuple[float, dict]:
     from kops.sandbox.dist import LEADER_ELECTION_TOOL, java_tool
 
@@ -156,8 +194,11 @@ def main() -> None:
                     help="restart: stop+start rack a (its ~1/3 of the partitions end up led elsewhere; "
                          "default); reorder: swap replicas[0] and [1] everywhere (100%%, but the ZooKeeper "
                          "controller takes minutes for 10k reorders on 2 cores)")
-    ap.add_argument("--batch-size", type=int, default=1000, help="kops --batch-size (default 1000)")
+    ap.add_argument("--batch-size", default="1000",
+                    help="kops --batch-size; several, comma-separated (e.g. 1000,10000), run side by side")
     ap.add_argument("--prefix", help="reuse existing topics with this name prefix instead of creating them")
+    ap.add_argument("--idle-runs", type=int, default=5,
+                    help="then time the cron path with nothing to do (a balanced cluster) this many times")
     a = ap.parse_args()
 
     from kops.sandbox import Sandbox, SandboxConfig, attach
@@ -173,6 +214,7 @@ def main() -> None:
                      log=log)
     state = tempfile.mkdtemp(prefix="kops-bench-state-")
     results = []
+    idle: list[float] = []
     try:
         if not a.attach:
             sb.up()
@@ -185,38 +227,47 @@ def main() -> None:
             create_topics(bs, prefix, a.topics, a.partitions, a.rf)
             log(f"created {a.partitions} partitions (RF {a.rf}) in {time.monotonic() - t0:.0f} s")
         for rnd in range(a.rounds):
-            for tool in ("kafka-leader-election.sh", "kops leader rebalance"):
+            sizes = [int(x) for x in str(a.batch_size).split(",")]
+            for tool in ("kafka-leader-election.sh", *(f"kops leader rebalance --batch-size {b}" for b in sizes)):
                 t1 = time.monotonic()
                 n = skew(bs, prefix) if a.skew == "reorder" else skew_restart(sb, bs, prefix)
                 log(f"round {rnd + 1}: skewed {n} partitions in {time.monotonic() - t1:.0f} s; running {tool}")
                 if tool.startswith("kops"):
-                    dt, info = run_kops(bs, state, a.batch_size)
+                    dt, info = run_kops(bs, state, int(tool.rsplit(" ", 1)[1]))
                 else:
                     dt, info = run_kafka(bs)
-                # the cluster's metadata catches up with the elections a little later (UpdateMetadata
-                # to every broker): poll until every partition is preferred-led or nothing changes
-                t2, last = time.monotonic(), -1
+                # every broker's metadata catches up with the elections a little later (a broker
+                # just restarted lags by seconds, whichever tool elected): poll, a random broker
+                # each time, until every partition shows its preferred leader (at most 60 s)
+                t2 = time.monotonic()
                 while True:
                     led, total = preferred_led(bs, prefix)
-                    if led == total or led == last or time.monotonic() - t2 > 120:
+                    if led == total or time.monotonic() - t2 > 60:
                         break
-                    last = led
-                    time.sleep(3)
+                    time.sleep(0.5)
                 row = {"round": rnd + 1, "tool": tool, "seconds": round(dt, 2), "not_preferred_before": n,
                        "preferred_led_after": led, "partitions": total,
                        "metadata_settled_s": round(time.monotonic() - t2, 1), **info}
                 log(json.dumps(row))
                 results.append(row)
+        if a.idle_runs:
+            log(f"every broker's metadata settled in {settle_everywhere(bs, prefix):.1f} s")
+            idle = run_kops_idle(bs, state, a.idle_runs)
+        if idle:
+            log(f"kops leader rebalance, nothing to do: {idle} s")
     finally:
         if not a.attach:
             sb.down()
             shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(state, ignore_errors=True)
-    print(f"\n{'tool':28} {'round':>5} {'seconds':>8} {'skewed':>7} {'preferred-led after':>20}")
+    print(f"\n{'tool':44} {'round':>5} {'seconds':>8} {'skewed':>7} {'preferred-led after':>20}")
     for r in results:
-        print(f"{r['tool']:28} {r['round']:>5} {r['seconds']:>8.2f} {r['not_preferred_before']:>7} "
+        print(f"{r['tool']:44} {r['round']:>5} {r['seconds']:>8.2f} {r['not_preferred_before']:>7} "
               f"{r['preferred_led_after']:>9}/{r['partitions']}")
-    print(json.dumps(results))
+    if idle:
+        print(f"kops leader rebalance with nothing to do ({len(idle)} runs): median "
+              f"{sorted(idle)[len(idle) // 2]:.2f} s, min {min(idle):.2f} s, max {max(idle):.2f} s")
+    print(json.dumps({"rounds": results, "idle_s": idle}))
 
 
 if __name__ == "__main__":

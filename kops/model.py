@@ -324,16 +324,21 @@ class Topology:
             topics.append(replace(t, partitions=parts))
         return replace(self, topics=tuple(topics))
 
-    def with_sizes(self, sizes: Mapping[TopicPartition, int]) -> Topology:
-        """A copy whose partitions in ``sizes`` have that ``size_bytes``."""
-        if not sizes:
-            return self
-        topics = tuple(
+    def _with_partition_values(self, field_name: str, values: Mapping[TopicPartition, Any]) -> tuple[Topic, ...]:
+        """The topics, with ``field_name`` of each partition in ``values`` set to its value."""
+        return tuple(
             replace(t, partitions=tuple(
-                replace(p, size_bytes=sizes[p.tp]) if p.tp in sizes else p for p in t.partitions))
+                replace(p, **{field_name: values[p.tp]}) if p.tp in values else p for p in t.partitions))
             for t in self.topics
         )
-        return replace(self, topics=topics)
+
+    def with_leaders(self, leaders: Mapping[TopicPartition, int]) -> Topology:
+        """A copy whose partitions in ``leaders`` are led by that broker."""
+        return replace(self, topics=self._with_partition_values("leader", leaders)) if leaders else self
+
+    def with_sizes(self, sizes: Mapping[TopicPartition, int]) -> Topology:
+        """A copy whose partitions in ``sizes`` have that ``size_bytes``."""
+        return replace(self, topics=self._with_partition_values("size_bytes", sizes)) if sizes else self
 
     def with_log_dirs(self, log_dirs: Mapping[int, Iterable[LogDir]]) -> Topology:
         """A copy whose brokers in ``log_dirs`` have those log dirs."""
@@ -346,12 +351,7 @@ class Topology:
 
     def with_rates(self, rates: Mapping[TopicPartition, float], sample: LoadSample) -> Topology:
         """A copy whose partitions in ``rates`` have that ``bytes_in_per_s``, measured by ``sample``."""
-        topics = tuple(
-            replace(t, partitions=tuple(
-                replace(p, bytes_in_per_s=rates[p.tp]) if p.tp in rates else p for p in t.partitions))
-            for t in self.topics
-        )
-        return replace(self, topics=topics, load_sample=sample)
+        return replace(self, topics=self._with_partition_values("bytes_in_per_s", rates), load_sample=sample)
 
     def with_capacities(self, capacities: Mapping[int, Capacity]) -> Topology:
         """A copy whose brokers have their capacity: the entry for the broker, else the default

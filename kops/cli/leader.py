@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from kops.cli import params
+from kops.ops.elections import DEFAULT_BATCH_SIZE
 from kops.cli.common import (
     Context,
     TopologyOpt,
@@ -34,7 +35,8 @@ class ElectionTypeOpt(str, Enum):
 
 
 BatchSizeOpt = Annotated[
-    int, typer.Option("--batch-size", click_type=params.count(1, 100_000), help="Partitions per ElectLeaders request.")
+    int, typer.Option("--batch-size", click_type=params.count(1, 100_000), help="Partitions per ElectLeaders request (default 10,000: one request on most clusters, as "
+                                   "Kafka's tool; smaller, with --batch-wait, for gentle steps).")
 ]
 BatchWaitOpt = Annotated[
     float, typer.Option("--batch-wait", click_type=params.seconds(0.0, 3600.0), help="Seconds to wait between batches.")
@@ -96,7 +98,7 @@ def elect(
         typer.Option("--path-to-json-file", help='{"partitions": [{"topic": "foo", "partition": 1}, ...]}'),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before an unclean election.")] = False,
-    batch_size: BatchSizeOpt = 1000,
+    batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,
     batch_wait: BatchWaitOpt = 0.0,
 ) -> None:
     """Elect leaders like kafka-leader-election.sh, in batches, with a per-partition outcome:
@@ -205,7 +207,7 @@ def rebalance(
         int | None, typer.Option("--max-elections", click_type=params.count(0),
                                  help="Elect at most N partitions this run.")
     ] = None,
-    batch_size: BatchSizeOpt = 1000,
+    batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,
     batch_wait: BatchWaitOpt = 0.0,
     metrics_file: Annotated[
         str | None,

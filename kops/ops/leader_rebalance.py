@@ -69,7 +69,7 @@ def _safe(name: str) -> str:
 
 def cluster_key(conn: Connection) -> str:
     """The cluster id (stable across bootstrap strings); the bootstrap string if it has none."""
-    return _safe(conn.describe_cluster().cluster_id or conn.bootstrap_server or "cluster")
+    return _safe(conn.cluster_id() or conn.bootstrap_server or "cluster")
 
 
 # ------------------------------------------------------------------------------------------
@@ -168,14 +168,12 @@ def kops_execution_in_progress(conn: Connection) -> str | None:
     (``kops.ops.lock.ClusterLock``: ZooKeeper ``/kops/reassign/lock`` or the ``__kops_lock``
     topic), or None when no kops execution is in progress."""
     try:
-        from kops.ops.lock import LOCK_TOPIC, ClusterLock, describe_holder
+        from kops.ops.lock import ClusterLock, describe_holder
     except ImportError:  # pragma: no cover - the engine is optional
         return None
     lock = ClusterLock(conn)
-    if not lock.zk_mode:
-        md = conn.metadata()
-        if LOCK_TOPIC not in md.topics:
-            return None
+    if not lock.zk_mode and not lock.topic_exists():
+        return None
     try:
         h = lock.holder()
     except ClusterError:
@@ -266,11 +264,13 @@ class RebalanceResult:
         return d
 
 
-def _read(conn: Connection, topics: Iterable[str] | None = None) -> Topology:
+def _read(conn: Connection, topics: Iterable[str] | None = None, *, reassignments: bool = True) -> Topology:
+    """The topology leadership needs: metadata, brokers and racks, and (unless the caller has
+    just read them) the reassignments in progress -- no configs, no sizes."""
     from kops.cluster.topology import ReadOptions, read_topology
 
     return read_topology(conn, ReadOptions(
-        with_configs=False, with_sizes=False, with_reassignments=True,
+        with_configs=False, with_sizes=False, with_reassignments=reassignments,
         topics=tuple(topics) if topics is not None else None))
 
 
@@ -304,6 +304,8 @@ def rebalance(
             write_metrics(metrics_file, res)
         return res
 
+    if hasattr(conn, "warm_up"):
+        conn.warm_up()  # kafka-python (reassignments, DescribeCluster) connects while the checks below run
     lock = RunLock(conn, cluster_key(conn), what="leader rebalance", lock_dir=lock_dir)
     try:
         lock.acquire()
@@ -337,27 +339,43 @@ def _plan_only(topo: Topology, threshold_pct: float, max_elections: int | None) 
 
 def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, batch_wait_s, force,
                       on_batch) -> RebalanceResult:
+    from concurrent.futures import ThreadPoolExecutor
+
     from kops.cluster.topology import list_reassignments
 
     if not force:
         from kops.ops import maintenance
 
-        paused = maintenance.current(conn)
-        if paused is not None:
-            return RebalanceResult(STEPPED_ASIDE, EXIT_OK, threshold_pct, dry_run=dry_run,
-                                   reason=f"kops' cron jobs are {paused.describe()}")
-        holder = kops_execution_in_progress(conn)
-        if holder:
-            return RebalanceResult(STEPPED_ASIDE, EXIT_OK, threshold_pct, dry_run=dry_run,
-                                   reason=f"a kops execution holds the cluster lock: {holder}")
-        ongoing = list_reassignments(conn)
+        def pause_or_lock() -> str | None:
+            paused = maintenance.current(conn)
+            if paused is not None:
+                return f"kops' cron jobs are {paused.describe()}"
+            holder = kops_execution_in_progress(conn)
+            return f"a kops execution holds the cluster lock: {holder}" if holder else None
+
+        # kops' own pause and lock (topics __kops_journal and __kops_lock, confluent-kafka) are
+        # read beside the reassignments in progress (kafka-python): both only read. A pause wins
+        # over whatever the other read met (a cluster in maintenance may not answer it).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kops-leader-checks") as pool:
+            checks = pool.submit(pause_or_lock)
+            failed: ClusterError | None = None
+            try:
+                ongoing = list_reassignments(conn)
+            except ClusterError as e:
+                failed = e
+            reason = checks.result()
+        if reason:
+            return RebalanceResult(STEPPED_ASIDE, EXIT_OK, threshold_pct, dry_run=dry_run, reason=reason)
+        if failed is not None:
+            raise failed
         if ongoing:
             eg = ", ".join(tp_str(tp) for tp in sorted(ongoing)[:3])
             return RebalanceResult(
                 STEPPED_ASIDE, EXIT_OK, threshold_pct, dry_run=dry_run,
                 reason=f"{len(ongoing)} partitions are being reassigned (e.g. {eg}); "
                        "run again later or pass --force")
-    topo = _read(conn)
+    # without --force no reassignment was in progress a moment ago (read just above)
+    topo = _read(conn, reassignments=force)
     if dry_run:
         return _plan_only(topo, threshold_pct, max_elections)
     before = leader_imbalance(topo, threshold_pct)
@@ -370,10 +388,12 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
     # "not needed" means the preferred replica already leads: as good as elected
     done = [o.tp for o in elections.outcomes if o.status in ("elected", "not_needed")]
     unreachable = [b.broker for b in before.unreachable(done)]
-    try:
-        after = leader_imbalance(_read(conn), threshold_pct)
-    except ClusterError:
-        after = None
+    # after: the leaders the controller confirmed, with no second read of the cluster (Kafka
+    # answers ElectLeaders for a partition once its new leader is in the metadata)
+    parts = {p.tp: p for p in topo.partitions()}
+    after = leader_imbalance(topo.with_leaders({tp: parts[tp].preferred_leader for tp in done
+                                                if tp in parts and parts[tp].preferred_leader is not None}),
+                             threshold_pct)
     return RebalanceResult(
         NOT_REACHED if unreachable else ELECTED,
         EXIT_NOT_DONE if unreachable else EXIT_OK,

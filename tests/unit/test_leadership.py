@@ -53,6 +53,17 @@ def test_worked_example_from_the_research_notes():
     assert rep.unreachable() == []
 
 
+def test_imbalance_after_the_confirmed_elections():
+    """`leader rebalance` reports "after" from the leaders the controller confirmed
+    (Topology.with_leaders), not from a second read."""
+    parts = [("t", i, [1, 2], 1 if i else 2, None) for i in range(10)]
+    parts.append(("u", 0, [2, 1], 1, None))
+    t = topo(parts)
+    after = leader_imbalance(t.with_leaders({("u", 0): 2}), 10)
+    assert after.balanced and after.not_preferred_total == 1 and after.candidates() == []
+    assert t.partition("u", 0).leader == 1 and t.with_leaders({}) is t  # the original is unchanged
+
+
 def test_strictly_greater_and_float_semantics():
     # 1/10 is exactly the double 0.1 == 10/100: at the threshold, not over it
     parts = [("t", i, [1, 2], 2 if i == 0 else 1, None) for i in range(10)]
