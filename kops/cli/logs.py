@@ -187,6 +187,20 @@ def _summary(stats, *, quiet: bool, summary_json: str | None, elapsed: float, ex
             w(f"  {s['file']}:{s['line']}: {s['text'][:160]}\n")
 
 
+def _stderr_joins_stdout(to_stdout: bool, summary_json: str | None, quiet: bool) -> bool:
+    """Under ``spark-submit`` the Python driver's stderr is the same pipe as its stdout (Spark's
+    ``PythonRunner`` merges them), so with the records on stdout a summary on stderr would land in
+    the records: then no summary is written there (as ``-q``), and ``--summary-json -`` is refused."""
+    from kops.pipeline.session import under_spark_submit
+
+    if not (to_stdout and under_spark_submit()):
+        return quiet
+    if summary_json == "-":
+        raise BadInput("--summary-json -: under spark-submit stderr is merged into stdout, where the records go; "
+                       "give --summary-json FILE or --output")
+    return True
+
+
 def _open_out(output: str | None):
     if output is None or output == "-":
         return sys.stdout, False
@@ -228,6 +242,8 @@ def merge(
     if fmt is MergeFormat.parquet and not output:
         raise BadInput("--format parquet needs --output DIR")
     _check_outputs(output, fmt.value, directory=fmt is MergeFormat.parquet, summary_json=summary_json)
+    to_stdout = fmt is not MergeFormat.parquet and (not output or output == "-")
+    quiet = _stderr_joins_stdout(to_stdout, summary_json, quiet)
     from kops.pipeline import statechange as sc
     from kops.pipeline.session import get_spark
 
@@ -260,7 +276,6 @@ def merge(
                     pass
         stats.written = n
     sc.release_cached()
-    to_stdout = fmt is not MergeFormat.parquet and not output
     _summary(stats, quiet=quiet, summary_json=summary_json, elapsed=time.time() - t0,
              stdout_json=_global_json(ctx) and not to_stdout)
 
@@ -297,6 +312,7 @@ def timeline(
         raise BadInput(f"--format {fmt.value} needs --output DIR")
     _check_outputs(output if fmt is not TableFormat.text else None, fmt.value, directory=True, chart=chart,
                    summary_json=summary_json)
+    quiet = _stderr_joins_stdout(fmt is TableFormat.text, summary_json, quiet)
     from kops.pipeline import timeline as tl
 
     try:

@@ -206,3 +206,29 @@ KRAFT_CONTROLLER_LINES: list[str] = [
     "[2026-11-22 04:59:08,666] INFO Setting new leader for topicId 8xrM5AmqRo-JV5UaQwcrQw, partition 0 to 2 using an unclean election. Previous partition: PartitionRegistration(replicas=[0, 2], directories=[ZDCgz9PmQ-qJ4YX6OBZnmQ, gweLqwQQTwWeQA6n2DRx9w], isr=[], removingReplicas=[], addingReplicas=[], elr=[0], lastKnownElr=[0], leader=-1, leaderRecoveryState=RECOVERED, leaderEpoch=1, partitionEpoch=2), change record: PartitionChangeRecord(partitionId=0, topicId=8xrM5AmqRo-JV5UaQwcrQw, isr=null, leader=-2, replicas=null, removingReplicas=null, addingReplicas=null, leaderRecoveryState=-1, directories=null, eligibleLeaderReplicas=null, lastKnownElr=null) (org.apache.kafka.controller.PartitionChangeBuilder)",
     "[2026-11-22 04:59:08,667] INFO [QuorumController id=1000] UNCLEAN partition change for unc-0 with topic ID 8xrM5AmqRo-JV5UaQwcrQw: isr: [] -> [2], leader: -1 -> 2, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: 1 -> 2, elr: [0] -> [], lastKnownElr: [0] -> [], partitionEpoch: 2 -> 3 (org.apache.kafka.controller.ReplicationControlManager)",
 ]
+
+
+def write_zookeeper_logs(root) -> None:
+    """The ZooKeeper-mode sample as brokers' log dirs under ``root`` (a ``pathlib.Path``):
+    ``broker-{1,2}/logs/state-change.log``, and an hourly-rotated file of broker 2 that starts
+    with an orphan continuation line."""
+    for b, text in ((1, SAMPLE_BROKER1), (2, SAMPLE_BROKER2)):
+        d = root / f"broker-{b}" / "logs"
+        d.mkdir(parents=True)
+        (d / "state-change.log").write_text(text + "\n")
+    (root / "broker-2" / "logs" / "state-change.log.2026-11-22-00").write_text(
+        "  orphan continuation\n" + b_metadata("2026-11-22 00:59:59,000", 2, 0, 1, 3, 0) + "\n"
+    )
+
+
+def write_kraft_logs(root) -> None:
+    """The KRaft sample under ``root``: brokers' state-change.log, and a controller (1000) whose
+    state-change.log is empty (a KRaft controller writes none) beside its controller.log."""
+    for b, lines in KRAFT_BROKER_LINES.items():
+        d = root / f"broker-{b}" / "logs"
+        d.mkdir(parents=True)
+        (d / "state-change.log").write_text("\n".join(lines) + "\n")
+    d = root / "controller-1000" / "logs"
+    d.mkdir(parents=True)
+    (d / "state-change.log").write_text("")
+    (d / "controller.log").write_text("\n".join(KRAFT_CONTROLLER_LINES) + "\n")

@@ -22,14 +22,7 @@ def spark():
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     root = tmp_path_factory.mktemp("sclogs")
-    for b, text in ((1, s.SAMPLE_BROKER1), (2, s.SAMPLE_BROKER2)):
-        d = root / f"broker-{b}" / "logs"
-        d.mkdir(parents=True)
-        (d / "state-change.log").write_text(text + "\n")
-    # an hourly-rotated file of broker 2 that starts with an orphan continuation line
-    (root / "broker-2" / "logs" / "state-change.log.2026-11-22-00").write_text(
-        "  orphan continuation\n" + s.b_metadata("2026-11-22 00:59:59,000", 2, 0, 1, 3, 0) + "\n"
-    )
+    s.write_zookeeper_logs(root)
     return root
 
 
@@ -188,14 +181,7 @@ def test_timeline(spark, logs, tmp_path):
 @pytest.fixture(scope="module")
 def kraft_logs(tmp_path_factory):
     root = tmp_path_factory.mktemp("kraftlogs")
-    for b, lines in s.KRAFT_BROKER_LINES.items():
-        d = root / f"broker-{b}" / "logs"
-        d.mkdir(parents=True)
-        (d / "state-change.log").write_text("\n".join(lines) + "\n")
-    d = root / "controller-1000" / "logs"
-    d.mkdir(parents=True)
-    (d / "state-change.log").write_text("")  # a KRaft controller writes none
-    (d / "controller.log").write_text("\n".join(s.KRAFT_CONTROLLER_LINES) + "\n")
+    s.write_kraft_logs(root)
     return root
 
 
