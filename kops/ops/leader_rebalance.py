@@ -175,7 +175,9 @@ def kops_execution_in_progress(conn: Connection) -> str | None:
     if not lock.zk_mode and not lock.topic_exists():
         return None
     try:
-        h = lock.holder()
+        # a lock topic whose holder record is gone is an execution that just ended (the topic's
+        # deletion completes asynchronously): not one in progress
+        h = lock.settled_holder()
     except ClusterError:
         return "unknown holder"
     return None if h is None else describe_holder(h)

@@ -22,6 +22,9 @@ from kops.ops import failpoints
 from kops.ops.journal import ZK_ROOT, TopicStore, now_iso
 
 LOCK_TOPIC = "__kops_lock"
+#: how long a kops that only looks at the lock waits for a lock topic without a holder record to
+#: get one or to go (:meth:`ClusterLock.settled_holder`)
+HALF_TAKEN_WAIT_S = 10.0
 ZK_LOCK = f"{ZK_ROOT}/lock"
 
 
@@ -182,6 +185,22 @@ class ClusterLock:
             if zh is not None and not h:
                 return zh
         return h
+
+    def settled_holder(self, timeout_s: float = HALF_TAKEN_WAIT_S) -> dict[str, Any] | None:
+        """:meth:`holder` for a kops that only looks (it takes no lock): a lock topic without a
+        holder record (``{}``) is a release under way (the record is gone; the topic's deletion
+        completes asynchronously, seconds on a busy controller) or an acquire under way (the
+        record follows the topic within moments), so look again every 0.25 s until either shows,
+        at most ``timeout_s``; still without a record then, ``{}``: an unknown holder."""
+        from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+        def look() -> dict[str, Any] | None:
+            store = TopicStore(self.conn)
+            store._cache().pop(store.topic, None)  # read afresh
+            return self.holder()
+
+        return Retrying(retry=retry_if_result(lambda h: h == {}), stop=stop_after_delay(timeout_s),
+                        wait=wait_fixed(0.25), retry_error_callback=lambda state: state.outcome.result())(look)
 
     def release(self, execution_id: str) -> None:
         """Release if ``execution_id`` holds the lock (never someone else's)."""
