@@ -55,16 +55,12 @@ class Runner:
         self.reporter = reporter or NullReporter()
         self.lock = lock
         self.notes: list[str] = []
-        self.baseline_offline: set[TopicPartition] = {
-            tuple(x) for x in journal.options.get("baseline_offline", [])
-        }
+        self.baseline_offline: set[TopicPartition] = {tuple(x) for x in journal.options.get("baseline_offline", [])}
         self.topics = sorted({m.topic for m in journal.moves})
         self._stalled_since: float | None = None
         #: per data move in flight: bytes its new replicas held when last seen to change, and when
         self._copied: dict[str, tuple[int, float]] = {}
-        #: how many moves had finished at the last stall check, and since when
-        self._finished_count = -1
-        self._finished_at = 0.0
+        self._finished = (-1, 0.0)  # moves finished at the last stall check, and since when
         self._mismatch_seen: dict[str, float] = {}
         self._last_save = 0.0
         self._log_dirs_started: set[tuple[str, int, int]] = set()
@@ -411,21 +407,18 @@ class Runner:
                 self.stalled = True
             return
         self._stalled_since = None
-        # every broker up, yet nothing copied: a follower that cannot fetch (seen in the fault
-        # lab: a broker holding a stale log of a deleted topic answers INCONSISTENT_TOPIC_ID
-        # forever). Without this, --wait with no --timeout waited for good. The window leaves
-        # a slow throttle its time: a follower fetches up to 1 MiB at once, throttled to the rate.
-        # Moves still finishing are progress too: thousands of small moves submitted at once
-        # copy their bytes at once, then the controller completes them over minutes (the scale
-        # bench: 4,003 moves of 16 KiB partitions, ~10 completed a second, each long idle by bytes).
+        # every broker up, yet nothing copied and nothing finished: a follower that cannot fetch
+        # (fault lab: a stale log of a deleted topic answers INCONSISTENT_TOPIC_ID forever), else
+        # --wait without --timeout waited for good. The window leaves a slow throttle its time (a
+        # 1 MiB fetch at the rate); finished moves are progress (scale bench: 4,003 small moves
+        # copied at once, then completed by the controller ~10 a second, each long idle by bytes).
         window = max(NO_PROGRESS_S, 3 * (1 << 20) / self.opts.throttle if self.opts.throttle else 0)
         now_m = time.monotonic()
-        finished = len(self.j.moves_in(J.DONE, J.MISMATCH))
-        if finished != self._finished_count:
-            self._finished_count, self._finished_at = finished, now_m
+        if (n := len(self.j.moves_in(J.DONE, J.MISMATCH))) != self._finished[0]:
+            self._finished = (n, now_m)
         idle = [m for m in data_moves if m.name in self._copied and now_m - self._copied[m.name][1] > window]
         if (data_moves and len(idle) == len(data_moves) and not self.j.moves_in(J.PENDING)
-                and now_m - self._finished_at > window):
+                and now_m - self._finished[1] > window):
             self.stalled = True
             self.stalled_reason = (f"no data copied for {window:.0f} s by any move in flight, every broker up: "
                                    + ", ".join(m.name for m in idle[:5])
