@@ -227,8 +227,9 @@ def _cache(df: DataFrame) -> DataFrame:
     return df
 
 
-def read_sources(spark: SparkSession, sources: list[LogSource], *, broker_of: str | None = None) -> DataFrame:
-    """Raw lines: file, block_start, id, value, path_broker.
+def read_sources(spark: SparkSession, sources: list[LogSource]) -> DataFrame:
+    """Raw lines: file, block_start, id, value, given_broker (``ID=PATH``'s id, else null; the broker
+    of a path is read once per file split by :func:`number_lines`, not once per line).
 
     Every call's plan carries a fresh token, so that a DataFrame cached by an earlier merge in the same
     session (over files that may have grown, or with other split sizes) is never reused for this one.
@@ -237,20 +238,16 @@ def read_sources(spark: SparkSession, sources: list[LogSource], *, broker_of: st
 
     F = _F()
     token = uuid.uuid4().hex
-    pattern = broker_of or lf.DEFAULT_BROKER_OF_PATH
     dfs = []
     for src in sources:
         df = spark.read.option("lineSep", "\n").text(src.paths)
-        pb = F.lit(src.broker).cast("int") if src.broker is not None else F.nullif(
-            F.regexp_extract(F.col("_metadata.file_path"), pattern, 1), F.lit("")
-        ).cast("int")
         dfs.append(
             df.select(
                 F.col("_metadata.file_path").alias("file"),
                 F.col("_metadata.file_block_start").alias("block_start"),
                 F.monotonically_increasing_id().alias("id"),
                 F.col("value"),
-                pb.alias("path_broker"),
+                F.lit(src.broker).cast("int").alias("given_broker"),
                 F.lit(token).alias("_run"),
             )
         )
@@ -261,45 +258,86 @@ def read_sources(spark: SparkSession, sources: list[LogSource], *, broker_of: st
 
 
 def _msg_broker(value: Column) -> Column:
-    """The writer's id from the message prefix, read on the raw line (anchored regexes: they stop early)."""
+    """The writer's id from the message prefix, read on the raw line (anchored regexes: they stop early).
+
+    Both patterns match before the line's second ``]`` (the time's and the prefix's own), so they
+    run on that much of the line only."""
     F = _F()
-    head = r"^\[" + lf.TS_RE + r"\] [A-Z]+ "
+    head = F.substring_index(value, "]", 2)
+    lead = r"^\[" + lf.TS_RE + r"\] [A-Z]+ "
     return F.coalesce(
-        F.nullif(F.regexp_extract(value, head + r"\[(?:Broker|Controller) id=(\d+)", 1), F.lit("")),
-        F.nullif(F.regexp_extract(value, head + lf.OTHER_PREFIX_RE[1:], 1), F.lit("")),
+        F.nullif(F.regexp_extract(head, lead + r"\[(?:Broker|Controller) id=(\d+)", 1), F.lit("")),
+        F.nullif(F.regexp_extract(head, lead + lf.OTHER_PREFIX_RE[1:], 1), F.lit("")),
     ).cast("int")
 
 
-def number_lines(spark: SparkSession, raw: DataFrame, stats: MergeStats, *, samples: int = 5) -> DataFrame:
-    """Add exact per-file line numbers and the file's inferred broker; fill ``stats``."""
+def layout_fields(v: Column) -> tuple[Column, Column, Column]:
+    """(level, message, logger) of a line that follows the layout (LINE_RE), cut out by position:
+    the same as LINE_RE's groups 2, 3 and 4, with no second regex over the line.  The logger holds
+    no " " nor "(", so the last " (" of the line opens it."""
     F = _F()
-    is_start = F.col("value").startswith("[")
-    ok = F.col("value").rlike(lf.LINE_RE)
-    ts = F.when(ok, F.substring("value", 2, 23))
-    per_split_df = (
-        raw.groupBy("file", "block_start")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.min("id").alias("min_id"),
-            F.sum(F.when(is_start, 0).otherwise(1)).alias("n_cont"),
-            F.sum(F.when(is_start & ~ok, 1).otherwise(0)).alias("n_bad"),
-            F.min(ts).alias("first_ts"),
-            F.max(ts).alias("last_ts"),
-            F.min(_msg_broker(F.col("value"))).alias("bmin"),
-            F.max(_msg_broker(F.col("value"))).alias("bmax"),
-            F.first("path_broker", ignorenulls=True).alias("path_broker"),
-        )
+    level = F.substring_index(F.substring(v, 27, 6), " ", 1)  # after '[' + 23-char time + '] '
+    msg_at = F.length(level) + 28
+    tail = F.substring_index(v, " (", -1)  # 'logger)' (+ a final line terminator)
+    msg = v.substr(msg_at, F.length(v) - F.length(tail) - 1 - msg_at)
+    return level, msg, F.substring_index(tail, ")", 1)
+
+
+def _ts_long(ts: Column) -> Column:
+    """``yyyy-MM-dd HH:mm:ss,SSS`` as the long yyyyMMddHHmmssSSS (same order; a fixed-width value, so
+    the per-split aggregate stays a hash aggregate instead of sorting every line)."""
+    return _F().translate(ts, "- :,", "").cast("long")
+
+
+def _ts_text(n: int | None) -> str | None:
+    if n is None:
+        return None
+    s = f"{n:017d}"
+    return f"{s[0:4]}-{s[4:6]}-{s[6:8]} {s[8:10]}:{s[10:12]}:{s[12:14]},{s[14:17]}"
+
+
+def number_lines(
+    spark: SparkSession, raw: DataFrame, stats: MergeStats, *, broker_of: str | None = None
+) -> DataFrame:
+    """Add exact per-file line numbers and the file's inferred broker; fill ``stats``.
+
+    One pass: each line is tested against the layout once (``LINE_RE``) and its writer read once;
+    every aggregate is fixed-width, so Spark aggregates in a hash map (no sort of the lines)."""
+    F = _F()
+    v = F.col("value")
+    is_start = v.startswith("[")
+    lines = raw.select(
+        "file", "block_start", "id", "given_broker",
+        is_start.alias("_start"),
+        (is_start & v.rlike(lf.LINE_RE)).alias("_ok"),
+        F.substring(v, 2, 23).alias("_ts"),
+        F.when(is_start, _msg_broker(v)).alias("_mb"),
     )
+    ok = F.col("_ok")
+    ts = F.when(ok, _ts_long(F.col("_ts")))
+    per_split_df = lines.groupBy("file", "block_start").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.min("id").alias("min_id"),
+        F.sum(F.when(F.col("_start"), 0).otherwise(1)).alias("n_cont"),
+        F.sum(F.when(F.col("_start") & ~ok, 1).otherwise(0)).alias("n_bad"),
+        F.min(ts).alias("first_ts"),
+        F.max(ts).alias("last_ts"),
+        F.min("_mb").alias("bmin"),
+        F.max("_mb").alias("bmax"),
+        F.max("given_broker").alias("given_broker"),  # the same for every line of a file
+    )
+    per_split_df = per_split_df.withColumn("path_broker", F.coalesce(
+        F.col("given_broker"),
+        F.nullif(F.regexp_extract("file", broker_of or lf.DEFAULT_BROKER_OF_PATH, 1), F.lit("")).cast("int"),
+    ))
     per_split_df = _cache(per_split_df)  # one row per file split: tiny; reused for the line offsets below
     per_split = per_split_df.collect()
     rows = sorted(per_split, key=lambda r: (r["file"], r["block_start"]))
-    offsets = []
     file_lines: dict[str, int] = {}
     file_bro: dict[str, set] = {}
     file_path_bro: dict[str, int | None] = {}
     for r in rows:
         off = file_lines.get(r["file"], 0)
-        offsets.append((r["file"], r["block_start"], off, r["min_id"]))
         file_lines[r["file"]] = off + r["n"]
         s = file_bro.setdefault(r["file"], set())
         if r["bmin"] is not None:
@@ -313,10 +351,10 @@ def number_lines(spark: SparkSession, raw: DataFrame, stats: MergeStats, *, samp
     stats.continuation_lines = sum(r["n_cont"] for r in rows)
     bad = sum(r["n_bad"] for r in rows)
     stats.records = stats.lines - stats.continuation_lines - bad
-    firsts = [r["first_ts"] for r in rows if r["first_ts"]]
-    lasts = [r["last_ts"] for r in rows if r["last_ts"]]
-    stats.first_ts = min(firsts) if firsts else None
-    stats.last_ts = max(lasts) if lasts else None
+    firsts = [r["first_ts"] for r in rows if r["first_ts"] is not None]
+    lasts = [r["last_ts"] for r in rows if r["last_ts"] is not None]
+    stats.first_ts = _ts_text(min(firsts)) if firsts else None
+    stats.last_ts = _ts_text(max(lasts)) if lasts else None
     stats.file_brokers = {
         _display_path(f): file_path_bro.get(f) if file_path_bro.get(f) is not None else inferred.get(f)
         for f in file_lines
@@ -353,32 +391,33 @@ def _display_path(uri: str) -> str:
     return uri
 
 
-def parse_starts(numbered: DataFrame) -> DataFrame:
-    """First lines of records (matching the layout) -> parsed columns."""
+def parse_starts(starts: DataFrame) -> DataFrame:
+    """Lines that start with ``[`` -> parsed columns; ``_ok`` (the line follows the layout, ``LINE_RE``
+    tested once per line) must be given.  Level, message and logger are cut out of a line that
+    matched by position (no second regex); the fields of a line that breaks the layout are null,
+    its ``broker`` is its file's and its ``kind`` is ``unparsed``."""
     F = _F()
     v = F.col("value")
-    msg = F.regexp_extract(v, lf.LINE_RE, 3)
-    df = numbered.filter(v.rlike(lf.LINE_RE)).select(
-        "file",
-        "line",
-        "value",
-        "file_broker",
-        F.substring(v, 2, 23).alias("ts"),
-        F.regexp_extract(v, r"^\[" + lf.TS_RE + r"\] ([A-Z]+) ", 1).alias("level"),
-        F.regexp_extract(v, r" \(([A-Za-z0-9_.$-]+)\)\r?$", 1).alias("logger"),
-        msg.alias("message"),
+    ok = F.col("_ok")
+    level, msg, logger = layout_fields(v)
+    df = starts.select(
+        "file", "line", "value", "file_broker", "_ok",
+        F.when(ok, F.substring(v, 2, 23)).alias("ts"),
+        F.when(ok, level).alias("level"),
+        F.when(ok, logger).alias("logger"),
+        F.when(ok, msg).alias("message"),
+        F.when(ok, _msg_broker(v)).alias("_msg_broker"),  # anchored on the line: stops early
     )
     m = F.col("message")
     event = F.lit("other")
     for name, pat in reversed(lf.EVENTS):
         event = F.when(m.rlike(pat), F.lit(name)).otherwise(event)
-    msg_broker = _msg_broker(v)  # anchored on the line: cheap, and no need of the message column
     isr_bs = F.regexp_extract(m, lf.ISR_BROKER_STATE_LIST, 1)
     isr_from_bs = F.expr(f"regexp_extract_all(isr_bs_tmp, '{_sql_str(lf.ISR_BROKER_STATE_ID)}', 1)")
     isr_plain = _first_of(m, lf.ISR_PATTERNS)
     df = (
-        df.withColumn("event", event)
-        .withColumn("broker", F.coalesce(msg_broker, F.col("file_broker")))
+        df.withColumn("event", F.when(ok, event))
+        .withColumn("broker", F.coalesce(F.col("_msg_broker"), F.col("file_broker")))
         .withColumn("_tp_topic", _first_of(m, lf.TP_PATTERNS, 1))
         .withColumn("_tp_part", _first_of(m, lf.TP_PATTERNS, 2))
         .withColumn("topic", F.col("_tp_topic"))
@@ -421,9 +460,9 @@ def parse_starts(numbered: DataFrame) -> DataFrame:
                 F.nullif(F.regexp_extract(m, lf.STATES_RE, 2), F.lit("")),
             ),
         )
-        .withColumn("kind", F.lit("record"))
+        .withColumn("kind", F.when(ok, F.lit("record")).otherwise(F.lit("unparsed")))
         .withColumn("rec_line", F.col("line"))
-        .drop("_tp_topic", "_tp_part", "isr_bs_tmp", "file_broker")
+        .drop("_tp_topic", "_tp_part", "isr_bs_tmp", "_msg_broker", "file_broker")
     )
     return df
 
@@ -432,23 +471,28 @@ def _sql_str(s: str) -> str:
     return s.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def apply_filters(df: DataFrame, f: Filters) -> DataFrame:
+def filter_condition(f: Filters) -> Column | None:
+    """The filters as one condition on parsed records (None: no filter)."""
     F = _F()
+    conds = []
     if f.topic:
-        df = df.filter(F.col("topic") == f.topic)
+        conds.append(F.col("topic") == f.topic)
     if f.topic_regex:
-        df = df.filter(F.col("topic").rlike(TOPIC_REGEX_WRAP.format(f.topic_regex)))
+        conds.append(F.col("topic").rlike(TOPIC_REGEX_WRAP.format(f.topic_regex)))
     if f.partitions:
-        df = df.filter(F.col("partition").isin(f.partitions))
+        conds.append(F.col("partition").isin(f.partitions))
     if f.start:
-        df = df.filter(F.col("ts") >= f.start)
+        conds.append(F.col("ts") >= f.start)
     if f.end:
-        df = df.filter(F.col("ts") <= f.end)
+        conds.append(F.col("ts") <= f.end)
     if f.events:
-        df = df.filter(F.col("event").isin(f.events))
+        conds.append(F.col("event").isin(f.events))
     if f.brokers:
-        df = df.filter(F.col("broker").isin(f.brokers))
-    return df
+        conds.append(F.col("broker").isin(f.brokers))
+    out = None
+    for c in conds:
+        out = c if out is None else out & c
+    return out
 
 
 PARENT_FIELDS = [
@@ -468,21 +512,33 @@ def merged_records(
     samples: int = 5,
 ) -> DataFrame:
     """All records (first lines, their continuation lines and, unfiltered, the unparsed lines),
-    filtered, in merge order. Columns: :data:`kops.pipeline.logformat.RECORD_FIELDS` + ``value``."""
+    filtered, in merge order. Columns: :data:`kops.pipeline.logformat.RECORD_FIELDS` + ``rec_line``, ``value``.
+
+    The lines are read in one pass: every line that starts with ``[`` is parsed (or marked
+    unparsed), and the continuation lines (a small set, found and cached by the numbering pass's
+    counts) ride along with the line above them through one join and an explode; only the
+    continuation lines at the top of a file come from that small set on their own."""
     from pyspark.sql import Window
 
     F = _F()
-    raw = read_sources(spark, sources, broker_of=broker_of)
-    numbered = number_lines(spark, raw, stats)
-    starts = apply_filters(parse_starts(numbered), filters)
-    cols = [*lf.RECORD_FIELDS, "rec_line", "value"]
-    parts = [starts.select(*cols)]
+    raw = read_sources(spark, sources)
+    numbered = number_lines(spark, raw, stats, broker_of=broker_of)
     if include_unparsed is None:
         include_unparsed = not filters.active
+    v = F.col("value")
+    is_start = v.startswith("[")
+    starts = parse_starts(numbered.filter(is_start).withColumn("_ok", v.rlike(lf.LINE_RE)))
+    bad = numbered.filter(is_start & ~v.rlike(lf.LINE_RE))  # read only when the first pass counted such lines
+    cond = filter_condition(filters)
+    keep = F.col("_ok") if cond is None else F.col("_ok") & cond
+    starts = starts.filter(keep | ~F.col("_ok") if include_unparsed else keep)
+    cols = [*lf.RECORD_FIELDS, "rec_line", "value"]
+    own = F.array(F.struct(F.col("line").alias("l"), F.col("value").alias("v")))
 
+    small_parts = []
     unparsed = []
     if stats.continuation_lines:
-        cont = numbered.filter(~F.col("value").startswith("["))
+        cont = numbered.filter(~is_start)
         w = Window.partitionBy("file").orderBy("line")
         cont = cont.withColumn("_grp", F.col("line") - F.row_number().over(w))
         cont = cont.withColumn(
@@ -490,58 +546,61 @@ def merged_records(
         ).drop("_grp")
         small = stats.continuation_lines <= BROADCAST_CONTINUATIONS
         if small:
-            cont = _cache(cont)  # few rows; used by the orphan count and by the output
-        parents = starts.select("file", F.col("line").alias("parent_line"), *PARENT_FIELDS)
-        joined = parents.join(F.broadcast(cont) if small else cont, ["file", "parent_line"])
-        parts.append(
-            joined.select(
-                *PARENT_FIELDS,
-                F.lit("continuation").alias("kind"),
-                "file",
-                "line",
-                F.col("value").alias("message"),
-                F.col("parent_line").alias("rec_line"),
-                "value",
-            ).select(*cols)
+            cont = _cache(cont)  # few rows; used by the orphan count, the join and the output
+        runs = cont.filter(F.col("parent_line") > 0).groupBy("file", F.col("parent_line").alias("line")).agg(
+            F.sort_array(F.collect_list(F.struct(F.col("line").alias("l"), F.col("value").alias("v")))).alias("_cont")
+        )
+        starts = starts.join(F.broadcast(runs) if small else runs, ["file", "line"], "left")
+        items = F.when(F.col("_cont").isNull(), own).otherwise(F.concat(own, F.col("_cont")))
+        rows = starts.select("*", F.posexplode(items).alias("_pos", "_it"))
+        kind = F.when(F.col("_pos") == 0, F.col("kind")).otherwise(
+            F.when(F.col("_ok"), F.lit("continuation")).otherwise(F.lit("unparsed"))
         )
         # continuation lines whose record is not a parsed record: at the top of a file, or below a
         # line that breaks the layout (rare: only looked for when the first pass counted such lines)
         orphans = cont.filter(F.col("parent_line") == 0)
+        top = orphans
         if stats.unparsed_lines:
-            bad_starts = numbered.filter(F.col("value").startswith("[") & ~F.col("value").rlike(lf.LINE_RE)).select(
-                "file", F.col("line").alias("parent_line")
-            )
+            bad_starts = bad.select("file", F.col("line").alias("parent_line"))
             orphans = orphans.unionByName(cont.join(bad_starts, ["file", "parent_line"], "left_semi"))
         n_orphans = orphans.count()
         stats.unparsed_lines += n_orphans
         unparsed.append(orphans.select("file", "line", "value", "file_broker"))
-    bad = numbered.filter(F.col("value").startswith("[") & ~F.col("value").rlike(lf.LINE_RE)).select(
-        "file", "line", "value", "file_broker"
-    )
+        if include_unparsed and n_orphans:
+            small_parts.append(top.select(
+                F.lit(None).cast("string").alias("ts"),
+                F.col("file_broker").alias("broker"),
+                *[F.lit(None).cast(t).alias(c) for c, t in _NULL_FIELDS],
+                F.lit("unparsed").alias("kind"),
+                "file",
+                "line",
+                F.col("value").alias("message"),
+                F.col("line").alias("rec_line"),
+                "value",
+            ))
+    else:
+        rows = starts.select("*", F.lit(0).alias("_pos"), own[0].alias("_it"))
+        kind = F.col("kind")
+    rows = rows.withColumn("kind", kind)
+    unp = F.col("kind") == "unparsed"
+    out = rows.select(
+        *PARENT_FIELDS,  # a continuation line's are its record's; below an unparsed line, all null
+        "kind",
+        "file",
+        F.col("_it.l").alias("line"),
+        F.when(F.col("kind") == "record", F.col("message")).otherwise(F.col("_it.v")).alias("message"),
+        F.when(unp | (F.col("_pos") == 0), F.col("_it.l")).otherwise(F.col("rec_line")).alias("rec_line"),
+        F.col("_it.v").alias("value"),
+    ).select(*cols)
     if stats.unparsed_lines:
-        u = bad
+        u = bad.select("file", "line", "value", "file_broker")
         for o in unparsed:
             u = u.unionByName(o)
         stats.unparsed_samples = [
             {"file": _display_path(r["file"]), "line": r["line"], "text": r["value"][:300]}
             for r in u.orderBy("file", "line").limit(samples).collect()
         ]
-        if include_unparsed:
-            parts.append(
-                u.select(
-                    F.lit(None).cast("string").alias("ts"),
-                    F.col("file_broker").alias("broker"),
-                    *[F.lit(None).cast(t).alias(c) for c, t in _NULL_FIELDS],
-                    F.lit("unparsed").alias("kind"),
-                    "file",
-                    "line",
-                    F.col("value").alias("message"),
-                    F.col("line").alias("rec_line"),
-                    "value",
-                ).select(*cols)
-            )
-    out = parts[0]
-    for p in parts[1:]:
+    for p in small_parts:
         out = out.unionByName(p)
     return out
 

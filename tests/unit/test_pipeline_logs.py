@@ -219,3 +219,38 @@ def test_kraft_timeline(spark, kraft_logs):
     assert [x for x in lead[("orders", 0)] if x[1] is not None] == [(5, 0), (4, 1)]
     assert (4, None) in lead[("orders", 0)]
     assert lead[("unc", 0)] == [(0, 0), (2, 2)]
+
+
+def test_layout_fields_equal_line_re_groups_in_the_jvm(spark):
+    """layout_fields (cut by position, no second regex) reads every line that LINE_RE matches in
+    Java as LINE_RE's groups do: line terminators in and at the end of lines, heads and loggers a
+    character off."""
+    from itertools import product
+
+    from pyspark.sql import functions as F
+
+    from kops.pipeline import logformat as lf
+
+    ts = "2026-11-22 01:00:00,123"
+    heads = [f"[{ts}] INFO ", f"[{ts}] ERROR ", f"[{ts}] TRACE ", f"[{ts}] WARN", f"[{ts}]  INFO ",
+             f"[{ts}] info ", f"[{ts}] NOTICE ", "[2026-11-22 01:00:00,12] INFO ", f"[{ts}]INFO ", ""]
+    middles = ["", "x", "[Broker id=3] Leader t-0 with (epoch 5)", "a (b) c", " ", "(", " (", "a\rb",
+               "a\u2028b", "a\u0085b", "a\u2029b", "\u00e9 \u65e5\u672c", "a (b c)", "(x)"]
+    tails = [" (state.change.logger)", " (x)", " ()", "(x)", " (x) ", " (x)\r", " (x)\u2028", " (x)\u0085",
+             " (a b)", " (a(b)", " (kafka.controller.KafkaController)", "", " (x)\r\r", " (x$y-z_1.2)",
+             " (x)\n"[:-1], " (\u00e9)"]
+    lines = ["".join(p) for p in product(heads, middles, tails)]
+    df = spark.createDataFrame([(x,) for x in lines], "value string")
+    v = F.col("value")
+    level, msg, logger = sc.layout_fields(v)
+    got = df.select(
+        "value",
+        v.rlike(lf.LINE_RE).alias("want"),
+        F.regexp_extract(v, lf.LINE_RE, 2).alias("level_re"), level.alias("level"),
+        F.regexp_extract(v, lf.LINE_RE, 3).alias("msg_re"), msg.alias("msg"),
+        F.regexp_extract(v, lf.LINE_RE, 4).alias("logger_re"), logger.alias("logger"),
+    ).collect()
+    assert len(got) == len(lines) and sum(r["want"] for r in got) > 100
+    for r in got:
+        if r["want"]:
+            assert (r["level"], r["msg"], r["logger"]) == (r["level_re"], r["msg_re"], r["logger_re"]), r["value"]
