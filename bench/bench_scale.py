@@ -8,13 +8,15 @@ topics, ``--kb-per-partition`` of data each), then each kops command runs as a f
 - ``cluster describe`` (Admin API), ``cluster describe --zookeeper`` (checked against ZooKeeper),
   ``cluster health``
 - ``plan rebalance`` and ``plan decommission --brokers <last>`` (live reads + planning)
-- ``reassign execute --wait`` of that decommission (waves, throttled), then ``reassign verify``
+- ``reassign execute --wait`` of that decommission (throttled; all moves at once, or in waves of
+  ``--max-moves-in-flight``), then ``reassign verify``
 - ``leader rebalance --imbalance-threshold 0`` (after the decommission moved leaders), and once
   more with nothing to do (the cron path)
 - ``leader demote --rack a`` and ``leader restore --rack a``
 
     .venv/bin/python bench/bench_scale.py [--brokers 9] [--racks 3] [--sizes 2500,10000] [--rf 3]
                                           [--topics 50] [--kb-per-partition 16] [--heap 512m]
+                                          [--max-moves-in-flight N]
 
 Prints one table per command: seconds at each size, and the growth from the smallest size to
 each larger one against the growth of the partition count (1.0 = linear in partitions).
@@ -115,6 +117,8 @@ def run_size(a, size: int) -> dict[str, float]:
             log(f"{size}: {name}: {dt:.2f} s (exit {r.returncode}) {tail}")
             if r.returncode:
                 out[f"{name} exit"] = r.returncode
+                for line in r.stdout.strip().splitlines()[-6:]:  # why: the report's last lines
+                    log(f"{size}: {name}: | {line[:200]}")
             return r
 
         timed("cluster describe", "cluster", "describe", "--output", "json")
@@ -126,8 +130,9 @@ def run_size(a, size: int) -> dict[str, float]:
         plan.write_text(json.dumps(doc["plan"]))
         moves = doc["report"]["replicas_moved"]
         out["decommission replicas moved"] = moves
+        waves = ["--max-moves-in-flight", str(a.max_moves_in_flight)] if a.max_moves_in_flight else []
         timed("reassign execute --wait", "reassign", "execute", "--reassignment-json-file", str(plan),
-              "--throttle", str(200 * 1024 * 1024), "--wait", "--yes", "--request-timeout", "120")
+              "--throttle", str(200 * 1024 * 1024), "--wait", "--yes", "--request-timeout", "120", *waves)
         timed("reassign verify", "reassign", "verify", "--reassignment-json-file", str(plan))
         timed("leader rebalance --imbalance-threshold 0", "leader", "rebalance", "--imbalance-threshold", "0",
               "--request-timeout", "120")
@@ -150,6 +155,8 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=50)
     ap.add_argument("--kb-per-partition", type=int, default=16)
     ap.add_argument("--heap", default="512m")
+    ap.add_argument("--max-moves-in-flight", type=int, default=0,
+                    help="execute the decommission in waves of at most N moves (0: all at once)")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     results = {}
@@ -168,7 +175,8 @@ def main() -> None:
             # growth of the time relative to the growth of the partitions: 1.0 = linear
             row += f"{(v / v0) / (s / base):>14.2f}" if v0 and v else f"{'-':>14}"
         print(row)
-    print(json.dumps({"brokers": a.brokers, "racks": a.racks, "rf": a.rf, "results": results}))
+    print(json.dumps({"brokers": a.brokers, "racks": a.racks, "rf": a.rf,
+                      "max_moves_in_flight": a.max_moves_in_flight, "results": results}))
 
 
 if __name__ == "__main__":

@@ -447,3 +447,15 @@ def test_a_lock_whose_record_is_gone_is_free_once_its_topic_goes(monkeypatch):
 
     monkeypatch.setattr(lk, "holder", half_taken)
     assert lk.settled_holder(timeout_s=5) == {} and clock[0] <= 7
+
+
+def test_a_finished_move_whose_metadata_still_shows_it_moving_is_in_flight():
+    """The controller no longer lists the reassignment, the answering broker's metadata still shows
+    target + removed replicas (seen with 4,000 moves in flight): lag, not someone else's change."""
+    m = mv(0, (0, 3, 8), (0, 3, 6))
+    lagging = Topology(brokers=(), topics=(Topic("t", (Partition("t", 0, (0, 3, 6, 8)),)),))
+    cancelled = Topology(brokers=(), topics=(Topic("t", (Partition("t", 0, (0, 3, 8)),)),))
+    changed = Topology(brokers=(), topics=(Topic("t", (Partition("t", 0, (0, 3, 7)),)),))
+    assert settle(m, lagging, {}, submitted_at=0, now=100) == J.IN_FLIGHT
+    assert settle(m, cancelled, {}, submitted_at=0, now=100) == J.MISMATCH
+    assert settle(m, changed, {}, submitted_at=0, now=100) == J.MISMATCH
