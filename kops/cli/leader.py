@@ -132,7 +132,8 @@ def elect(
             # like the broker does for "all partitions": drop those that need no election
             tps = sorted(parts)
             send = [tp for tp in tps if election_needed(parts[tp], etype, alive)]
-            local_not_needed = [tp for tp in tps if tp not in set(send)]
+            sent = set(send)
+            local_not_needed = [tp for tp in tps if tp not in sent]
         else:
             if topic is not None:
                 t = topo.topic(topic)

@@ -315,7 +315,8 @@ def read_zookeeper(conn: Connection, opts: ReadOptions = ReadOptions()) -> ZkVie
 
     names = zk.retry(zk.get_children, "/brokers/topics")
     if opts.topics is not None:
-        names = [n for n in names if n in set(opts.topics)]
+        wanted = set(opts.topics)
+        names = [n for n in names if n in wanted]
     partitions: dict[tuple[str, int], dict[str, Any]] = {}
     topic_async = {n: zk.get_async(f"/brokers/topics/{n}") for n in names}
     state_async = {}

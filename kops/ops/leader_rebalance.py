@@ -676,22 +676,39 @@ def _move(conn, action, broker, rack, dry_run, state_file, batch_size, wait_s, l
             _apply(store, records, {tp: u for tp, u in updates.items() if tp not in refused and tp not in not_done})
         to_elect = [tp for tp in move.elect if tp not in refused and tp not in not_done]
         res.elections = run_elections(conn, "preferred", to_elect, batch_size=batch_size)
-        # verify by reading again; the metadata of the broker answering may lag the elections by
-        # moments (a broker just restarted is still catching up on the metadata log): a leader that
-        # "did not move" is looked at again for a few seconds before it is reported
-        after = _read(conn)
-        res.remaining = _verify(action, after, ids, move, refused, not_done, res.elections)
-        settle_until = time.monotonic() + min(wait_s, 10.0)
-        while (any(u.reason == _NOT_MOVED for u in res.remaining) and res.elections.outcomes
-               and time.monotonic() < settle_until):
-            time.sleep(0.5)
-            after = _read(conn)
-            res.remaining = _verify(action, after, ids, move, refused, not_done, res.elections)
+        # verify by reading again; the metadata of the broker answering may lag the elections (a
+        # broker just restarted is still catching up; after thousands of reorders UpdateMetadata
+        # trails the controller by many seconds): a leader that "did not move" is looked at again
+        # while fewer and fewer are left -- 10 s without progress, at most ``wait_s`` in all
+        after, res.remaining = _settle(
+            lambda: _read(conn), lambda topo: _verify(action, topo, ids, move, refused, not_done, res.elections),
+            wait_s if res.elections.outcomes else 0.0)
         from kops.placement.leadership import leaders_per_broker
 
         res.leaders_after = leaders_per_broker(after)
     res.duration_s = time.monotonic() - t0
     return res
+
+
+def _settle(read: Callable[[], Topology], verify: Callable[[Topology], list[Unmovable]], wait_s: float,
+            *, quiet_s: float = 10.0, poll_s: float = 0.5) -> tuple[Topology, list[Unmovable]]:
+    """Read and ``verify``; read again while leaders "did not move": until none is left,
+    ``quiet_s`` pass without one fewer, or ``wait_s`` in all. The controller confirmed the
+    elections; what lags is the metadata of the broker that answers, and it catches up."""
+    def lagging(rem: list[Unmovable]) -> int:
+        return sum(1 for u in rem if u.reason == _NOT_MOVED)
+
+    topo = read()
+    remaining = verify(topo)
+    start = progress_at = time.monotonic()
+    left = lagging(remaining)
+    while left and time.monotonic() - progress_at < min(quiet_s, wait_s) and time.monotonic() - start < wait_s:
+        time.sleep(poll_s)
+        topo = read()
+        remaining = verify(topo)
+        if lagging(remaining) < left:
+            left, progress_at = lagging(remaining), time.monotonic()
+    return topo, remaining
 
 
 def _apply(store: DemotionStore, records: dict, updates: Mapping[TopicPartition, DemotionRecord | None]) -> None:
@@ -714,13 +731,14 @@ def _verify(action: str, topo: Topology, ids: list[int], move: LeadershipMove, r
     for o in elections.failed:
         why[o.tp] = f"election failed: {o.reason}"
     s = set(ids)
+    moved = set(move.elect) | set(move.reorder)  # once: not per partition (quadratic at 10,000s)
+    unmovable = {u.tp for u in move.unmovable}
     out = []
     for p in topo.partitions():
         if action == "demote":
             bad = p.leader in s
         else:
-            bad = p.tp in set(move.elect) | set(move.reorder) and p.leader != p.preferred_leader
-            bad = bad or p.tp in {u.tp for u in move.unmovable}
+            bad = (p.tp in moved and p.leader != p.preferred_leader) or p.tp in unmovable
         if bad:
             out.append(Unmovable(p.tp, p.leader, p.replicas, p.isr,
                                  why.get(p.tp, _NOT_MOVED)))

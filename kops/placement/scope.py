@@ -118,7 +118,8 @@ def _resolve(topo: Topology, goal: Goal) -> _Resolved:
         if not goal.brokers:
             raise BadInput("decommission: no brokers given (--brokers 1,2)")
         unknown_brokers(goal.brokers)
-        allowed = [b for b in alive if b not in set(goal.brokers)]
+        leaving = set(goal.brokers)
+        allowed = [b for b in alive if b not in leaving]
     elif goal.kind == "add-brokers":
         if not goal.brokers:
             raise BadInput("add-brokers: no brokers given (--brokers 7,8)")
@@ -134,7 +135,8 @@ def _resolve(topo: Topology, goal: Goal) -> _Resolved:
         members = _rack_members(topo, goal.rack)
         if not members:
             raise BadInput(f"drain-rack: no broker is in rack {goal.rack!r} (racks: {', '.join(topo.racks)})")
-        allowed = [b for b in alive if b not in set(members)]
+        in_rack = set(members)
+        allowed = [b for b in alive if b not in in_rack]
         notes.append(f"rack {goal.rack} holds brokers {_fmt_ids(members)}")
     elif goal.kind == "set-replication-factor":
         n = goal.replication_factor

@@ -170,8 +170,8 @@ class Runner:
         from kops.cluster.topology import replica_log_dirs
 
         todo = [m for m in in_flight if m.log_dir_moves and m.tp not in reassigning]
-        self._log_dir_states = {k: v for k, v in self._log_dir_states.items()
-                                if k in {m.name for m in in_flight}}
+        names = {m.name for m in in_flight}
+        self._log_dir_states = {k: v for k, v in self._log_dir_states.items() if k in names}
         if not todo:
             return
         brokers = sorted({b for m in todo for b in m.log_dir_moves})

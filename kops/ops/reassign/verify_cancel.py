@@ -170,7 +170,8 @@ def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
     results = A.submit(conn, {tp: None for tp in active})
     cancelled = sorted(f"{t}-{p}" for (t, p), e in results.items() if e is None or "NoReassignmentInProgress" in e)
     errors = sorted(f"{t}-{p}: {e}" for (t, p), e in results.items() if e is not None and "NoReassignmentInProgress" not in e)
-    not_active = sorted(f"{t}-{p}" for t, p in tps if (t, p) not in set(active))
+    active_set = set(active)
+    not_active = sorted(f"{t}-{p}" for t, p in tps if (t, p) not in active_set)
 
     def settled() -> bool:
         now = A.ongoing(conn)
