@@ -377,7 +377,9 @@ StateFileOpt = Annotated[
                       "KOPS_HOME defaults to ~/.kops)."),
 ]
 WaitOpt = Annotated[
-    float, typer.Option("--wait", click_type=params.seconds(1.0), help="Seconds to wait for the reorders to take effect.")
+    float, typer.Option("--wait", click_type=params.seconds(1.0), help=(
+        "Seconds to wait for the reorders to take effect, and again for the metadata to show the new "
+        "leaders (while it catches up; after 10 s without progress a leader that did not move is reported)."))
 ]
 
 

@@ -41,6 +41,7 @@ from kops.ops.elections import (
     submit_reorder,
     wait_reordered,
 )
+from kops.ops.progress import poll_while_progressing
 from kops.placement.leadership import (
     DEFAULT_IMBALANCE_PCT,
     DemotionRecord,
@@ -680,35 +681,17 @@ def _move(conn, action, broker, rack, dry_run, state_file, batch_size, wait_s, l
         # broker just restarted is still catching up; after thousands of reorders UpdateMetadata
         # trails the controller by many seconds): a leader that "did not move" is looked at again
         # while fewer and fewer are left -- 10 s without progress, at most ``wait_s`` in all
-        after, res.remaining = _settle(
-            lambda: _read(conn), lambda topo: _verify(action, topo, ids, move, refused, not_done, res.elections),
-            wait_s if res.elections.outcomes else 0.0)
+        def check() -> tuple[Topology, list[Unmovable]]:
+            topo = _read(conn)
+            return topo, _verify(action, topo, ids, move, refused, not_done, res.elections)
+
+        after, res.remaining = check() if not res.elections.outcomes else poll_while_progressing(
+            check, lambda r: sum(1 for u in r[1] if u.reason == _NOT_MOVED), timeout_s=wait_s)
         from kops.placement.leadership import leaders_per_broker
 
         res.leaders_after = leaders_per_broker(after)
     res.duration_s = time.monotonic() - t0
     return res
-
-
-def _settle(read: Callable[[], Topology], verify: Callable[[Topology], list[Unmovable]], wait_s: float,
-            *, quiet_s: float = 10.0, poll_s: float = 0.5) -> tuple[Topology, list[Unmovable]]:
-    """Read and ``verify``; read again while leaders "did not move": until none is left,
-    ``quiet_s`` pass without one fewer, or ``wait_s`` in all. The controller confirmed the
-    elections; what lags is the metadata of the broker that answers, and it catches up."""
-    def lagging(rem: list[Unmovable]) -> int:
-        return sum(1 for u in rem if u.reason == _NOT_MOVED)
-
-    topo = read()
-    remaining = verify(topo)
-    start = progress_at = time.monotonic()
-    left = lagging(remaining)
-    while left and time.monotonic() - progress_at < min(quiet_s, wait_s) and time.monotonic() - start < wait_s:
-        time.sleep(poll_s)
-        topo = read()
-        remaining = verify(topo)
-        if lagging(remaining) < left:
-            left, progress_at = lagging(remaining), time.monotonic()
-    return topo, remaining
 
 
 def _apply(store: DemotionStore, records: dict, updates: Mapping[TopicPartition, DemotionRecord | None]) -> None:

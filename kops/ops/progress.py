@@ -99,6 +99,30 @@ def poll(
     return value, finished
 
 
+def poll_while_progressing(
+    tick: Callable[[], T],
+    left: Callable[[T], int],
+    *,
+    timeout_s: float,
+    quiet_s: float = 10.0,
+    interval_s: float = 0.5,
+) -> T:
+    """Run ``tick`` until ``left(result)`` is 0, ``quiet_s`` pass without it falling, or
+    ``timeout_s`` in all; return the last result. For metadata that lags the controller: after
+    thousands of reassignments or elections the broker that answers shows them seconds to tens
+    of seconds late, in order, so kops waits as long as it sees them arrive, not a fixed time."""
+    best: dict[str, Any] = {"n": None, "at": time.monotonic()}
+
+    def done(value: T) -> bool:
+        n, now = left(value), time.monotonic()
+        if best["n"] is None or n < best["n"]:
+            best["n"], best["at"] = n, now
+        return n == 0 or now - best["at"] >= quiet_s
+
+    value, _ = poll(tick, done, interval_s=interval_s, timeout_s=timeout_s)
+    return value  # type: ignore[return-value]
+
+
 # ------------------------------------------------------------------------------------------
 # reporters
 # ------------------------------------------------------------------------------------------

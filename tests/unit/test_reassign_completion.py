@@ -370,3 +370,34 @@ def test_a_lift_put_off_is_done_once_the_rest_stops_ending_soon_or_after_a_bound
     runner._lift_deferred_at -= R.LIFT_DEFER_MAX_S + 1  # b stalls: not forever
     runner.tick()
     assert len(syncs) == 1 and runner._lift_deferred_at is None
+
+
+def test_poll_while_progressing_waits_as_long_as_lagging_metadata_catches_up():
+    """After thousands of reorders or elections the answering broker's metadata trails the
+    controller by more than 10 s: kops keeps reading while fewer partitions are left behind, and
+    stops after ``quiet_s`` without progress, or at ``timeout_s``."""
+    from kops.ops.progress import poll_while_progressing
+
+    # catches up by one partition per read: 25 reads, each needed; far longer than quiet_s
+    left = iter(range(24, -1, -1))
+    reads = []
+    last = poll_while_progressing(lambda: reads.append(1) or next(left), lambda n: n, timeout_s=60.0,
+                                  quiet_s=0.2, interval_s=0.02)
+    assert last == 0 and len(reads) == 25
+
+    # no progress at all: stops after quiet_s and returns what is still behind
+    reads.clear()
+    last = poll_while_progressing(lambda: reads.append(1) or 3, lambda n: n, timeout_s=60.0, quiet_s=0.1,
+                                  interval_s=0.01)
+    assert last == 3 and 2 <= len(reads) < 100
+
+    # nothing behind: one read, no waiting
+    reads.clear()
+    assert poll_while_progressing(lambda: reads.append(1) or 0, lambda n: n, timeout_s=60.0) == 0
+    assert len(reads) == 1
+
+    # progress that never ends is still bounded by timeout_s
+    reads.clear()
+    n = iter(range(10**6, 0, -1))
+    poll_while_progressing(lambda: reads.append(1) or next(n), lambda v: v, timeout_s=0.3, interval_s=0.01)
+    assert 2 <= len(reads) < 100

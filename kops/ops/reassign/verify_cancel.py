@@ -10,12 +10,17 @@ from kops.errors import EXIT_FAILURE, EXIT_OK, BadInput
 from kops.model import ReassignmentPlan, Topology
 from kops.ops import journal as J
 from kops.ops import throttle as T
-from kops.ops.progress import poll
+from kops.ops.progress import poll, poll_while_progressing
 from kops.ops.reassign import admin as A
 from kops.ops.reassign.guard import cluster_id_of, cluster_identity, find_journal
 from kops.ops.reassign.options import ExecuteOptions
 from kops.ops.reassign.runner import Runner
 from kops.ops.reassign.status import PartitionStatus, log_dir_states, partition_statuses, status_exit_code
+
+#: how long ``verify`` keeps reading while the partitions it sees at another replica set than
+#: their target get fewer (lagging metadata catching up); 2.5 s without one fewer ends it
+MISMATCH_SETTLE_MAX_S = 60.0
+
 
 @dataclass
 class VerifyResult:
@@ -107,10 +112,11 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
         return topo, partition_statuses(targets, topo, reassigning, pending=pending, log_dirs=states,
                                         driving=driving)
 
-    topo, statuses = statuses_now()
-    if any(s.state == "mismatch" for s in statuses):  # confirm: metadata may lag a moment
-        time.sleep(2.5)
-        topo, statuses = statuses_now()
+    # a mismatch is confirmed by reading again: the answering broker's metadata may trail the
+    # controller (seconds to tens of seconds after thousands of moves); read while it catches up
+    topo, statuses = poll_while_progressing(
+        statuses_now, lambda r: sum(1 for s in r[1] if s.state == "mismatch"),
+        timeout_s=MISMATCH_SETTLE_MAX_S, quiet_s=2.5)
     present = T.throttles_in(topo, topics)
     if j is not None and pending and j.state in (J.RUNNING, J.HALTED):
         notes.append(f"{len(pending)} partition(s) wait for later waves of execution {j.id}: run "
