@@ -16,7 +16,7 @@ topics, ``--kb-per-partition`` of data each), then each kops command runs as a f
 
     .venv/bin/python bench/bench_scale.py [--brokers 9] [--racks 3] [--sizes 2500,10000] [--rf 3]
                                           [--topics 50] [--kb-per-partition 16] [--heap 512m]
-                                          [--max-moves-in-flight N]
+                                          [--max-moves-in-flight N] [--profile DIR]
 
 Prints one table per command: seconds at each size, and the growth from the smallest size to
 each larger one against the growth of the partition count (1.0 = linear in partitions).
@@ -41,9 +41,18 @@ def log(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-def kops(*args: str, env: dict[str, str], timeout: float = 3600, ok=(0,)) -> tuple[float, subprocess.CompletedProcess]:
+#: ``--profile DIR``: kops under cProfile, its stats written when it exits (kops ends with
+#: ``os._exit`` after the atexit handlers, so ``python -m cProfile`` would never write them)
+PROFILED = ("import atexit, cProfile, sys; out = sys.argv.pop(1); p = cProfile.Profile(); "
+            "atexit.register(lambda: (p.disable(), p.dump_stats(out))); sys.argv[0] = 'kops'; p.enable(); "
+            "from kops.cli.main import main; main()")
+
+
+def kops(*args: str, env: dict[str, str], timeout: float = 3600, ok=(0,),
+         profile: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "kops", *args], capture_output=True, text=True, env=env,
+    head = ["-c", PROFILED, str(profile)] if profile else ["-m", "kops"]
+    r = subprocess.run([sys.executable, *head, *args], capture_output=True, text=True, env=env,
                        timeout=timeout, stdin=subprocess.DEVNULL)
     dt = time.monotonic() - t0
     if r.returncode not in ok:
@@ -111,7 +120,8 @@ def run_size(a, size: int) -> dict[str, float]:
         plan = work / "decommission.json"
 
         def timed(name: str, *args: str, ok=(0,)) -> subprocess.CompletedProcess:
-            dt, r = kops(*args, env=env, ok=ok)
+            prof = Path(a.profile) / f"{size}-{name.replace(' ', '_').replace('/', '_')}.prof" if a.profile else None
+            dt, r = kops(*args, env=env, ok=ok, profile=prof)
             out[name] = round(dt, 2)
             tail = (r.stderr.strip().splitlines() or [""])[-1][:200]
             log(f"{size}: {name}: {dt:.2f} s (exit {r.returncode}) {tail}")
@@ -155,9 +165,12 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=50)
     ap.add_argument("--kb-per-partition", type=int, default=16)
     ap.add_argument("--heap", default="512m")
+    ap.add_argument("--profile", metavar="DIR", help="run each kops command under cProfile; stats in DIR/<size>-<step>.prof")
     ap.add_argument("--max-moves-in-flight", type=int, default=0,
                     help="execute the decommission in waves of at most N moves (0: all at once)")
     a = ap.parse_args()
+    if a.profile:
+        Path(a.profile).mkdir(parents=True, exist_ok=True)
     sizes = [int(x) for x in a.sizes.split(",")]
     results = {}
     for size in sizes:
