@@ -3,7 +3,7 @@
 >= 10,000 partitions.
 
     .venv/bin/python bench/bench_leader.py [--partitions 10000] [--topics 20] [--rf 2] [--rounds 1]
-                                           [--attach SANDBOX_DIR] [--heap 768m] [--idle-runs 5]
+                                           [--attach SANDBOX_DIR] [--heap 768m] [--idle-runs 5] [--elect]
 
 Without ``--attach`` it starts its own sandbox (ZooKeeper + 6 brokers in 3 racks, free ports,
 a temporary work dir) and always stops it at the end.
@@ -15,7 +15,9 @@ or JVM start-up included) and the wall time is measured until it exits. Afterwar
 counts the partitions led by their preferred replica.
 
 kops runs with ``--imbalance-threshold 0`` so it elects everything Kafka's tool elects; it also
-reads the topology before (to plan) and after (to report) -- both included in its time.
+reads the topology before (to plan) and after (to report) -- both included in its time. With
+``--elect``, ``kops leader elect --election-type preferred --all-topic-partitions`` (Kafka's
+tool's flags) runs beside them.
 
 Then the cron path with nothing to do: ``kops leader rebalance`` at its default threshold on
 the now balanced cluster, ``--idle-runs`` times as fresh processes (median, min, max).
@@ -136,6 +138,20 @@ def run_kops(bootstrap: str, state_dir: str, batch_size: int = 1000) -> tuple[fl
                 "election_s": doc.get("elections", {}).get("duration_s")}
 
 
+def run_kops_elect(bootstrap: str) -> tuple[float, dict]:
+    """``kops leader elect --election-type preferred --all-topic-partitions``: Kafka's tool's own
+    flags, the same request (one ElectLeaders for the partitions that need it)."""
+    t0 = time.monotonic()
+    r = subprocess.run([*KOPS_LEADER, "elect", "--bootstrap-server", bootstrap, "--election-type", "preferred",
+                        "--all-topic-partitions", "--request-timeout", "120", "--output", "json"],
+                       capture_output=True, text=True, timeout=1800)
+    dt = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"kops leader elect failed ({r.returncode}): {r.stderr[-2000:]}")
+    doc = json.loads(r.stdout)
+    return dt, {"exit_code": r.returncode, "elections": doc.get("counts"), "election_s": doc.get("duration_s")}
+
+
 def settle_everywhere(bootstrap: str, prefix: str, timeout: float = 120) -> float:
     """Until every broker's own metadata shows every partition led by its preferred replica (a
     broker restarted by the skew lags the others by seconds): the seconds it took."""
@@ -196,6 +212,9 @@ def main() -> None:
                          "controller takes minutes for 10k reorders on 2 cores)")
     ap.add_argument("--batch-size", default="1000",
                     help="kops --batch-size; several, comma-separated (e.g. 1000,10000), run side by side")
+    ap.add_argument("--elect", action="store_true",
+                    help="also run `kops leader elect --election-type preferred --all-topic-partitions` "
+                         "(Kafka's tool's flags) side by side")
     ap.add_argument("--prefix", help="reuse existing topics with this name prefix instead of creating them")
     ap.add_argument("--idle-runs", type=int, default=5,
                     help="then time the cron path with nothing to do (a balanced cluster) this many times")
@@ -228,11 +247,15 @@ def main() -> None:
             log(f"created {a.partitions} partitions (RF {a.rf}) in {time.monotonic() - t0:.0f} s")
         for rnd in range(a.rounds):
             sizes = [int(x) for x in str(a.batch_size).split(",")]
-            for tool in ("kafka-leader-election.sh", *(f"kops leader rebalance --batch-size {b}" for b in sizes)):
+            tools = ["kafka-leader-election.sh", *(["kops leader elect --all-topic-partitions"] if a.elect else []),
+                     *(f"kops leader rebalance --batch-size {b}" for b in sizes)]
+            for tool in tools:
                 t1 = time.monotonic()
                 n = skew(bs, prefix) if a.skew == "reorder" else skew_restart(sb, bs, prefix)
                 log(f"round {rnd + 1}: skewed {n} partitions in {time.monotonic() - t1:.0f} s; running {tool}")
-                if tool.startswith("kops"):
+                if tool.startswith("kops leader elect"):
+                    dt, info = run_kops_elect(bs)
+                elif tool.startswith("kops"):
                     dt, info = run_kops(bs, state, int(tool.rsplit(" ", 1)[1]))
                 else:
                     dt, info = run_kafka(bs)
