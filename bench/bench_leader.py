@@ -132,7 +132,7 @@ def run_kops(bootstrap: str, state_dir: str, batch_size: int = 1000) -> tuple[fl
     if r.returncode not in (0, 3):
         raise SystemExit(f"kops failed ({r.returncode}): {r.stderr[-2000:]}")
     doc = json.loads(r.stdout)
-    return dt, {"exit_code": r.returncode, "status": doc["status"],
+    return dt, {"exit_code": r.returncode, "status": doc["status"], "kops_s": doc.get("duration_s"),
                 "elections": doc.get("elections", {}).get("counts"),
                 "batches": doc.get("elections", {}).get("batches"),
                 "election_s": doc.get("elections", {}).get("duration_s")}
