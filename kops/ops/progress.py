@@ -119,7 +119,8 @@ def poll_while_progressing(
             best["n"], best["at"] = n, now
         return n == 0 or now - best["at"] >= quiet_s
 
-    value, _ = poll(tick, done, interval_s=interval_s, timeout_s=timeout_s)
+    # max_errors=1: a read that fails ends the wait with its error, as a single read would
+    value, _ = poll(tick, done, interval_s=interval_s, timeout_s=timeout_s, max_errors=1)
     return value  # type: ignore[return-value]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from kops.model import Partition, Topic, Topology
 from kops.ops import journal as J
 from kops.ops import reassign as R
@@ -401,3 +403,22 @@ def test_poll_while_progressing_waits_as_long_as_lagging_metadata_catches_up():
     n = iter(range(10**6, 0, -1))
     poll_while_progressing(lambda: reads.append(1) or next(n), lambda v: v, timeout_s=0.3, interval_s=0.01)
     assert 2 <= len(reads) < 100
+
+
+def test_poll_while_progressing_ends_with_the_first_read_error():
+    """A read that fails ends the wait with its error (as the single read it replaces did),
+    never with a half-empty result."""
+    from kops.errors import ClusterError
+    from kops.ops.progress import poll_while_progressing
+
+    calls = []
+
+    def tick():
+        calls.append(1)
+        if len(calls) > 1:
+            raise ClusterError("no answer from the cluster")
+        return 3
+
+    with pytest.raises(ClusterError):
+        poll_while_progressing(tick, lambda n: n, timeout_s=60.0, quiet_s=30.0, interval_s=0.01)
+    assert len(calls) == 2
