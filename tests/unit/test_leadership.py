@@ -361,4 +361,3 @@ def test_demotion_store_roundtrip(tmp_path):
 
     with pytest.raises(BadInput):
         store.load()
-
