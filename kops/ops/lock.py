@@ -129,10 +129,17 @@ class ClusterLock:
         failpoints.reach("lock.topic-created")
         store.put_raw("lock", json.dumps(record).encode())
 
-    def _topic_holder(self, store: TopicStore | None = None) -> dict[str, Any] | None:
+    def _topic_record(self, store: TopicStore | None = None) -> dict[str, Any] | None:
+        """The record ``lock`` in the journal: a holder's, or a released one (``released_at``)."""
         store = store or TopicStore(self.conn)
         v = store.read_all().get("lock")
         return json.loads(v.decode()) if v else None
+
+    def _topic_holder(self, store: TopicStore | None = None) -> dict[str, Any] | None:
+        """The holder recorded for the lock topic, None when there is none (never recorded, or
+        released: the topic's deletion follows the release record)."""
+        rec = self._topic_record(store)
+        return None if rec is None or rec.get("released_at") else rec
 
     def topic_exists(self) -> bool:
         return self.conn.topic_metadata(LOCK_TOPIC, "look for the lock topic")[1]
@@ -143,15 +150,19 @@ class ClusterLock:
             h = self._topic_holder(store)
             if h and h.get("execution_id") != execution_id:
                 return
-        store.put_raw("lock", None)
+        # a "released" record, not a tombstone: a kops that looks while the topic's deletion is
+        # still under way (seconds on a busy ZooKeeper-mode controller) sees the lock is free
+        # at once instead of waiting for the topic to go (see holder())
+        store.put_raw("lock", json.dumps({"execution_id": execution_id, "released_at": now_iso()}).encode())
         self._delete_lock_topic()
 
     def _delete_lock_topic(self) -> None:
         """Delete the lock topic. On ZooKeeper clusters the deletion completes asynchronously
-        (0.1-0.5 s later); kops does not wait for it: the holder record is already gone, and
-        an acquire meanwhile finds the topic without a holder and retries every 0.5 s (see
-        :meth:`_topic_acquire`), so only a kops that starts at that moment waits, not every
-        execution at its end."""
+        (0.1-0.5 s later, 10 s and more on a busy controller); kops does not wait for it: the
+        holder record already says released, lookers take the lock as free, and an acquire
+        meanwhile finds the topic without a holder and retries every 0.5 s (see
+        :meth:`_topic_acquire`), so only a kops that starts an execution at that moment waits,
+        not every execution at its end."""
         try:
             self.conn.to_controller(
                 lambda admin: admin.delete_topics([LOCK_TOPIC], request_timeout=self.conn.timeout_s)[LOCK_TOPIC],
@@ -176,10 +187,18 @@ class ClusterLock:
         return record
 
     def holder(self) -> dict[str, Any] | None:
-        """The holder's record, ``{}`` when locked by an unknown holder, None when free."""
-        h = self._topic_holder()
-        if h is None and self.topic_exists():
+        """The holder's record, ``{}`` when locked by an unknown holder, None when free.
+
+        A lock topic with a released record is free (its deletion is under way); a lock topic
+        with no record at all is taken by an unknown holder (an acquire under way, or a kops
+        killed between creating the topic and recording itself)."""
+        rec = self._topic_record()
+        if rec is not None and rec.get("released_at"):
+            h = None
+        elif rec is None and self.topic_exists():
             h = {}
+        else:
+            h = rec
         if self.zk_mode:
             zh = self._zk_holder()
             if zh is not None and not h:
@@ -187,11 +206,11 @@ class ClusterLock:
         return h
 
     def settled_holder(self, timeout_s: float = HALF_TAKEN_WAIT_S) -> dict[str, Any] | None:
-        """:meth:`holder` for a kops that only looks (it takes no lock): a lock topic without a
-        holder record (``{}``) is a release under way (the record is gone; the topic's deletion
-        completes asynchronously, seconds on a busy controller) or an acquire under way (the
-        record follows the topic within moments), so look again every 0.25 s until either shows,
-        at most ``timeout_s``; still without a record then, ``{}``: an unknown holder."""
+        """:meth:`holder` for a kops that only looks (it takes no lock): a lock topic without any
+        record (``{}``) is an acquire under way (the record follows the topic within moments) or
+        a release by a kops older than the "released" record (a tombstone), so look again every
+        0.25 s until a record shows or the topic goes, at most ``timeout_s``; still without a
+        record then, ``{}``: an unknown holder."""
         from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
         def look() -> dict[str, Any] | None:
