@@ -70,12 +70,12 @@ def worker_spark(data: str, out: str, cores: int, mode: str) -> dict:
     if mode == "spark-text":
         n = 0
         with open(out, "w", encoding="utf-8") as f:
-            for line in sc.iter_lines(df, "text", lines_hint=stats.lines):
+            for line in sc.iter_lines(df, "text", stats):
                 f.write(line)
                 f.write("\n")
                 n += 1
     elif mode == "spark-dir":
-        sc.write_spark_text(df, out + "/", "text")
+        sc.write_spark_text(df, out + "/", "text", stats)
         n = stats.lines
     else:
         sc.write_parquet(df, out)

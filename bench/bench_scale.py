@@ -144,8 +144,10 @@ def run_size(a, size: int) -> dict[str, float]:
         timed("reassign execute --wait", "reassign", "execute", "--reassignment-json-file", str(plan),
               "--throttle", str(200 * 1024 * 1024), "--wait", "--yes", "--request-timeout", "120", *waves)
         timed("reassign verify", "reassign", "verify", "--reassignment-json-file", str(plan))
+        # exit 3 (balance not reached) is recorded, not fatal: under load a broker's metadata can lag
+        # the controller's just after the execution (a preferred replica not yet in the ISR it shows)
         timed("leader rebalance --imbalance-threshold 0", "leader", "rebalance", "--imbalance-threshold", "0",
-              "--request-timeout", "120")
+              "--request-timeout", "120", ok=(0, 3))
         timed("leader rebalance (nothing to do)", "leader", "rebalance")
         # --wait: the ZooKeeper controller applies reorder-only reassignments at ~10-45 partitions
         # a second under this load; the default 60 s is less than a third of the cluster needs

@@ -78,7 +78,7 @@ def main() -> int:
         t0 = time.time()
         stats = sc.MergeStats()
         df = sc.merged_records(spark, sc.expand_sources([a.data]), sc.Filters(), stats)
-        sc.write_spark_text(df, "file://" + os.path.join(work, "out") + "/", a.format)
+        sc.write_spark_text(df, "file://" + os.path.join(work, "out") + "/", a.format, stats)
         wall = time.time() - t0
         pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
         with open(f"/proc/{pid}/stat") as f:

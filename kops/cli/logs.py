@@ -253,14 +253,14 @@ def merge(
     if fmt is MergeFormat.parquet:
         sc.write_parquet(df, output)
     elif output and (sc.is_remote_path(output) or output.endswith("/")):
-        sc.write_spark_text(df, output, fmt.value)
+        sc.write_spark_text(df, output, fmt.value, stats)
     elif output and output != "-" and spark.sparkContext.master.startswith("local"):
-        stats.written = sc.write_local_file(df, output, fmt.value)
+        stats.written = sc.write_local_file(df, output, fmt.value, stats)
     else:
         f, close = _open_out(output)
         n = 0
         try:
-            for line in sc.iter_lines(df, fmt.value, lines_hint=stats.lines):
+            for line in sc.iter_lines(df, fmt.value, stats):
                 f.write(line)
                 f.write("\n")
                 n += 1

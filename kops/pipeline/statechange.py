@@ -11,7 +11,9 @@ Pipeline (one shuffle: the final sort):
 3. ``parse`` — ``regexp_extract``/``rlike`` with the patterns of :mod:`kops.pipeline.logformat`.
 4. Continuation lines (stack traces) are attached to the record above them: runs of continuation
    lines are found on the (small) set of continuation lines, and joined to their record's first line.
-5. ``merge`` — filter, then sort by (time, broker, file, record line, line).
+5. ``merge`` — filter, then sort by (time, broker, file, record line, line): the records go to time
+   ranges of roughly equal size, drawn from the first pass's per-split first and last times (no
+   sampling pass over the input, which Spark's range partitioning would run), and each range is sorted.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kops.pipeline import logformat as lf
+from kops.pipeline.order import in_merge_order, sort_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -78,9 +81,14 @@ class MergeStats:
     last_ts: str | None = None
     file_brokers: dict[str, int | None] = field(default_factory=dict)
     written: int | None = None
+    #: per file split: (first time, last time, lines), times as yyyyMMddHHmmssSSS; where the sort's
+    #: time ranges are drawn from (not part of the summary)
+    split_times: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        del d["split_times"]
+        return d
 
 
 # -- inputs ----------------------------------------------------------------------------------
@@ -354,6 +362,7 @@ def number_lines(
     firsts = [r["first_ts"] for r in rows if r["first_ts"] is not None]
     lasts = [r["last_ts"] for r in rows if r["last_ts"] is not None]
     stats.first_ts = _ts_text(min(firsts)) if firsts else None
+    stats.split_times = [(r["first_ts"], r["last_ts"], r["n"]) for r in rows if r["first_ts"] is not None]
     stats.last_ts = _ts_text(max(lasts)) if lasts else None
     stats.file_brokers = {
         _display_path(f): file_path_bro.get(f) if file_path_bro.get(f) is not None else inferred.get(f)
@@ -613,17 +622,6 @@ _NULL_FIELDS = [
 ]
 
 
-def sort_keys() -> list:
-    F = _F()
-    return [
-        F.col("ts").asc_nulls_last(),
-        F.col("broker").asc_nulls_last(),
-        F.col("file").asc(),
-        F.col("rec_line").asc(),
-        F.col("line").asc(),
-    ]
-
-
 def text_column() -> Column:
     F = _F()
     b = F.coalesce(F.col("broker").cast("string"), F.lit("?"))
@@ -649,18 +647,15 @@ def _display_file_col() -> Column:
 LINES_PER_STREAMED_PARTITION = 100_000
 
 
-def iter_lines(df: DataFrame, fmt: str, *, lines_hint: int | None = None) -> Iterator[str]:
+def iter_lines(df: DataFrame, fmt: str, stats: MergeStats) -> Iterator[str]:
     """Stream the sorted records to the driver one partition at a time (never the whole log).
 
-    The range partitions are kept small (``LINES_PER_STREAMED_PARTITION``, from ``lines_hint``): the
+    The time ranges are kept small (``LINES_PER_STREAMED_PARTITION``, from the lines counted): the
     driver receives one whole partition at a time, and a few hundred MB per partition would not fit
     a default driver heap (measured: 2.2 GB in 8 partitions ran a 2 GB driver out of memory)."""
     col = text_column() if fmt == "text" else json_column()
-    spark = df.sparkSession
-    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    if lines_hint:
-        n = max(n, -(-lines_hint // LINES_PER_STREAMED_PARTITION))
-    ordered = df.repartitionByRange(n, *sort_keys()).sortWithinPartitions(*sort_keys())
+    n = max(_shuffle_partitions(df), -(-stats.lines // LINES_PER_STREAMED_PARTITION))
+    ordered = in_merge_order(df, stats.split_times, n)
     for row in ordered.select(col.alias("l")).toLocalIterator(prefetchPartitions=False):
         yield row["l"]
 
@@ -680,13 +675,18 @@ def write_parquet(df: DataFrame, out: str) -> None:
     )
 
 
-def write_spark_text(df: DataFrame, out: str, fmt: str) -> None:
-    """Text/JSON lines written by Spark as a directory of ordered part files (remote outputs)."""
+def _shuffle_partitions(df: DataFrame) -> int:
+    return int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+
+
+def write_spark_text(df: DataFrame, out: str, fmt: str, stats: MergeStats) -> None:
+    """Text/JSON lines written by Spark as a directory of ordered part files (part-00000 first)."""
     col = text_column() if fmt == "text" else json_column()
-    df.orderBy(*sort_keys()).select(col.alias("value")).write.mode("overwrite").text(out)
+    ordered = in_merge_order(df, stats.split_times, _shuffle_partitions(df))
+    ordered.select(col.alias("value")).write.mode("overwrite").text(out)
 
 
-def write_local_file(df: DataFrame, out: str, fmt: str) -> int:
+def write_local_file(df: DataFrame, out: str, fmt: str, stats: MergeStats) -> int:
     """One local text/JSON file in merge order, assembled from Spark's range-ordered part files:
     the executors write, the driver only concatenates bytes (no record passes through its heap,
     so a multi-GB merge fits a default driver). Local masters only (the parts must be on this
@@ -698,7 +698,7 @@ def write_local_file(df: DataFrame, out: str, fmt: str) -> int:
     target = os.path.abspath(out)
     tmp = f"{target}.kops-parts-{uuid.uuid4().hex[:8]}"
     try:
-        write_spark_text(df, "file://" + tmp, fmt)
+        write_spark_text(df, "file://" + tmp, fmt, stats)
         parts = sorted(n for n in os.listdir(tmp) if n.startswith("part-"))  # part-00000 ... in range order
         lines = 0
         with open(target, "wb") as f:

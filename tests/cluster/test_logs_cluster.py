@@ -153,7 +153,7 @@ def test_merge_real_events(sandbox, bootstrap, unique_topic, spark, tmp_path):
                                    "end_time": None} | kw)
         stats = sc.MergeStats()
         df = sc.merged_records(spark, sc.expand_sources([str(snap)]), f, stats)
-        return list(sc.iter_lines(df, "text"))
+        return list(sc.iter_lines(df, "text", stats))
 
     got = merged(topic=topic, partitions=str(part), start_time=t_elect)
     want = reference(lambda q: q.topic == topic and q.partition == part and q.ts >= t_elect)

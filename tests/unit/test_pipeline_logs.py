@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from kops.pipeline import baseline
+from kops.pipeline import baseline, order
 from kops.pipeline import samples as s
 from kops.pipeline import statechange as sc
 
@@ -30,7 +30,7 @@ def _merge(spark, root, filters=None, include_unparsed=None, fmt="text"):
     stats = sc.MergeStats()
     df = sc.merged_records(spark, sc.expand_sources([str(root)]), filters or sc.Filters(), stats,
                            include_unparsed=include_unparsed)
-    return list(sc.iter_lines(df, fmt)), stats
+    return list(sc.iter_lines(df, fmt, stats)), stats
 
 
 def _reference(root, keep=lambda p: True):
@@ -123,6 +123,36 @@ def test_line_numbers_survive_many_splits(spark, logs):
     assert split == whole
 
 
+def test_time_bounds_cut_the_lines_into_equal_time_ranges():
+    # two files of 1,000 lines each over the same hour, one of 2,000 lines over the next hour
+    splits = [(20261122000000000, 20261122005959999, 1000), (20261122000000000, 20261122005959999, 1000),
+              (20261122010000000, 20261122015959999, 2000)]
+    assert order.time_bounds(splits, 4) == ["2026-11-22 00:30:00,000", "2026-11-22 00:59:59,999",
+                                         "2026-11-22 01:30:00,000"]
+    assert order.time_bounds(splits, 1) == [] and order.time_bounds([], 8) == []
+    # a split with one time is all at that time; equal cuts collapse into one bound
+    assert order.time_bounds([(20261122000000005, 20261122000000005, 10)], 4) == ["2026-11-22 00:00:00,005"]
+    # a split of the layout's shape but no date gives no guide
+    assert order.time_bounds([(20261399000000000, 20261399000000001, 10)], 4) == []
+    # across a midnight and a month end, in time (not in digits)
+    b = order.time_bounds([(20261130230000000, 20261201010000000, 100)], 2)
+    assert b == ["2026-12-01 00:00:00,000"]
+
+
+def test_merge_order_across_many_time_ranges(spark, logs):
+    """The records spread over many ordered partitions (own time ranges, a hash partitioning on one
+    key per range, no sampling job): read partition by partition, the reference merge order."""
+    from pyspark.sql import functions as F
+
+    stats = sc.MergeStats()
+    df = sc.merged_records(spark, sc.expand_sources([str(logs)]), sc.Filters(), stats, include_unparsed=False)
+    rows = order.in_merge_order(df, stats.split_times, 7).select(
+        sc.text_column().alias("l"), F.spark_partition_id().alias("pid")).collect()
+    pids = [r["pid"] for r in rows]
+    assert pids == sorted(pids) and len(set(pids)) >= 3  # (collect() returns the partitions in order)
+    assert [r["l"] for r in rows] == _reference(logs)
+
+
 def test_cli_merge_outputs(spark, logs, tmp_path):
     from typer.testing import CliRunner
 
@@ -190,7 +220,7 @@ def test_kraft_merge_spark_reads_lines_as_the_python_parser(spark, kraft_logs):
 
     stats = sc.MergeStats()
     df = sc.merged_records(spark, sc.expand_sources([str(kraft_logs)], include_controller=True), sc.Filters(), stats)
-    recs = [json.loads(x) for x in sc.iter_lines(df, "json")]
+    recs = [json.loads(x) for x in sc.iter_lines(df, "json", stats)]
     n = sum(len(v) for v in s.KRAFT_BROKER_LINES.values()) + len(s.KRAFT_CONTROLLER_LINES)
     assert stats.unparsed_lines == 0 and stats.lines == len(recs) == n
     assert all(r["kind"] == "record" for r in recs)
