@@ -225,7 +225,8 @@ def rebalance(
 
     Per broker B: ratio = (partitions whose preferred replica is B but B does not lead) /
     (partitions whose preferred replica is B). If ratio > threshold, elect the preferred replica
-    for those partitions where it is live and in the ISR. Idempotent; quiet on success (one
+    for those partitions where it is live and in the ISR (live but out of the ISR as read: the
+    controller is asked too, as the metadata read can lag it). Idempotent; quiet on success (one
     summary line on stderr). Never runs twice at once; steps aside (exit 0, says why) while a
     reassignment is in progress unless --force.
 
@@ -272,10 +273,10 @@ def _render_imbalance(res) -> None:
                   f"{b.percent:.1f}%", "YES" if b.over_threshold else "", str(len(b.candidates)),
                   str(len(b.blocked)), f"{a.percent:.1f}%" if a else "-")
     con.print(t)
-    for x in rep.blocked[:50]:
+    for x in res.blocked[:50]:  # left blocked after the run (the controller refused those asked)
         typer.echo(f"  blocked {x.tp[0]}-{x.tp[1]}: {x.reason} (leader {x.leader})", err=True)
-    if len(rep.blocked) > 50:
-        con.print(f"  ... and {len(rep.blocked) - 50} more blocked")
+    if len(res.blocked) > 50:
+        con.print(f"  ... and {len(res.blocked) - 50} more blocked")
 
 
 # ------------------------------------------------------------------------------------------

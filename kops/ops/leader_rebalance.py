@@ -44,6 +44,7 @@ from kops.ops.elections import (
 from kops.ops.progress import poll_while_progressing
 from kops.placement.leadership import (
     DEFAULT_IMBALANCE_PCT,
+    Blocked,
     DemotionRecord,
     ImbalanceReport,
     LeadershipMove,
@@ -204,7 +205,14 @@ class RebalanceResult:
     before: ImbalanceReport | None = None
     after: ImbalanceReport | None = None
     planned: list[TopicPartition] = field(default_factory=list)
+    #: blocked partitions whose preferred replica is live and only out of the ISR as read: the
+    #: controller is asked too (its ISR may be ahead of the metadata kops read)
+    asked: list[TopicPartition] = field(default_factory=list)
     elections: ElectionResult | None = None
+    #: partitions of over-threshold brokers not electable, left after this run's elections
+    blocked: list[Blocked] = field(default_factory=list)
+    #: of ``asked``, those the controller refused (PREFERRED_LEADER_NOT_AVAILABLE): still blocked
+    refused: int = 0
     unreachable: list[int] = field(default_factory=list)  # brokers still over the threshold
     capped: int = 0  # candidates left out by max_elections
     reason: str | None = None
@@ -223,22 +231,24 @@ class RebalanceResult:
         if self.status == BALANCED:
             return f"leader rebalance: balanced ({worst_s}, {thr}); no elections; {d}"
         over = ",".join(str(x.broker) for x in b.over_threshold) if b else ""
+        asked = (f" (and ask the controller for {len(self.asked)} whose preferred replica is out of the ISR "
+                 "as read)" if self.asked else "")
         if self.dry_run:
             tail = "; balance cannot be reached" if self.unreachable else ""
-            return (f"leader rebalance (dry run): would elect {len(self.planned)} partitions on brokers {over} "
-                    f"({worst_s}, {thr}){tail}; {d}")
+            return (f"leader rebalance (dry run): would elect {len(self.planned)} partitions{asked} on brokers "
+                    f"{over} ({worst_s}, {thr}){tail}; {d}")
         e = self.elections.counts() if self.elections else {"elected": 0, "not_needed": 0, "failed": 0}
-        text = (f"leader rebalance: elected {e['elected']} of {len(self.planned)} partitions on brokers {over} "
-                f"({worst_s}, {thr})")
+        sent = len(self.planned) + len(self.asked)
+        text = f"leader rebalance: elected {e['elected']} of {sent} partitions on brokers {over} ({worst_s}, {thr})"
         if e["not_needed"]:
             text += f", {e['not_needed']} not needed"
-        if e["failed"]:
-            text += f", {e['failed']} failed"
+        if e["failed"] - self.refused:
+            text += f", {e['failed'] - self.refused} failed"
         if self.unreachable:
             text += f"; balance not reached on brokers {','.join(map(str, self.unreachable))}"
-            blocked = b.blocked if b else []
-            if blocked:
-                text += f" ({len(blocked)} partitions blocked, e.g. {tp_str(blocked[0].tp)}: {blocked[0].reason})"
+            if self.blocked:
+                x = self.blocked[0]
+                text += f" ({len(self.blocked)} partitions blocked, e.g. {tp_str(x.tp)}: {x.reason})"
         return text + f"; {d}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -256,11 +266,13 @@ class RebalanceResult:
             d["before"] = self.before.to_dict()
             d["planned_elections"] = len(self.planned)
             d["capped_by_max_elections"] = self.capped
-            d["blocked"] = [x.to_dict() for x in self.before.blocked]
+            d["blocked"] = [x.to_dict() for x in self.blocked]
+            d["asked_out_of_isr"] = len(self.asked)
         if self.elections is not None:
             d["elections"] = self.elections.to_dict(details=True)
-        elif self.planned:
+        elif self.planned or self.asked:
             d["would_elect"] = [{"topic": t, "partition": p} for t, p in self.planned]
+            d["would_ask"] = [{"topic": t, "partition": p} for t, p in self.asked]
         if self.after is not None:
             d["after"] = self.after.to_dict()
         d["unreachable_brokers"] = self.unreachable
@@ -331,13 +343,22 @@ def rebalance(
 
 def _plan_only(topo: Topology, threshold_pct: float, max_elections: int | None) -> RebalanceResult:
     before = leader_imbalance(topo, threshold_pct)
-    all_c = before.candidates()
-    planned = before.candidates(max_elections)
+    all_c, planned, asked = _to_send(before, max_elections)
     unreachable = [b.broker for b in before.unreachable(planned)]
     status = BALANCED if before.balanced else DRY_RUN
     return RebalanceResult(status, EXIT_NOT_DONE if unreachable else EXIT_OK, threshold_pct, before=before,
-                           planned=planned, unreachable=unreachable, capped=len(all_c) - len(planned),
-                           dry_run=True)
+                           planned=planned, asked=asked, unreachable=unreachable, blocked=before.blocked,
+                           capped=len(all_c) - len(planned), dry_run=True)
+
+
+def _to_send(before: ImbalanceReport, max_elections: int | None
+             ) -> tuple[list[TopicPartition], list[TopicPartition], list[TopicPartition]]:
+    """(every candidate, the candidates within ``max_elections``, the out-of-ISR-as-read
+    partitions to ask for within what the cap leaves)."""
+    all_c = before.candidates()
+    planned = before.candidates(max_elections)
+    room = None if max_elections is None else max(0, max_elections - len(planned))
+    return all_c, planned, before.out_of_isr(room)
 
 
 def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, batch_wait_s, force,
@@ -384,12 +405,14 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
     before = leader_imbalance(topo, threshold_pct)
     if before.balanced:
         return RebalanceResult(BALANCED, EXIT_OK, threshold_pct, before=before, after=before)
-    all_c = before.candidates()
-    planned = before.candidates(max_elections)
-    elections = run_elections(conn, "preferred", planned, batch_size=batch_size,
+    all_c, planned, asked = _to_send(before, max_elections)
+    elections = run_elections(conn, "preferred", planned + asked, batch_size=batch_size,
                               batch_wait_s=batch_wait_s, on_batch=on_batch)
     # "not needed" means the preferred replica already leads: as good as elected
-    done = [o.tp for o in elections.outcomes if o.status in ("elected", "not_needed")]
+    done = {o.tp for o in elections.outcomes if o.status in ("elected", "not_needed")}
+    asked_set = set(asked)
+    refused = sum(1 for o in elections.failed
+                  if o.tp in asked_set and (o.reason or "").startswith("PREFERRED_LEADER_NOT_AVAILABLE"))
     unreachable = [b.broker for b in before.unreachable(done)]
     # after: the leaders the controller confirmed, with no second read of the cluster (Kafka
     # answers ElectLeaders for a partition once its new leader is in the metadata)
@@ -400,7 +423,8 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
     return RebalanceResult(
         NOT_REACHED if unreachable else ELECTED,
         EXIT_NOT_DONE if unreachable else EXIT_OK,
-        threshold_pct, before=before, after=after, planned=planned, elections=elections,
+        threshold_pct, before=before, after=after, planned=planned, asked=asked, elections=elections,
+        blocked=[x for x in before.blocked if x.tp not in done], refused=refused,
         unreachable=unreachable, capped=len(all_c) - len(planned))
 
 
@@ -447,7 +471,7 @@ def format_metrics(res: RebalanceResult, *, now: float | None = None) -> str:
            [({"result": k}, v) for k, v in counts.items()])
     metric("kops_leader_rebalance_blocked_partitions",
            "Partitions on over-threshold brokers whose preferred replica is down or out of the ISR.", "gauge",
-           [({}, len(res.before.blocked) if res.before else 0)])
+           [({}, len(res.blocked))])
     metric("kops_leader_rebalance_threshold_ratio", "leader.imbalance.per.broker.percentage / 100.", "gauge",
            [({}, res.threshold_pct / 100)])
     if rep is not None:

@@ -16,7 +16,9 @@ Leader imbalance (``leader.imbalance.per.broker.percentage``)
     3. ``ratio(B) = len(notPreferred) / len(partitions preferring B)`` (a double);
     4. if ``ratio > percentage / 100`` (strictly greater, both doubles) the controller elects the
        preferred replica for every partition of ``notPreferred(B)`` whose preferred replica is
-       live and in the ISR (``canPreferredReplicaBeLeader``); the others are left alone;
+       live and in the ISR (``canPreferredReplicaBeLeader``); the others are left alone (the
+       controller's ISR is current; the one kops reads may lag, so a live preferred replica out
+       of the ISR as read is asked for too, see :meth:`ImbalanceReport.out_of_isr`);
     5. brokers at or under the threshold are not touched at all, even if some of their
        partitions could be elected.
 
@@ -43,7 +45,7 @@ Demote / restore
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +71,9 @@ class Blocked:
     preferred: int
     leader: int | None
     reason: str
+    #: the preferred replica is live and only out of the ISR *as read*: metadata from one broker
+    #: can lag the controller (right after a reassignment), so the controller is asked anyway
+    preferred_live: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,21 +142,36 @@ class ImbalanceReport:
         Brokers with the highest ratio first; with ``max_elections`` the partitions are taken
         round-robin across those brokers so that a capped run helps every broker.
         """
-        queues = [list(b.candidates) for b in sorted(self.over_threshold, key=lambda b: (-b.ratio, b.broker))]
+        return self._round_robin(lambda b: b.candidates, max_elections)
+
+    def _round_robin(self, pick: Callable[[BrokerImbalance], Iterable[TopicPartition]],
+                     cap: int | None) -> list[TopicPartition]:
+        queues = [list(pick(b)) for b in sorted(self.over_threshold, key=lambda b: (-b.ratio, b.broker))]
         out: list[TopicPartition] = []
         longest = max((len(q) for q in queues), default=0)
         for i in range(longest):
             for q in queues:
                 if i < len(q):
                     out.append(q[i])
-            if max_elections is not None and len(out) >= max_elections:
+            if cap is not None and len(out) >= cap:
                 break
-        return out[:max_elections] if max_elections is not None else out
+        return out[:cap] if cap is not None else out
 
     @property
     def blocked(self) -> list[Blocked]:
         """Partitions of over-threshold brokers that cannot be elected now."""
         return [x for b in self.over_threshold for x in b.blocked]
+
+    def out_of_isr(self, max_elections: int | None = None) -> list[TopicPartition]:
+        """Blocked partitions of over-threshold brokers whose preferred replica is live and only
+        out of the ISR as read, in the order of :meth:`candidates`.
+
+        The metadata kops reads comes from one broker and can lag the controller by seconds
+        (partitions completed by a reassignment still show its ISR). Kafka's own tool sends every
+        partition and lets the controller refuse (PREFERRED_LEADER_NOT_AVAILABLE); the rebalance
+        asks the controller for these after the candidates.
+        """
+        return self._round_robin(lambda b: (x.tp for x in b.blocked if x.preferred_live), max_elections)
 
     def unreachable(self, elected: Iterable[TopicPartition] | None = None) -> list[BrokerImbalance]:
         """Brokers still over the threshold after electing ``elected`` (default: every candidate).
@@ -163,6 +183,7 @@ class ImbalanceReport:
         out = []
         for b in self.over_threshold:
             left = b.not_preferred - sum(1 for tp in b.candidates if tp in done)
+            left -= sum(1 for x in b.blocked if x.tp in done)
             if self.mode == "kraft":
                 if left > 0:
                     out.append(b)
@@ -236,7 +257,7 @@ def leader_imbalance(
             if why is None:
                 cands.append(p.tp)
             else:
-                blocked.append(Blocked(p.tp, b, p.leader, why))
+                blocked.append(Blocked(p.tp, b, p.leader, why, preferred_live=b in alive))
         brokers.append(
             BrokerImbalance(
                 broker=b,

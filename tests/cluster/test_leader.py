@@ -81,9 +81,10 @@ def create_topic(bootstrap: str, name: str, partitions: int = 12, rf: int = 3,
 
 
 @contextlib.contextmanager
-def slow_reassignment(sandbox, bootstrap: str, topic: str):
+def slow_reassignment(sandbox, bootstrap: str, topic: str, target: list[int] | None = None):
     """A real reassignment that stays in progress: a new replica must copy ~3 MB under a
-    1 KB/s replication throttle. Cancelled and un-throttled on exit."""
+    1 KB/s replication throttle (from replicas [ids[0], ids[2]] to ``target``, by default
+    [ids[0], ids[2], ids[4]]). Cancelled and un-throttled on exit."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
     from kafka import TopicPartition as KTP
@@ -112,7 +113,7 @@ def slow_reassignment(sandbox, bootstrap: str, topic: str):
     kp = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
     alter(AlterConfigOpType.SET)
     try:
-        kp.alter_partition_reassignments({KTP(topic, 0): [ids[0], ids[2], ids[4]]})
+        kp.alter_partition_reassignments({KTP(topic, 0): target or [ids[0], ids[2], ids[4]]})
         wait_for(lambda: kp.list_partition_reassignments(), 15, what="reassignment listed")
         yield
     finally:
@@ -225,6 +226,30 @@ def test_rebalance_after_broker_restart(sandbox, bootstrap, zk_connect, unique_t
     # idempotent: the next run has nothing to do and is quiet
     code, _, out = leader("rebalance", "--bootstrap-server", bootstrap)
     assert code == 0 and "balanced" in out and len(out.strip().splitlines()) == 1
+
+
+def test_rebalance_asks_the_controller_when_the_preferred_replica_is_out_of_the_isr(sandbox, bootstrap,
+                                                                                      unique_topic):
+    """The metadata kops reads can lag the controller (right after a reassignment), so a live
+    preferred replica out of the ISR as read is asked for too; when it really is out of the ISR
+    the controller refuses, and kops reports it blocked (exit 3), not failed."""
+    ids = sorted(sandbox.broker_ids)
+    topic = unique_topic("outisr")
+    # during the reassignment the replicas are target ++ origin = [ids[4], ids[0], ids[2]]: the
+    # preferred replica ids[4] is live and copying under a 1 KB/s throttle, not in the ISR
+    with slow_reassignment(sandbox, bootstrap, topic, target=[ids[4], ids[0]]):
+        p = wait_for(lambda: (lambda q: q if q["replicas"][0] == ids[4] else None)(describe(bootstrap)[(topic, 0)]),
+                     20, what="reassignment in the metadata")
+        assert ids[4] not in p["isr"] and p["leader"] != ids[4], p
+        code, doc, out = leader("rebalance", "--bootstrap-server", bootstrap, "--force",
+                                "--imbalance-threshold", "0", "--output", "json")
+        assert code == 3, out
+        assert ids[4] in doc["unreachable_brokers"] and doc["asked_out_of_isr"] >= 1
+        refused = {(f["topic"], f["partition"]): f["reason"] for f in doc["elections"]["failed"]}
+        assert refused[(topic, 0)].startswith("PREFERRED_LEADER_NOT_AVAILABLE"), refused
+        blocked = {(b["topic"], b["partition"]): b["reason"] for b in doc["blocked"]}
+        assert blocked[(topic, 0)].startswith(f"preferred replica {ids[4]} is not in the ISR"), blocked
+        assert describe(bootstrap)[(topic, 0)]["leader"] == p["leader"]
 
 
 def test_demote_rack_and_restore(sandbox, bootstrap, unique_topic):

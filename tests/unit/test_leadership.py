@@ -114,6 +114,65 @@ def test_preferred_out_of_isr_is_blocked_but_others_elected():
     assert [b.broker for b in rep.unreachable(rep.candidates(1))] == [5]
     # at threshold 5: 1/10 > 0.05 -> even after both elections, not reachable
     assert [b.broker for b in leader_imbalance(topo(parts), 5).unreachable()] == [5]
+    # broker 5 is live: t-9 is asked for (the ISR read may lag the controller's), after the candidates
+    assert [x.preferred_live for x in b5.blocked] == [True]
+    assert rep.out_of_isr() == [("t", 9)] and rep.out_of_isr(0) == []
+    # if the controller elects it after all, it counts: at threshold 5 balance is reached
+    at5 = leader_imbalance(topo(parts), 5)
+    assert at5.unreachable([("t", 7), ("t", 8), ("t", 9)]) == []
+    # a down preferred replica is not asked for
+    down = leader_imbalance(topo(parts, down={5}), 5)
+    assert down.out_of_isr() == [] and not any(x.preferred_live for x in down.blocked)
+
+
+class _Elections:
+    """What the controller answers an ElectLeaders request with, per partition (unit test of the
+    rebalance's bookkeeping; the real controller's answers are in tests/cluster/test_leader.py)."""
+
+    def __init__(self, answers):
+        self.answers, self.sent = answers, []
+
+    def __call__(self, conn, etype, tps, **kw):
+        from kops.ops.elections import ElectionResult, Outcome
+
+        self.sent.append(list(tps))
+        return ElectionResult(etype, [Outcome(t, p, *self.answers[(t, p)]) for t, p in tps], batches=1)
+
+
+@pytest.mark.parametrize("controller_isr_is_ahead", [True, False])
+def test_rebalance_asks_the_controller_for_preferred_out_of_isr_as_read(monkeypatch, controller_isr_is_ahead):
+    import kops.ops.leader_rebalance as lr
+
+    # broker 5 preferred for 10: t-7 electable, t-8 and t-9 with 5 live but out of the ISR as read
+    parts = [("t", i, [5, 6], 5, None) for i in range(7)]
+    parts += [("t", 7, [5, 6], 6, None), ("t", 8, [5, 6], 6, [6]), ("t", 9, [5, 6], 6, [6])]
+    refused = ("failed", "PREFERRED_LEADER_NOT_AVAILABLE: the preferred replica is down or not in the ISR")
+    answers = {("t", 7): ("elected",), ("t", 8): ("elected",) if controller_isr_is_ahead else refused,
+               ("t", 9): ("not_needed",) if controller_isr_is_ahead else refused}
+    fake = _Elections(answers)
+    monkeypatch.setattr(lr, "_read", lambda conn, reassignments=True: topo(parts))
+    monkeypatch.setattr(lr, "run_elections", fake)
+    res = lr._rebalance_locked(None, 10.0, False, None, 1000, 0.0, True, None)
+    assert fake.sent == [[("t", 7), ("t", 8), ("t", 9)]]  # the candidates first, then the asked
+    assert (res.planned, res.asked) == ([("t", 7)], [("t", 8), ("t", 9)])
+    doc = res.to_dict()
+    if controller_isr_is_ahead:
+        assert (res.status, res.exit_code, res.unreachable, res.blocked) == ("elected", 0, [], [])
+        assert res.summary().startswith("leader rebalance: elected 2 of 3 partitions on brokers 5")
+        assert next(b for b in res.after.brokers if b.broker == 5).not_preferred == 0
+    else:  # 2/10 > 0.1: not reached; both named blocked with kops' reason, not counted as failures
+        assert (res.status, res.exit_code, res.unreachable, res.refused) == ("not_reached", 3, [5], 2)
+        assert [x.tp for x in res.blocked] == [("t", 8), ("t", 9)]
+        assert "failed" not in res.summary() and "2 partitions blocked, e.g. t-8: preferred replica 5 is " \
+            "not in the ISR [6]" in res.summary()
+        assert len(doc["elections"]["failed"]) == 2 and len(doc["blocked"]) == 2
+    assert doc["asked_out_of_isr"] == 2
+    from kops.ops.leader_rebalance import format_metrics
+    assert f"kops_leader_rebalance_blocked_partitions {len(res.blocked)}\n" in format_metrics(res, now=0)
+    # a dry run says what it would ask for; a cap leaves room for the asked only after the candidates
+    dry = lr._plan_only(topo(parts), 10.0, None)
+    assert dry.asked == [("t", 8), ("t", 9)] and "and ask the controller for 2" in dry.summary()
+    assert lr._plan_only(topo(parts), 10.0, 2).asked == [("t", 8)]
 
 
 def test_brokers_preferred_for_nothing_are_absent_and_kraft_mode():
