@@ -27,18 +27,45 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 
+def thread_cpu(pid: int) -> list[tuple[str, float]]:
+    """CPU seconds of the JVM's live threads, grouped by name (task threads, JIT compilers, GC, ...);
+    threads that already ended are not listed (their CPU is in the process total)."""
+    groups: collections.Counter = collections.Counter()
+    tck = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1:raw.rindex(")")]
+        fields = raw.rsplit(")", 1)[1].split()
+        group = name.rstrip("0123456789#-").strip() or name
+        groups[group] += (int(fields[11]) + int(fields[12])) / tck
+    return [(g, s) for g, s in groups.most_common() if s >= 0.5]
+
+
 def jfr_top(path: str, n: int = 25) -> None:
     raw = subprocess.run(["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.ExecutionSample", path],
                          capture_output=True, text=True, check=True).stdout
     events = json.loads(raw)["recording"]["events"]
     own, incl = collections.Counter(), collections.Counter()
+    driver = collections.Counter()  # inclusive frames of the threads that are not task threads
+    n_driver = 0
     for e in events:
         frames = [f["method"]["type"]["name"].rsplit(".", 1)[-1] + "." + f["method"]["name"]
                   for f in e["values"]["stackTrace"]["frames"]]
         if frames:
             own[frames[0]] += 1
             incl.update(set(frames))
-    print(f"\nJFR: {len(events)} execution samples")
+            thread = (e["values"].get("sampledThread") or {}).get("javaName") or ""
+            if not thread.startswith("Executor task"):
+                n_driver += 1
+                driver.update(set(frames))
+    print(f"\nJFR: {len(events)} execution samples, {n_driver} outside the task threads (planning, "
+          "code generation, the driver); their top inclusive frames:")
+    for name, c in driver.most_common(n):
+        print(f"  {c:6d}  {name}")
     for title, counter in (("self", own), ("inclusive", incl)):
         print(f"-- {title}")
         for name, c in counter.most_common(n):
@@ -51,6 +78,7 @@ def main() -> int:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--format", choices=("text", "json"), default="text")
     ap.add_argument("--jfr", action="store_true")
+    ap.add_argument("--java-opts", default="", help="more JVM options, e.g. JIT settings to compare")
     a = ap.parse_args()
 
     from pyspark.sql import SparkSession
@@ -62,6 +90,8 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="kops-profile-logs-")
     jfr = os.path.join(work, "merge.jfr")
     opts = f"-Dlog4j2.configurationFile=file:{_quiet_log4j2_file()}"
+    if a.java_opts:
+        opts += " " + a.java_opts
     if a.jfr:
         opts += f" -XX:StartFlightRecording=filename={jfr},settings=profile"
     spark = (
@@ -99,6 +129,8 @@ def main() -> int:
                    if n.startswith("state-change.log"))
         print(f"\n{stats.lines} lines, {size / 1e6:.0f} MB: wall {wall:.1f} s, JVM CPU {jvm_cpu:.1f} s "
               f"(stages {total:.1f} s; the rest is JIT, GC and driver threads), {size / 1e6 / jvm_cpu:.1f} MB per CPU-s")
+        for group, secs in thread_cpu(pid):
+            print(f"  {secs:7.1f} CPU-s  {group}")
         if a.jfr:  # the recording is written at the JVM's exit, which comes after this script's: dump it now
             subprocess.run(["jcmd", str(pid), "JFR.dump", "name=1", f"filename={jfr}"], check=True,
                            capture_output=True)

@@ -100,6 +100,31 @@ EVENTS: list[tuple[str, str]] = [
                           r"|Becoming the active controller|Renouncing the leadership"),
 ]
 
+def required_literals(pattern: str) -> list[str] | None:
+    """Texts one of which a match of ``pattern`` must contain (a cheap pre-test before the regex):
+    the longest run of plain characters of the pattern, or of each branch of a top-level ``a|b``;
+    None when some branch has none (or the pattern ignores case).  Read from Python's own parse of
+    the pattern; the patterns here mean the same to Java's regex engine."""
+    from re import _parser  # type: ignore[attr-defined]  # the stdlib's parser, as re.compile uses it
+
+    tree = _parser.parse(pattern)
+    if tree.state.flags & re.IGNORECASE:
+        return None
+    items = list(tree)
+    branches = ([list(b) for b in items[0][1][1]] if len(items) == 1 and items[0][0] == _parser.BRANCH
+                else [items])
+    out = []
+    for seq in branches:
+        best, run = "", ""
+        for op, arg in seq:
+            run = run + chr(arg) if op == _parser.LITERAL else ""
+            best = max(best, run, key=len)
+        if not best:
+            return None
+        out.append(best)
+    return out
+
+
 # (topic, partition) of the one partition a message is about
 TP_PATTERNS: list[str] = [
     r"(?:[Pp]artition|Leader|Follower) (" + TOPIC + r")-(\d+)(?:[ ,.:)]|$)",

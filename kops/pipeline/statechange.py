@@ -212,9 +212,34 @@ def _F():
     return F
 
 
-def _first_of(col: Column, patterns: list[str], idx: int = 1) -> Column:
+def _could_match(col: Column, pattern: str) -> Column | None:
+    """A cheap necessary condition for ``pattern`` to match ``col``: it contains one of the
+    pattern's required texts (a byte search on Spark's own string, where every regex call first
+    decodes the line into a Java string).  None when the pattern has no such text worth testing."""
+    lits = lf.required_literals(pattern)
+    if not lits or min(map(len, lits)) < 3:
+        return None
+    cond = col.contains(lits[0])
+    for x in lits[1:]:
+        cond = cond | col.contains(x)
+    return cond
+
+
+def _rlike(col: Column, pattern: str) -> Column:
+    guard = _could_match(col, pattern)
+    return col.rlike(pattern) if guard is None else guard & col.rlike(pattern)
+
+
+def _extract(col: Column, pattern: str, idx: int) -> Column:
+    """``regexp_extract`` with "" (no match) as null, the regex run only where it can match."""
     F = _F()
-    return F.coalesce(*[F.nullif(F.regexp_extract(col, p, idx), F.lit("")) for p in patterns])
+    got = F.nullif(F.regexp_extract(col, pattern, idx), F.lit(""))
+    guard = _could_match(col, pattern)
+    return got if guard is None else F.when(guard, got)
+
+
+def _first_of(col: Column, patterns: list[str], idx: int = 1) -> Column:
+    return _F().coalesce(*[_extract(col, p, idx) for p in patterns])
 
 
 _CACHED: list = []
@@ -420,8 +445,8 @@ def parse_starts(starts: DataFrame) -> DataFrame:
     m = F.col("message")
     event = F.lit("other")
     for name, pat in reversed(lf.EVENTS):
-        event = F.when(m.rlike(pat), F.lit(name)).otherwise(event)
-    isr_bs = F.regexp_extract(m, lf.ISR_BROKER_STATE_LIST, 1)
+        event = F.when(_rlike(m, pat), F.lit(name)).otherwise(event)
+    isr_bs = _extract(m, lf.ISR_BROKER_STATE_LIST, 1)
     isr_from_bs = F.expr(f"regexp_extract_all(isr_bs_tmp, '{_sql_str(lf.ISR_BROKER_STATE_ID)}', 1)")
     isr_plain = _first_of(m, lf.ISR_PATTERNS)
     df = (
@@ -434,7 +459,7 @@ def parse_starts(starts: DataFrame) -> DataFrame:
         .withColumn("isr_bs_tmp", isr_bs)
         .withColumn(
             "isr",
-            F.when(F.col("isr_bs_tmp") != "", isr_from_bs.cast("array<int>")).otherwise(
+            F.when(F.col("isr_bs_tmp").isNotNull(), isr_from_bs.cast("array<int>")).otherwise(
                 F.when(
                     isr_plain.isNotNull(),
                     F.filter(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kops.pipeline import logformat as lf
@@ -264,3 +266,31 @@ def test_kraft_controller_lines():
     p = _kraft("UNCLEAN partition change for unc-0")
     assert (p.event, p.topic, p.partition, p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (
         "partition_change", "unc", 0, 2, [2], 2, 3)
+
+
+def test_required_literals_are_in_every_match(tmp_path):
+    """The Spark parse tests a pattern's required texts before running it (a byte search instead
+    of decoding the line for Java's regex): sound only if every match contains one of them."""
+    assert lf.required_literals(r"Changed partition \w+-\d+ from \w+ to \w+") == ["Changed partition "]
+    assert lf.required_literals(r"a+ (?:x|y)|[Bb]roker change|UpdateMetadata") == [" ", "roker change",
+                                                                                    "UpdateMetadata"]
+    assert lf.required_literals(r"\d+|UpdateMetadata") is None  # a branch with no text of its own
+    assert lf.required_literals(r"(?i)updatemetadata") is None
+    s.write_zookeeper_logs(tmp_path / "zk")
+    s.write_kraft_logs(tmp_path / "kraft")
+    lines = [ln for f in sorted(tmp_path.rglob("*")) if f.is_file() for ln in f.read_text().splitlines()]
+    lines += [ln for v in s.KRAFT_BROKER_LINES.values() for ln in v] + s.KRAFT_CONTROLLER_LINES + [REAL_UM]
+    patterns = [p for _, p in lf.EVENTS] + [lf.ISR_BROKER_STATE_LIST, lf.STATES_RE]
+    for group in (lf.TP_PATTERNS, lf.ISR_PATTERNS, lf.LEADER_PATTERNS, lf.LEADER_EPOCH_PATTERNS,
+                  lf.CONTROLLER_EPOCH_PATTERNS, lf.PARTITION_EPOCH_PATTERNS, lf.CONTROLLER_ID_PATTERNS,
+                  lf.REPLICA_PATTERNS):
+        patterns += group
+    matched = 0
+    for p in patterns:
+        lits = lf.required_literals(p)
+        rx = re.compile(p)
+        for ln in lines:
+            if rx.search(ln):
+                matched += 1
+                assert lits is None or any(x in ln for x in lits), (p, lits, ln)
+    assert len(lines) > 60 and matched > 200, (len(lines), matched)
