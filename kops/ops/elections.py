@@ -43,6 +43,7 @@ class Outcome:
     partition: int
     status: str  # elected | not_needed | failed
     reason: str | None = None
+    error: str | None = None  # Kafka's error name of a failed election (e.g. PREFERRED_LEADER_NOT_AVAILABLE)
 
     @property
     def tp(self) -> TopicPartition:
@@ -196,7 +197,8 @@ def run_elections(
             elif _is_not_needed(err):
                 result.outcomes.append(Outcome(tp[0], tp[1], NOT_NEEDED, "valid replica already elected"))
             else:
-                result.outcomes.append(Outcome(tp[0], tp[1], FAILED, _error_parts(err)[1]))
+                name, reason = _error_parts(err)
+                result.outcomes.append(Outcome(tp[0], tp[1], FAILED, reason, name))
         result.batches += 1
         if on_batch is not None:
             on_batch(i + 1, nbatches, result)

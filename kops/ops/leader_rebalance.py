@@ -411,8 +411,7 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
     # "not needed" means the preferred replica already leads: as good as elected
     done = {o.tp for o in elections.outcomes if o.status in ("elected", "not_needed")}
     asked_set = set(asked)
-    refused = sum(1 for o in elections.failed
-                  if o.tp in asked_set and (o.reason or "").startswith("PREFERRED_LEADER_NOT_AVAILABLE"))
+    refused = sum(1 for o in elections.failed if o.tp in asked_set and o.error == "PREFERRED_LEADER_NOT_AVAILABLE")
     unreachable = [b.broker for b in before.unreachable(done)]
     # after: the leaders the controller confirmed, with no second read of the cluster (Kafka
     # answers ElectLeaders for a partition once its new leader is in the metadata)

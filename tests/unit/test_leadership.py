@@ -146,7 +146,8 @@ def test_rebalance_asks_the_controller_for_preferred_out_of_isr_as_read(monkeypa
     # broker 5 preferred for 10: t-7 electable, t-8 and t-9 with 5 live but out of the ISR as read
     parts = [("t", i, [5, 6], 5, None) for i in range(7)]
     parts += [("t", 7, [5, 6], 6, None), ("t", 8, [5, 6], 6, [6]), ("t", 9, [5, 6], 6, [6])]
-    refused = ("failed", "PREFERRED_LEADER_NOT_AVAILABLE: the preferred replica is down or not in the ISR")
+    refused = ("failed", "PREFERRED_LEADER_NOT_AVAILABLE: the preferred replica is down or not in the ISR",
+               "PREFERRED_LEADER_NOT_AVAILABLE")
     answers = {("t", 7): ("elected",), ("t", 8): ("elected",) if controller_isr_is_ahead else refused,
                ("t", 9): ("not_needed",) if controller_isr_is_ahead else refused}
     fake = _Elections(answers)
