@@ -97,9 +97,24 @@ class _Load:
         w = self.w[p]
         return self.dist(src) + self.dist(dst) - self.dist(src, -w) - self.dist(dst, w)
 
+    def room(self, b: int) -> tuple[float, float]:
+        """The changes of ``b``'s load that leave it no further from the band: with ``D`` its
+        distance now, ``dist(u') <= D`` exactly when ``lo - D <= u' <= hi + D`` (the distance is
+        zero inside the band and grows by one per unit outside it), an interval of deltas that a
+        pass computes once per broker and then checks each candidate's weight against."""
+        c, x = self.cap[b], self.load[b]
+        u, lo, hi = x / c, self.lo, self.hi
+        d = (u - hi if u > hi else lo - u if u < lo else 0.0) + _EPS
+        return (lo - d) * c - x, (hi + d) * c - x
+
     def apply1(self, p: int, src: int, dst: int) -> None:
         self.load[src] -= self.w[p]
         self.load[dst] += self.w[p]
+
+    def gain2(self, p: int, q: int, src: int, dst: int) -> float:
+        """p's replica src -> dst and q's dst -> src (a swap)."""
+        x = self.w[p] - self.w[q]
+        return self.dist(src) + self.dist(dst) - self.dist(src, -x) - self.dist(dst, x)
 
     def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
         """p's replica src -> dst and q's dst -> src (a swap)."""
@@ -142,13 +157,26 @@ class _TopicSpread:
         for (t, b), x in self.deltas(moves).items():
             self.count[t][b] += x
 
+    # (counts are integers: one replica off a count ``a`` brings it one closer to the band when
+    # a > hi, one further when a <= lo; one onto ``b``, closer when b < lo, further when b >= hi)
     def keeps1(self, p: int, src: int, dst: int) -> bool:
         t = self.topic[p]
-        return self.dist((t, src), -1) <= self.dist((t, src)) and self.dist((t, dst), 1) <= self.dist((t, dst))
+        lo, hi = self.band[t]
+        get = self.count[t].get
+        return get(src, 0) > lo and get(dst, 0) < hi
 
     def gain1(self, p: int, src: int, dst: int) -> float:
         t = self.topic[p]
-        return self.dist((t, src)) + self.dist((t, dst)) - self.dist((t, src), -1) - self.dist((t, dst), 1)
+        lo, hi = self.band[t]
+        get = self.count[t].get
+        a, b = get(src, 0), get(dst, 0)
+        return (a > hi) - (a <= lo) + (b < lo) - (b >= hi)
+
+    def gain2(self, p: int, q: int, src: int, dst: int) -> float:
+        """p's replica src -> dst and q's dst -> src (a swap; of one topic: no change)."""
+        if self.topic[p] == self.topic[q]:
+            return 0.0
+        return self.gain1(p, src, dst) + self.gain1(q, dst, src)
 
     def apply1(self, p: int, src: int, dst: int) -> None:
         c = self.count[self.topic[p]]
@@ -162,11 +190,6 @@ class _TopicSpread:
 def _keeps(goal, moves: Sequence[Move]) -> bool:
     """No broker (topic and broker) ends further outside ``goal``'s band."""
     return all(goal.dist(k, x) <= goal.dist(k) + _EPS for k, x in goal.deltas(moves).items())
-
-
-def _gain(goal, moves: Sequence[Move]) -> float:
-    """How much closer to ``goal``'s band the moves bring the brokers they touch (summed)."""
-    return sum(goal.dist(k) - goal.dist(k, x) for k, x in goal.deltas(moves).items())
 
 
 class Refiner:
@@ -218,9 +241,10 @@ class Refiner:
         return self.moves
 
     # -- one move (or a swap of two) -------------------------------------------------------------
-    def _try(self, moves: Sequence[Move], goal) -> bool:
+    def _try(self, moves: Sequence[Move], goal, checked: bool = False) -> bool:
         """Make ``moves`` (each: a partition's replica from one broker to another, same slot) if
-        together they gain on ``goal`` and keep every hard and earlier goal; returns whether."""
+        together they gain on ``goal`` and keep every hard and earlier goal; returns whether.
+        ``checked``: the caller found that they keep every earlier goal (the guards)."""
         pl = self.pl
         for p, src, dst in moves:
             r = pl.reps[p]
@@ -230,15 +254,17 @@ class Refiner:
             p, src, dst = moves[0]
             if goal.gain1(p, src, dst) <= _EPS:
                 return False
-            for g in self.guards:
-                if not g.keeps1(p, src, dst):
-                    return False
+            if not checked:
+                for g in self.guards:
+                    if not g.keeps1(p, src, dst):
+                        return False
         else:
             (p, src, dst), (q, _d, _s) = moves
-            for g in self.guards:  # (the guards first: they refuse most swaps, cheaply)
-                if not g.keeps2(p, q, src, dst):
-                    return False
-            if _gain(goal, moves) <= _EPS:
+            if not checked:
+                for g in self.guards:  # (the guards first: they refuse most swaps, cheaply)
+                    if not g.keeps2(p, q, src, dst):
+                        return False
+            if goal.gain2(p, q, src, dst) <= _EPS:
                 return False
         news = [[dst if b == src else b for b in pl.reps[p]] for p, src, dst in moves]
         cost_mv = cost_by = 0
@@ -264,6 +290,12 @@ class Refiner:
             for g in self.guards:
                 g.apply(moves)
         return True
+
+    def _rooms(self, b: int) -> list[tuple[Sequence[float], float, float]]:
+        """Per earlier goal that is a load: its weights and ``b``'s room (:meth:`_Load.room`) --
+        a move of partition p off b keeps the goal iff ``lo <= -w[p] <= hi``, onto b iff
+        ``lo <= w[p] <= hi``. (A necessary check: other guards are checked by :meth:`_try`.)"""
+        return [(g.w, *g.room(b)) for g in self.guards if isinstance(g, _Load)]
 
     # -- a balance goal ------------------------------------------------------------------------
     def _resource_pass(self, ld: _Load) -> int:
@@ -295,28 +327,40 @@ class Refiner:
                 break
             below = [b for b in ids if ld.use(b) < ld.mean]
             above = [b for b in reversed(ids) if ld.use(b) > ld.mean]
+            dsts = below[:16]
             for src in over:
                 tries, got = 0, made
+                srooms = self._rooms(src)
                 for p in order(src, ld.use(src) - ld.lo):
                     if ld.dist(src) <= _EPS or tries > 4 * _LOOK:
                         break
-                    for dst in below[:16]:
+                    if not all(lo <= -w[p] <= hi for w, lo, hi in srooms):
+                        tries += len(dsts)  # (an earlier goal refuses p leaving src: every dst alike)
+                        continue
+                    for dst in dsts:
                         tries += 1
                         if self._try(((p, src, dst),), ld):
                             made += 1
+                            srooms = self._rooms(src)
                             break
                 if made == got:
                     stuck.add(src)
             for dst in under:
                 tries, got = 0, made
+                drooms = self._rooms(dst)
                 for src in above[:16]:
                     if ld.dist(dst) <= _EPS or tries > 4 * _LOOK:
                         break
                     room = (ld.hi - ld.use(dst)) * ld.cap[dst] / ld.cap[src]
+                    srooms = self._rooms(src)
                     for p in order(src, room):
                         tries += 1
+                        if not all(lo <= w[p] <= hi for w, lo, hi in drooms) or \
+                                not all(lo <= -w[p] <= hi for w, lo, hi in srooms):
+                            continue  # (an earlier goal refuses the move, as _try would)
                         if self._try(((p, src, dst),), ld):
                             made += 1
+                            drooms, srooms = self._rooms(dst), self._rooms(src)
                             if ld.dist(dst) <= _EPS:
                                 break
                 if made == got:
@@ -329,8 +373,17 @@ class Refiner:
     def _topic_pass(self, ts: _TopicSpread) -> int:
         pl = self.pl
         made = 0
+        allowed = pl.allowed
         # destinations are tried least used first on the earlier goals' first load (keeps them)
         first = next((g for g in self.guards if isinstance(g, _Load)), None)
+        fload, fcap = (first.load, first.cap) if first is not None else (None, None)
+
+        def uneven(t: str) -> bool:
+            lo, hi = ts.band[t]
+            get = ts.count[t].get
+            cs = [get(b, 0) for b in allowed]
+            return min(cs) < lo or max(cs) > hi
+
         todo = sorted(ts.parts)
         # a swap evens one topic with a replica of another coming back: a topic evened earlier in
         # the sweep may be uneven again at its end, so the topics still uneven get another sweep
@@ -339,21 +392,30 @@ class Refiner:
             for t in todo:
                 lo, hi = ts.band[t]
                 cnt = ts.count[t]
-                if not any(ts.dist((t, b)) for b in pl.allowed):
+                if not uneven(t):
                     continue
+                get = cnt.get
                 failed: set[tuple[int, int]] = set()  # (a later round of the topic gives them no new taker)
                 for _round in range(3):
-                    order = sorted(pl.allowed, key=lambda b: (cnt[b], first.use(b) if first else 0.0, b))
-                    under = [b for b in order if cnt[b] < hi]
+                    if fload is not None:
+                        order = sorted(allowed, key=lambda b: (get(b, 0), fload[b] / fcap[b], b))
+                    else:
+                        order = sorted(allowed, key=lambda b: (get(b, 0), b))
+                    under = [b for b in order if get(b, 0) < hi]
+                    short = bool(under) and get(under[0], 0) < lo  # a broker below the band
                     progressed = False
                     for p in ts.parts[t]:
                         for src in list(pl.reps[p]):
-                            if src not in pl.allowed_set or ts.dist((t, src)) == 0 and not (
-                                    cnt[src] > lo and under and cnt[under[0]] < lo) or (p, src) in failed:
+                            if src not in pl.allowed_set or (p, src) in failed:
+                                continue
+                            c = get(src, 0)
+                            # in the band: moved only to fill a broker below it, from above the floor
+                            if lo <= c <= hi and not (c > lo and short):
                                 continue
                             if self._even_one(ts, p, src, under):
                                 made += 1
                                 progressed = True
+                                short = bool(under) and get(under[0], 0) < lo
                             else:
                                 failed.add((p, src))
                             if pl.budget.hit:
@@ -362,29 +424,37 @@ class Refiner:
                         break
             if made == sweep_made:
                 break
-            todo = [t for t in todo if any(ts.dist((t, b)) for b in pl.allowed)]
+            todo = [t for t in todo if uneven(t)]
         return made
 
     def _even_one(self, ts: _TopicSpread, p: int, src: int, under: list[int]) -> bool:
         """Move p's replica on src to a broker where its topic is short; where that alone would
         make an earlier goal worse (replica counts held at floor/ceil, disks in their band), swap
-        it for a replica of another topic coming back, which keeps the brokers' loads."""
+        it for a replica of another topic coming back, which keeps the brokers' loads.
+
+        The earlier goals are checked by interval (:meth:`_Load.room`): once per broker, then one
+        comparison per goal and candidate."""
         pl = self.pl
         cnt = ts.count[ts.topic[p]]
         takers = self._takers(p, src, under, cnt[src] - 2, cnt)  # (lazily: the first one mostly does)
         cands: list[int] = []
-        loads = [g for g in self.guards if isinstance(g, _Load)]
+        srooms = self._rooms(src)
+        checked = len(srooms) == len(self.guards)  # (every guard is a load: the rooms check them all)
         # the earlier goals' side of src does not depend on the destination: checked once
-        if all(g.dist(src, -g.w[p]) <= g.dist(src) + _EPS for g in loads):
+        if all(lo <= -w[p] <= hi for w, lo, hi in srooms):
             for dst in takers:
                 cands.append(dst)
-                if all(g.dist(dst, g.w[p]) <= g.dist(dst) + _EPS for g in loads) and self._try(((p, src, dst),), ts):
+                if all(lo <= w[p] <= hi for w, lo, hi in self._rooms(dst)) and self._try(((p, src, dst),), ts, checked):
                     return True
         if not self.guards:
             return False
         t = ts.topic[p]
         cands.extend(islice(takers, max(0, _PAIR_DSTS - len(cands))))
         for dst in cands[:_PAIR_DSTS]:
+            # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
+            # interval both rooms allow
+            xs = [(w, w[p] - min(-slo, dhi), w[p] - max(-shi, dlo))  # bounds on w(q)
+                  for (w, slo, shi), (_w, dlo, dhi) in zip(srooms, self._rooms(dst))]
             looked = 0
             for q in pl.on[dst]:
                 if ts.topic[q] == t or src in pl.reps[q]:
@@ -392,7 +462,8 @@ class Refiner:
                 looked += 1
                 if looked > _PAIR_QS:
                     break
-                if all(g.keeps2(p, q, src, dst) for g in loads) and self._try(((p, src, dst), (q, dst, src)), ts):
+                if all(qlo <= gw[q] <= qhi for gw, qlo, qhi in xs) \
+                        and self._try(((p, src, dst), (q, dst, src)), ts, checked):
                     return True
         return False
 
@@ -406,8 +477,9 @@ class Refiner:
         fits = pl._fits_disk if pl.limited else None
         safe = pl.safety.safe_distinct
         found = 0
-        for d in under[:_LOOK]:
-            if cnt[d] > most or d in r or (fits is not None and not fits(d, p)):
+        get = cnt.get
+        for d in islice(under, _LOOK):
+            if get(d, 0) > most or d in r or (fits is not None and not fits(d, p)):
                 continue
             if not safe([d if b == src else b for b in r]):
                 continue

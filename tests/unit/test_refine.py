@@ -175,3 +175,46 @@ def test_topic_leaders_even_through_a_chain_where_racks_have_two_brokers():
         assert res.report["goals"]["topic-spread"]["after"] == 0, res.report["goals"]["topic-spread"]
     assert plan(topo, Goal("rebalance"), goals="topic-spread").report["goals_optimised"]["moves_per_goal"] == {
         "topic-spread": 0, "topic-spread leaders": 2}
+
+
+@settings(max_examples=300, deadline=None)
+@given(load=st.integers(0, 10_000), cap=st.integers(1, 50), lo=st.integers(0, 200), width=st.integers(0, 50),
+       delta=st.integers(-10_000, 10_000))
+def test_room_is_the_interval_of_changes_that_keep_a_broker_no_further_from_the_band(load, cap, lo, width, delta):
+    """The topic pass checks the earlier goals by interval (``_Load.room``): a change of the
+    broker's load is inside it exactly when ``dist`` says it leaves the broker no further from the
+    band (away from the interval's ends, where float rounding may fall either way)."""
+    from types import SimpleNamespace
+
+    from kops.placement.refine import _EPS, _Load
+
+    pl = SimpleNamespace(allowed=[7], reps=[[7]])
+    ld = _Load("replicas", pl, [float(load)], {7: float(cap)})
+    ld.lo, ld.hi = float(lo), float(lo + width)
+    lo_d, hi_d = ld.room(7)
+    keeps = ld.dist(7, delta) <= ld.dist(7) + _EPS
+    if min(abs(delta - lo_d), abs(delta - hi_d)) > 1e-6:
+        assert (lo_d <= delta <= hi_d) == keeps
+    assert lo_d <= 0.0 <= hi_d  # no change always keeps
+
+
+@settings(max_examples=300, deadline=None)
+@given(lo=st.integers(0, 4), width=st.integers(0, 2), a=st.integers(1, 8), b=st.integers(0, 8),
+       c=st.integers(0, 8), d=st.integers(1, 8))
+def test_topic_spread_move_arithmetic_matches_the_distance_from_the_band(lo, width, a, b, c, d):
+    """``_TopicSpread.gain1/keeps1/gain2`` (integer shortcuts) against ``dist``, the definition."""
+    from types import SimpleNamespace
+
+    from kops.placement.refine import _TopicSpread
+
+    pl = SimpleNamespace(tps=[("t", 0), ("u", 0)], reps=[[1], [2]], allowed=[1, 2], allowed_set={1, 2})
+    ts = _TopicSpread(pl)
+    ts.band = {"t": (lo, lo + width), "u": (lo, lo + width + 1)}
+    ts.count["t"].update({1: a - ts.count["t"][1], 2: b - ts.count["t"][2]})
+    ts.count["u"].update({1: c - ts.count["u"][1], 2: d - ts.count["u"][2]})
+    dist = ts.dist
+    gain_t = dist(("t", 1)) + dist(("t", 2)) - dist(("t", 1), -1) - dist(("t", 2), 1)
+    assert ts.gain1(0, 1, 2) == gain_t
+    assert ts.keeps1(0, 1, 2) == (dist(("t", 1), -1) <= dist(("t", 1)) and dist(("t", 2), 1) <= dist(("t", 2)))
+    gain_u = dist(("u", 2)) + dist(("u", 1)) - dist(("u", 2), -1) - dist(("u", 1), 1)
+    assert ts.gain2(0, 1, 1, 2) == gain_t + gain_u  # t's replica 1 -> 2, u's 2 -> 1
