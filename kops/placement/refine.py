@@ -308,11 +308,18 @@ class Refiner:
         guard = next((g for g in self.guards if isinstance(g, _Load)), None)
         gw = guard.w if guard is not None else None
 
+        # the weights do not change during the pass: each partition's place in that order (heaviest
+        # first; among equals the lightest on the guard, then by index) is computed once
+        w = ld.w
+        rank = [0] * len(w)
+        for i, q in enumerate(sorted(range(len(w)), key=lambda q: (-w[q], gw[q] if gw else 0, q))):
+            rank[q] = i
+
         def order(b: int, room: float) -> list[int]:
-            # fitting the room first, heaviest first; among equals the lightest on the guard
-            w, c = ld.w, ld.cap[b]
-            ps = [q for q in pl.on[b] if w[q] > 0]
-            fit = sorted((q for q in ps if w[q] / c <= room), key=lambda q: (-w[q], gw[q] if gw else 0, q))
+            # the partitions on b fitting the room, in that order
+            c = ld.cap[b]
+            fit = [q for q in pl.on[b] if w[q] > 0 and w[q] / c <= room]
+            fit.sort(key=rank.__getitem__)
             return fit[:_LOOK]
 
         stuck: set[int] = set()  # brokers a whole round found no move for: not tried again
@@ -334,7 +341,7 @@ class Refiner:
                 for p in order(src, ld.use(src) - ld.lo):
                     if ld.dist(src) <= _EPS or tries > 4 * _LOOK:
                         break
-                    if not all(lo <= -w[p] <= hi for w, lo, hi in srooms):
+                    if not all(lo <= -x[p] <= hi for x, lo, hi in srooms):
                         tries += len(dsts)  # (an earlier goal refuses p leaving src: every dst alike)
                         continue
                     for dst in dsts:
@@ -355,8 +362,8 @@ class Refiner:
                     srooms = self._rooms(src)
                     for p in order(src, room):
                         tries += 1
-                        if not all(lo <= w[p] <= hi for w, lo, hi in drooms) or \
-                                not all(lo <= -w[p] <= hi for w, lo, hi in srooms):
+                        if not all(lo <= x[p] <= hi for x, lo, hi in drooms) or \
+                                not all(lo <= -x[p] <= hi for x, lo, hi in srooms):
                             continue  # (an earlier goal refuses the move, as _try would)
                         if self._try(((p, src, dst),), ld):
                             made += 1
