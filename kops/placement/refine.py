@@ -82,16 +82,14 @@ class _Load:
         for b, x in self.deltas(moves).items():
             self.load[b] += x
 
+    def fits(self, b: int, delta: float) -> bool:
+        """Does changing ``b``'s load by ``delta`` leave it no further from the band (:meth:`room`)?"""
+        lo, hi = self.room(b)
+        return lo <= delta <= hi
+
     def keeps1(self, p: int, src: int, dst: int) -> bool:
-        # (inlined dist: the refine passes call this millions of times on large clusters)
-        w, lo, hi, load, cap = self.w[p], self.lo, self.hi, self.load, self.cap
-        u, c = load[src], cap[src]
-        a, b = u / c, (u - w) / c
-        if (b - hi if b > hi else lo - b if b < lo else 0.0) > (a - hi if a > hi else lo - a if a < lo else 0.0) + _EPS:
-            return False
-        u, c = load[dst], cap[dst]
-        a, b = u / c, (u + w) / c
-        return (b - hi if b > hi else lo - b if b < lo else 0.0) <= (a - hi if a > hi else lo - a if a < lo else 0.0) + _EPS
+        w = self.w[p]
+        return self.fits(src, -w) and self.fits(dst, w)
 
     def gain1(self, p: int, src: int, dst: int) -> float:
         w = self.w[p]
@@ -119,7 +117,7 @@ class _Load:
     def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
         """p's replica src -> dst and q's dst -> src (a swap)."""
         x = self.w[p] - self.w[q]
-        return self.dist(src, -x) <= self.dist(src) + _EPS and self.dist(dst, x) <= self.dist(dst) + _EPS
+        return self.fits(src, -x) and self.fits(dst, x)
 
 
 class _TopicSpread:
