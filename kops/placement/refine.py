@@ -197,6 +197,9 @@ class Refiner:
         self.pl = pl
         self.guards: list[Any] = []
         self.moves: dict[str, int] = {}
+        # each broker's rooms on the guards that are loads (:meth:`_rooms`): a broker's change only
+        # when a move to or from it is made (:meth:`_try`) or a guard is added (:meth:`run`)
+        self._room_of: dict[int, list[tuple[Sequence[float], float, float]]] = {}
 
     def _load(self, goal: str) -> _Load | None:
         pl = self.pl
@@ -229,6 +232,7 @@ class Refiner:
                 ts = _TopicSpread(pl)
                 self.moves[g] = self._topic_pass(ts)
                 self.guards.append(ts)
+                self._room_of.clear()
             elif g in ("disk-usage", "nw-in-usage", "replicas"):
                 ld = self._load(g)
                 if ld is None:
@@ -236,6 +240,7 @@ class Refiner:
                 if g != pl.primary:
                     self.moves[g] = self._resource_pass(ld)
                 self.guards.append(ld)
+                self._room_of.clear()
         return self.moves
 
     # -- one move (or a swap of two) -------------------------------------------------------------
@@ -287,13 +292,20 @@ class Refiner:
             goal.apply(moves)
             for g in self.guards:
                 g.apply(moves)
+        for _p, src, dst in moves:
+            self._room_of.pop(src, None)
+            self._room_of.pop(dst, None)
         return True
 
     def _rooms(self, b: int) -> list[tuple[Sequence[float], float, float]]:
         """Per earlier goal that is a load: its weights and ``b``'s room (:meth:`_Load.room`) --
         a move of partition p off b keeps the goal iff ``lo <= -w[p] <= hi``, onto b iff
-        ``lo <= w[p] <= hi``. (A necessary check: other guards are checked by :meth:`_try`.)"""
-        return [(g.w, *g.room(b)) for g in self.guards if isinstance(g, _Load)]
+        ``lo <= w[p] <= hi``. (A necessary check: other guards are checked by :meth:`_try`.)
+        Kept per broker until a move changes its load."""
+        r = self._room_of.get(b)
+        if r is None:
+            r = self._room_of[b] = [(g.w, *g.room(b)) for g in self.guards if isinstance(g, _Load)]
+        return r
 
     # -- a balance goal ------------------------------------------------------------------------
     def _resource_pass(self, ld: _Load) -> int:
