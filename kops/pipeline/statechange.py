@@ -329,13 +329,38 @@ def _ts_text(n: int | None) -> str | None:
     return f"{s[0:4]}-{s[4:6]}-{s[6:8]} {s[8:10]}:{s[10:12]}:{s[12:14]},{s[14:17]}"
 
 
+def paths_name_brokers(sources: list[LogSource], broker_of: str | None = None) -> bool:
+    """Does every file of ``sources`` have its broker from ``ID=PATH`` or from its path
+    (``broker_of``)? A prediction, made in Python on the local paths (remote ones: no); the
+    numbering pass then skips reading each line's writer, and falls back to reading it when Spark's
+    own reading of the paths leaves a file without a broker."""
+    import re
+
+    try:
+        rx = re.compile(broker_of or lf.DEFAULT_BROKER_OF_PATH)
+    except re.error:  # a Java-only construct: Python cannot tell
+        return False
+    for src in sources:
+        if src.broker is not None:
+            continue
+        for p in src.paths:
+            if _is_remote(p) or not ((m := rx.search(p)) and m.groups() and m.group(1)):
+                return False
+    return True
+
+
 def number_lines(
-    spark: SparkSession, raw: DataFrame, stats: MergeStats, *, broker_of: str | None = None
+    spark: SparkSession, raw: DataFrame, stats: MergeStats, *, broker_of: str | None = None,
+    writers: bool = True,
 ) -> DataFrame:
     """Add exact per-file line numbers and the file's inferred broker; fill ``stats``.
 
-    One pass: each line is tested against the layout once (``LINE_RE``) and its writer read once;
-    every aggregate is fixed-width, so Spark aggregates in a hash map (no sort of the lines)."""
+    One pass: each line is tested against the layout once (``LINE_RE``) and, with ``writers``, its
+    writer read once (the broker of a file its path does not name is the one writer its lines
+    name); every aggregate is fixed-width, so Spark aggregates in a hash map (no sort of the
+    lines). Without ``writers`` (every path names its broker: :func:`paths_name_brokers`) the
+    writers are not read; if a file turns out to have no broker from its path after all, the
+    pass runs again with them."""
     F = _F()
     v = F.col("value")
     is_start = v.startswith("[")
@@ -344,7 +369,7 @@ def number_lines(
         is_start.alias("_start"),
         (is_start & v.rlike(lf.LINE_RE)).alias("_ok"),
         F.substring(v, 2, 23).alias("_ts"),
-        F.when(is_start, _msg_broker(v)).alias("_mb"),
+        (F.when(is_start, _msg_broker(v)) if writers else F.lit(None).cast("int")).alias("_mb"),
     )
     ok = F.col("_ok")
     ts = F.when(ok, _ts_long(F.col("_ts")))
@@ -365,6 +390,8 @@ def number_lines(
     ))
     per_split_df = _cache(per_split_df)  # one row per file split: tiny; reused for the line offsets below
     per_split = per_split_df.collect()
+    if not writers and any(r["path_broker"] is None for r in per_split):
+        return number_lines(spark, raw, stats, broker_of=broker_of, writers=True)
     rows = sorted(per_split, key=lambda r: (r["file"], r["block_start"]))
     file_lines: dict[str, int] = {}
     file_bro: dict[str, set] = {}
@@ -556,7 +583,8 @@ def merged_records(
 
     F = _F()
     raw = read_sources(spark, sources)
-    numbered = number_lines(spark, raw, stats, broker_of=broker_of)
+    numbered = number_lines(spark, raw, stats, broker_of=broker_of,
+                            writers=not paths_name_brokers(sources, broker_of))
     if include_unparsed is None:
         include_unparsed = not filters.active
     v = F.col("value")

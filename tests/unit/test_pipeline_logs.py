@@ -123,6 +123,38 @@ def test_line_numbers_survive_many_splits(spark, logs):
     assert split == whole
 
 
+def test_paths_name_brokers_predicts_from_the_local_paths():
+    src = [sc.LogSource(["/d/broker-1/state-change.log", "/d/kafka_2/state-change.log"])]
+    assert sc.paths_name_brokers(src)
+    assert not sc.paths_name_brokers([*src, sc.LogSource(["/d/one/state-change.log"])])
+    assert sc.paths_name_brokers([*src, sc.LogSource(["/d/one/state-change.log"], broker=3)])  # ID=PATH
+    assert not sc.paths_name_brokers([sc.LogSource(["hdfs://nn/broker-1/state-change.log"])])  # remote: unknown
+    assert sc.paths_name_brokers([sc.LogSource(["/d/one-7/x.log"])], r"one-(\d+)/")
+    assert not sc.paths_name_brokers([sc.LogSource(["/d/one-7/x.log"])], r"one-(\h+)/")  # Java-only syntax
+
+
+@pytest.mark.parametrize("predicted", [False, True], ids=["writers read", "prediction wrong: read again"])
+def test_brokers_from_the_writers_where_the_paths_name_none(spark, logs, tmp_path, monkeypatch, predicted):
+    """Files in directories that name no broker: each file's broker is the one writer its lines
+    name, and the merge equals the one over broker-N directories (also when the Python-side
+    prediction wrongly says the paths name them, so that the numbering pass runs again)."""
+    import shutil
+
+    flat = tmp_path / "flat"
+    for b, name in ((1, "one"), (2, "two")):
+        shutil.copytree(logs / f"broker-{b}" / "logs", flat / name)
+    if predicted:
+        monkeypatch.setattr(sc, "paths_name_brokers", lambda *a, **k: True)
+    else:
+        assert not sc.paths_name_brokers(sc.expand_sources([str(flat)]))
+    lines, stats = _merge(spark, flat, include_unparsed=True)
+    ref, _ = _merge(spark, logs, include_unparsed=True)
+    assert lines == [ln.replace(f"{logs}/broker-1/logs/", f"{flat}/one/").replace(f"{logs}/broker-2/logs/", f"{flat}/two/")
+                     for ln in ref]
+    assert stats.file_brokers == {f"{flat}/one/state-change.log": 1, f"{flat}/two/state-change.log": 2,
+                                  f"{flat}/two/state-change.log.2026-11-22-00": 2}
+
+
 def test_time_bounds_cut_the_lines_into_equal_time_ranges():
     # two files of 1,000 lines each over the same hour, one of 2,000 lines over the next hour
     splits = [(20261122000000000, 20261122005959999, 1000), (20261122000000000, 20261122005959999, 1000),
