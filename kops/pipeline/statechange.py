@@ -336,17 +336,15 @@ def paths_name_brokers(sources: list[LogSource], broker_of: str | None = None) -
     own reading of the paths leaves a file without a broker."""
     import re
 
+    pattern = broker_of or lf.DEFAULT_BROKER_OF_PATH
     try:
-        rx = re.compile(broker_of or lf.DEFAULT_BROKER_OF_PATH)
-    except re.error:  # a Java-only construct: Python cannot tell
+        return all(
+            src.broker is not None or all(not _is_remote(p) and lf.broker_of_path(p, pattern) is not None
+                                          for p in src.paths)
+            for src in sources
+        )
+    except (re.error, IndexError, TypeError, ValueError):  # Java-only syntax, no group, no number
         return False
-    for src in sources:
-        if src.broker is not None:
-            continue
-        for p in src.paths:
-            if _is_remote(p) or not ((m := rx.search(p)) and m.groups() and m.group(1)):
-                return False
-    return True
 
 
 def number_lines(
