@@ -218,3 +218,25 @@ def test_topic_spread_move_arithmetic_matches_the_distance_from_the_band(lo, wid
     assert ts.keeps1(0, 1, 2) == (dist(("t", 1), -1) <= dist(("t", 1)) and dist(("t", 2), 1) <= dist(("t", 2)))
     gain_u = dist(("u", 2)) + dist(("u", 1)) - dist(("u", 2), -1) - dist(("u", 1), 1)
     assert ts.gain2(0, 1, 1, 2) == gain_t + gain_u  # t's replica 1 -> 2, u's 2 -> 1
+
+
+def test_the_rooms_kept_per_broker_equal_fresh_ones_after_every_move(monkeypatch):
+    """Refiner keeps each broker's rooms on the earlier goals until a move changes its load: after
+    every move made by the passes, every kept room equals one computed afresh."""
+    from kops.placement import refine
+
+    checked = []
+    orig = refine.Refiner._try
+
+    def _try(self, moves, goal, checked_guards=False):
+        made = orig(self, moves, goal, checked_guards)
+        if made:
+            for b, kept in self._room_of.items():
+                assert kept == [(g.w, *g.room(b)) for g in self.guards if isinstance(g, refine._Load)], (b, moves)
+                checked.append(b)
+        return made
+
+    monkeypatch.setattr(refine.Refiner, "_try", _try)
+    topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7)
+    plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,topic-spread,replicas")
+    assert len(checked) > 100  # (the passes moved, and the kept rooms were compared)
