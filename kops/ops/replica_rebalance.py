@@ -148,8 +148,10 @@ def _goals_text(goals: dict[str, dict[str, Any]], when: str) -> str:
 def goals_of(report: dict[str, Any], goals: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """Each goal the planner pursues, in priority order, before and after a plan: first what it
     balances — bytes when partition sizes are known, else replica counts — as the distance to
-    the target (the sum over live brokers of |load - mean|, which every move of the planner
-    shrinks) and as the spread (max - min); then preferred leaders (spread).
+    the target (the sum over live brokers of |load - mean|: no balancing move of the planner
+    grows it, and a move between two brokers of one rack that are both above, or both below, the
+    cluster's mean leaves it unchanged while it evens the rack) and as the spread (max - min); then
+    preferred leaders (spread).
 
     With ``goals`` (``--goals``): the soft goals named, in their order, with the figures of the
     plan's goal report (``report["goals"]``: spreads, uneven topics)."""
