@@ -150,8 +150,8 @@ def goals_of(report: dict[str, Any], goals: Sequence[str] | None = None) -> dict
     balances — bytes when partition sizes are known, else replica counts — as the distance to
     the target (the sum over live brokers of |load - mean|: no balancing move of the planner
     grows it, and a move between two brokers of one rack that are both above, or both below, the
-    cluster's mean leaves it unchanged while it evens the rack) and as the spread (max - min); then
-    preferred leaders (spread).
+    cluster's mean leaves it unchanged while it evens the rack: :func:`balance_improved` sees that
+    progress) and as the spread (max - min); then preferred leaders (spread).
 
     With ``goals`` (``--goals``): the soft goals named, in their order, with the figures of the
     plan's goal report (``report["goals"]``: spreads, uneven topics)."""
@@ -245,14 +245,31 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
         shrunk = True
 
 
-def worse_goals(goals: dict[str, dict[str, Any]], ordered: bool = False) -> list[str]:
+def balance_improved(report: dict[str, Any]) -> bool:
+    """Does the plan bring the live brokers' loads (bytes when sizes are known, else replicas)
+    strictly nearer their mean? Measured as the sum of squared distances from the mean, which
+    every balancing move of the planner shrinks -- also a move inside a rack that leaves the sum
+    of distances (``goals_of``'s first figure) unchanged. Exact (integers: ``n * sum(v^2) -
+    sum(v)^2`` is ``n^2`` times it)."""
+    key = "bytes" if report.get("balance_by") == "bytes" else "replicas"
+    rows = [r for r in report.get("brokers") or [] if r.get("allowed") and f"{key}_before" in r]
+
+    def spread(when: str) -> int:
+        vals = [int(r[f"{key}_{when}"]) for r in rows]
+        return len(vals) * sum(v * v for v in vals) - sum(vals) ** 2
+
+    return bool(rows) and spread("after") < spread("before")
+
+
+def worse_goals(goals: dict[str, dict[str, Any]], ordered: bool = False, nearer: bool = False) -> list[str]:
     """The goals a step makes worse, in priority order (``goals_of``). As in Cruise Control's
     goal priorities, a lower goal may yield to a higher one: when the first goal (the distance
-    to balance) strictly improves, preferred-leader spread may widen by one partition (the
-    replica sets changed under it; `kops leader rebalance` and later steps even it again).
+    to balance) strictly improves, or the loads come strictly nearer the mean (``nearer``:
+    :func:`balance_improved`), preferred-leader spread may widen by one partition (the replica
+    sets changed under it; `kops leader rebalance` and later steps even it again).
     ``ordered`` (``--goals``): any goal may yield once a goal before it strictly improved."""
     names = list(goals)
-    improved = bool(names) and goals[names[0]]["after"] < goals[names[0]]["before"]
+    improved = nearer or (bool(names) and goals[names[0]]["after"] < goals[names[0]]["before"])
     bad = []
     better = False
     for g in names:
@@ -346,7 +363,8 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.duration_s = time.monotonic() - t0
         result.moves_left = 0
         return result
-    worse = worse_goals(goals, ordered=chosen is not None)
+    worse = worse_goals(goals, ordered=chosen is not None,
+                        nearer=chosen is None and balance_improved(res_plan.report))
     if worse:  # the planner's bounded steps only move toward the target: a guard, not a path
         result.status, result.exit_code = NOT_DONE, EXIT_NOT_DONE
         result.reason = "the step would make a goal worse: " + ", ".join(worse) + "; nothing was changed"

@@ -3,7 +3,9 @@ repeated steps reach the one-shot plan's balance."""
 
 from __future__ import annotations
 
-from kops.ops.replica_rebalance import StepBounds, bytes_deviation_pct, goals_of, plan_step, worse_goals
+from kops.ops.replica_rebalance import (
+    StepBounds, balance_improved, bytes_deviation_pct, goals_of, plan_step, worse_goals,
+)
 from kops.placement.balancer import plan_rebalance
 from kops.placement.racks import RackTree, rack_violation
 from tests.unit.test_balancer import topo_of
@@ -85,6 +87,28 @@ def test_worse_goals_are_named_and_leaders_yield_to_the_balance_only_by_one():
     same = {"bytes_distance": {"before": 900, "after": 900}, "bytes_spread": {"before": 300, "after": 300}}
     assert worse_goals({**same, "leader_spread": {"before": 1, "after": 2}}) == ["leader_spread 1 -> 2"]
     assert worse_goals({"bytes_distance": {"before": 1, "after": 2}}) == ["bytes_distance 1 -> 2"]
+
+
+def test_a_move_inside_a_rack_is_progress_that_the_sum_of_distances_misses():
+    """Brokers 0 and 1 share a rack and are both above the mean: evening them leaves the sum of
+    distances from the mean as it was, but brings the loads nearer it, and the leader spread may
+    then yield by one as it does to any balance progress."""
+    def rep(before, after):
+        return {"balance_by": "bytes", "brokers": [
+            {"id": b, "allowed": True, "bytes_before": x, "bytes_after": y} for b, (x, y) in enumerate(zip(before, after))]}
+
+    r = rep([90, 70, 20, 20], [80, 80, 20, 20])  # mean 50: distances 40+20+30+30 = 30+30+30+30
+    assert goals_of(r)["bytes_distance"] == {"before": 120, "after": 120}
+    assert balance_improved(r)
+    assert not balance_improved(rep([90, 70, 20, 20], [70, 90, 20, 20]))  # a swap of places: no progress
+    assert not balance_improved(rep([80, 80, 20, 20], [90, 70, 20, 20]))
+    # exact on large loads: 1 KiB moved between two 10 TB brokers of one rack
+    tb = 10 ** 13
+    assert balance_improved(rep([tb + 4096, tb, 0, 0], [tb + 3072, tb + 1024, 0, 0]))
+    goals = {**goals_of(r), "leader_spread": {"before": 1, "after": 2}}
+    assert worse_goals(goals) == ["leader_spread 1 -> 2"]
+    assert worse_goals(goals, nearer=True) == []
+    assert worse_goals({**goals, "leader_spread": {"before": 1, "after": 3}}, nearer=True) == ["leader_spread 1 -> 3"]
 
 
 def test_bytes_deviation_and_pursued_goals():
