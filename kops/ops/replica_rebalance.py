@@ -254,11 +254,11 @@ def balance_improved(report: dict[str, Any]) -> bool:
     key = "bytes" if report.get("balance_by") == "bytes" else "replicas"
     rows = [r for r in report.get("brokers") or [] if r.get("allowed") and f"{key}_before" in r]
 
-    def spread(when: str) -> int:
+    def squares(when: str) -> int:  # n^2 times the sum of squared distances from the mean
         vals = [int(r[f"{key}_{when}"]) for r in rows]
         return len(vals) * sum(v * v for v in vals) - sum(vals) ** 2
 
-    return bool(rows) and spread("after") < spread("before")
+    return bool(rows) and squares("after") < squares("before")
 
 
 def worse_goals(goals: dict[str, dict[str, Any]], ordered: bool = False, nearer: bool = False) -> list[str]:
