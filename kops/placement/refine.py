@@ -197,8 +197,8 @@ class Refiner:
         self.pl = pl
         self.guards: list[Any] = []
         self.moves: dict[str, int] = {}
-        # each broker's rooms on the guards that are loads (:meth:`_rooms`): a broker's change only
-        # when a move to or from it is made (:meth:`_try`) or a guard is added (:meth:`run`)
+        # each broker's rooms on the guards that are loads (:meth:`_rooms`); a broker's rooms change
+        # only when a move to or from it is made (:meth:`_try`) or a guard is added (:meth:`run`)
         self._room_of: dict[int, list[tuple[Sequence[float], float, float]]] = {}
 
     def _load(self, goal: str) -> _Load | None:
