@@ -240,3 +240,38 @@ def test_the_rooms_kept_per_broker_equal_fresh_ones_after_every_move(monkeypatch
     topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7)
     plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,topic-spread,replicas")
     assert len(checked) > 100  # (the passes moved, and the kept rooms were compared)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=40), st.randoms(use_true_random=False),
+       st.lists(st.integers(-1, 5), min_size=1, max_size=30))
+def test_the_destinations_by_count_walk_the_list_as_a_filter_over_it_would(counts, rnd, mosts):
+    """Topic spread walks its destination list's brokers holding at most ``most`` replicas of the
+    topic, and not full, through count groups kept as replicas move: the same brokers in the same
+    order as filtering the whole list by the current counts and fullness, after any sequence of
+    moves (a move changes the counts and the fullness of its two brokers only)."""
+    from collections import Counter
+
+    from kops.placement.refine import _ByCount
+
+    brokers = list(range(100, 100 + len(counts)))
+    rnd.shuffle(brokers)
+    cnt = Counter({b: c for b, c in zip(brokers, counts) if c})
+    others = [7, 8, 9]  # brokers beyond the head: moves to and from them change no group
+    cnt.update({7: 3, 8: 1})
+    full = {b for b in brokers if rnd.random() < 0.3}
+    head = _ByCount(list(brokers), cnt, full.__contains__)
+    everyone = brokers + others
+    for most in mosts:
+        assert list(head.upto(most)) == [b for b in brokers if cnt.get(b, 0) <= most and b not in full]
+        src = rnd.choice([b for b in everyone if cnt.get(b, 0) > 0] or [None])
+        if src is None:
+            continue
+        dst = rnd.choice([b for b in everyone if b != src])
+        cnt[src] -= 1
+        cnt[dst] += 1
+        for b in (src, dst):
+            if rnd.random() < 0.5:
+                full ^= {b}
+        head.moved(src, dst)
+    assert list(head.upto(10)) == [b for b in brokers if b not in full]
