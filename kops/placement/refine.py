@@ -22,15 +22,15 @@ no pass scans more than a bounded number of candidates per broker.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from kops.placement.balancer import _Planner
 
+from kops.placement.destinations import ByCount, full_disks
 from kops.placement.goals import band
 #: candidates looked at per broker and pass: a bound on very large clusters
 _LOOK = 256
@@ -184,54 +184,6 @@ class _TopicSpread:
 
     def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
         return _keeps(self, ((p, src, dst), (q, dst, src)))
-
-
-class _ByCount:
-    """The head of a topic round's destination list (its first :data:`_LOOK` brokers, in the list's
-    order) as lists, one per count asked for, of the brokers holding at most that many replicas of
-    the topic, kept as replicas move: a walk over the whole head skipped the destinations the round
-    had filled again for every replica (on 1,000 brokers, 78 M of the 124 M brokers walked in a
-    plan). Brokers ``full`` says take no replica of the topic at all (their disk, at the peak of
-    the move) are left out until a move to or from them changes that (the next 39 M)."""
-
-    def __init__(self, head: list[int], cnt: Counter[int], full: Callable[[int], bool] | None = None):
-        self.head = head
-        self.cnt = cnt
-        self.full = full
-        self.at = {b: i for i, b in enumerate(head)}
-        self.out = {b for b in head if full(b)} if full is not None else set()
-        self.lists: dict[int, list[int]] = {}  # most -> positions in head, ascending
-
-    def moved(self, src: int, dst: int) -> None:
-        """After a replica of the topic moved from ``src`` to ``dst``: their counts changed, and
-        their disks' peaks (by it, and by a replica of another topic swapped back)."""
-        for b in (src, dst):
-            i = self.at.get(b)
-            if i is None:
-                continue
-            if self.full is not None:
-                if self.full(b):
-                    self.out.add(b)
-                else:
-                    self.out.discard(b)
-            c = self.cnt.get(b, 0)
-            for most, pos in self.lists.items():
-                k = bisect_left(pos, i)
-                has = k < len(pos) and pos[k] == i
-                want = c <= most and b not in self.out
-                if want and not has:
-                    pos.insert(k, i)
-                elif has and not want:
-                    del pos[k]
-
-    def upto(self, most: int) -> Iterator[int]:
-        """The head's brokers holding at most ``most`` replicas of the topic and not full, in the
-        list's order (lazily; not to be advanced after a move)."""
-        pos = self.lists.get(most)
-        if pos is None:
-            get, out = self.cnt.get, self.out
-            pos = self.lists[most] = [i for i, b in enumerate(self.head) if get(b, 0) <= most and b not in out]
-        return map(self.head.__getitem__, pos)
 
 
 def _keeps(goal, moves: Sequence[Move]) -> bool:
@@ -469,7 +421,7 @@ class Refiner:
                         order = sorted(allowed, key=lambda b: (get(b, 0), b))
                     under = [b for b in order if get(b, 0) < hi]
                     short = bool(under) and get(under[0], 0) < lo  # a broker below the band
-                    head = _ByCount(under[:_LOOK], cnt, self._full_for(ts.parts[t]))
+                    head = ByCount(under[:_LOOK], cnt, full_disks(pl, ts.parts[t]))
                     progressed = False
                     for p in ts.parts[t]:
                         for src in list(pl.reps[p]):
@@ -496,23 +448,7 @@ class Refiner:
             todo = [t for t in todo if uneven(t)]
         return made
 
-    def _full_for(self, parts: list[int]) -> Callable[[int], bool] | None:
-        """Whether a broker's disk takes none of ``parts`` within the disk limit at the peak of the
-        move (:meth:`LoadsAndLimits._fits_disk` refuses each: not an original replica of any, and
-        too full for the smallest), as of now."""
-        pl = self.pl
-        if not pl.disk_limit or not parts:
-            return None
-        limit, peak, size = pl.disk_limit, pl.disk_peak, pl.size
-        smallest = min(size[p] for p in parts)
-        held = {b for p in parts for b in pl.orig[p]}
-
-        def full(b: int) -> bool:
-            lim = limit.get(b)
-            return lim is not None and b not in held and peak[b] + smallest > lim
-        return full
-
-    def _even_one(self, ts: _TopicSpread, p: int, src: int, head: _ByCount) -> int | None:
+    def _even_one(self, ts: _TopicSpread, p: int, src: int, head: ByCount) -> int | None:
         """Move p's replica on src to a broker where its topic is short (returns that broker, or
         None when no move was made); where that alone would
         make an earlier goal worse (replica counts held at floor/ceil, disks in their band), swap
@@ -555,7 +491,7 @@ class Refiner:
 
     def _takers(self, p: int, src: int, short: Iterator[int]) -> Iterator[int]:
         """The first brokers of ``short`` (those of the round's destination list holding few
-        enough replicas of p's topic: :meth:`_ByCount.upto`) that may take p's replica on src at
+        enough replicas of p's topic: :meth:`ByCount.upto`) that may take p's replica on src at
         all: not holding p, rack-safe, within the disk and network limits (the hard checks of
         :meth:`_try`, done first: on a cluster where many moves are planned the limits refuse most
         destinations, and a refused one costs nothing here)."""

@@ -252,7 +252,7 @@ def test_the_destinations_by_count_walk_the_list_as_a_filter_over_it_would(count
     moves (a move changes the counts and the fullness of its two brokers only)."""
     from collections import Counter
 
-    from kops.placement.refine import _ByCount
+    from kops.placement.destinations import ByCount
 
     brokers = list(range(100, 100 + len(counts)))
     rnd.shuffle(brokers)
@@ -260,7 +260,7 @@ def test_the_destinations_by_count_walk_the_list_as_a_filter_over_it_would(count
     others = [7, 8, 9]  # brokers beyond the head: moves to and from them change no group
     cnt.update({7: 3, 8: 1})
     full = {b for b in brokers if rnd.random() < 0.3}
-    head = _ByCount(list(brokers), cnt, full.__contains__)
+    head = ByCount(list(brokers), cnt, full.__contains__)
     everyone = brokers + others
     for most in mosts:
         assert list(head.upto(most)) == [b for b in brokers if cnt.get(b, 0) <= most and b not in full]
