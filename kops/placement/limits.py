@@ -7,6 +7,7 @@ the move) and network-in limits every placement is checked against. Pure."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 
 class LoadsAndLimits:
@@ -93,3 +94,18 @@ class LoadsAndLimits:
             return False
         limit = self.nw_limit.get(b)
         return limit is None or b in self.reps[p] or self.nw_in[b] + self.rate[p] <= limit
+
+    def _disk_takes_none(self, parts: list[int]) -> Callable[[int], bool] | None:
+        """A test of whether a broker's disk takes none of ``parts`` within the disk limit at the
+        peak of the move, as of now (:meth:`_fits_disk` refuses each: the broker holds none of
+        them originally and is too full for the smallest); None without disk limits."""
+        if not self.disk_limit or not parts:
+            return None
+        limit, peak = self.disk_limit, self.disk_peak
+        smallest = min(self.size[p] for p in parts)
+        held = {b for p in parts for b in self.orig[p]}
+
+        def takes_none(b: int) -> bool:
+            lim = limit.get(b)
+            return lim is not None and b not in held and peak[b] + smallest > lim
+        return takes_none

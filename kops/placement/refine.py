@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from kops.placement.balancer import _Planner
 
-from kops.placement.destinations import ByCount, full_disks
+from kops.placement.destinations import ByCount
 from kops.placement.goals import band
 #: candidates looked at per broker and pass: a bound on very large clusters
 _LOOK = 256
@@ -421,7 +421,7 @@ class Refiner:
                         order = sorted(allowed, key=lambda b: (get(b, 0), b))
                     under = [b for b in order if get(b, 0) < hi]
                     short = bool(under) and get(under[0], 0) < lo  # a broker below the band
-                    head = ByCount(under[:_LOOK], cnt, full_disks(pl, ts.parts[t]))
+                    head = ByCount(under[:_LOOK], cnt, pl._disk_takes_none(ts.parts[t]))
                     progressed = False
                     for p in ts.parts[t]:
                         for src in list(pl.reps[p]):
@@ -449,10 +449,10 @@ class Refiner:
         return made
 
     def _even_one(self, ts: _TopicSpread, p: int, src: int, head: ByCount) -> int | None:
-        """Move p's replica on src to a broker where its topic is short (returns that broker, or
-        None when no move was made); where that alone would
+        """Move p's replica on src to a broker where its topic is short; where that alone would
         make an earlier goal worse (replica counts held at floor/ceil, disks in their band), swap
-        it for a replica of another topic coming back, which keeps the brokers' loads.
+        it for a replica of another topic coming back, which keeps the brokers' loads. Returns the
+        broker the replica went to, or None when nothing moved.
 
         The earlier goals are checked by interval (:meth:`_Load.room`): once per broker, then one
         comparison per goal and candidate."""

@@ -242,6 +242,36 @@ def test_the_rooms_kept_per_broker_equal_fresh_ones_after_every_move(monkeypatch
     assert len(checked) > 100  # (the passes moved, and the kept rooms were compared)
 
 
+def test_a_disk_said_to_take_none_of_a_topic_refuses_each_of_its_partitions(monkeypatch):
+    """Topic spread leaves out of its walk the brokers ``_disk_takes_none`` names: on a cluster
+    whose disks fill up during the plan, each one it names is refused by ``_fits_disk`` for every
+    partition of the topic, at the moment it is asked."""
+    from kops.placement.limits import LoadsAndLimits
+
+    named = []
+    orig = LoadsAndLimits._disk_takes_none
+
+    def _disk_takes_none(self, parts):
+        test = orig(self, parts)
+        if test is None:
+            return None
+
+        def checked(b):
+            full = test(b)
+            if full:
+                assert not any(self._fits_disk(b, p) for p in parts), (b, parts)
+                named.append(b)
+            return full
+        return checked
+
+    monkeypatch.setattr(LoadsAndLimits, "_disk_takes_none", _disk_takes_none)
+    # disks of 2.2 GB with ~1.6 GB on each (80 % threshold: 1.76 GB): a few moves fill them
+    topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7,
+                 caps=lambda b: Capacity(disk_bytes=2200 * MB, nw_in_bytes_per_s=1e9))
+    plan(topo, Goal("rebalance"), goals="disk-usage,topic-spread,replicas")
+    assert named  # (some broker was named, and checked)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=40), st.randoms(use_true_random=False),
        st.lists(st.integers(-1, 5), min_size=1, max_size=30))
