@@ -27,6 +27,8 @@ class RackSafety:
         self.leaf_name: dict[int, tuple[str, ...]] = {i: d for d, i in index.items()}
         # one broker per leaf and one level: safe <=> no duplicates
         self.trivial = tree.depth == 1 and len(index) == len(leaves)
+        # one level: replicas in distinct racks are spread as evenly as can be (safe, no sort)
+        self.flat = tree.depth == 1
         self._cache: dict[tuple[int, ...], bool] = {}
 
     def safe(self, replicas: Sequence[int]) -> bool:
@@ -51,6 +53,8 @@ class RackSafety:
         if self.trivial:
             return True
         leaf = self.leaf
+        if self.flat and len({leaf[b] for b in replicas}) == len(replicas):
+            return True
         key = tuple(sorted([leaf[b] for b in replicas]))
         ok = self._cache.get(key)
         if ok is None:

@@ -160,9 +160,12 @@ class _TopicSpread:
     # a > hi, one further when a <= lo; one onto ``b``, closer when b < lo, further when b >= hi)
     def keeps1(self, p: int, src: int, dst: int) -> bool:
         t = self.topic[p]
-        lo, hi = self.band[t]
-        get = self.count[t].get
-        return get(src, 0) > lo and get(dst, 0) < hi
+        return self.count[t].get(src, 0) > self.band[t][0] and self.count[t].get(dst, 0) < self.band[t][1]
+
+    def keeps_off(self, p: int, src: int) -> bool:
+        """:meth:`keeps1`'s side of ``src``, whatever the destination."""
+        t = self.topic[p]
+        return self.count[t].get(src, 0) > self.band[t][0]
 
     def gain1(self, p: int, src: int, dst: int) -> float:
         t = self.topic[p]
@@ -245,10 +248,12 @@ class Refiner:
         return self.moves
 
     # -- one move (or a swap of two) -------------------------------------------------------------
-    def _try(self, moves: Sequence[Move], goal, checked: bool = False) -> bool:
+    def _try(self, moves: Sequence[Move], goal, checked: bool = False, hard: bool = False) -> bool:
         """Make ``moves`` (each: a partition's replica from one broker to another, same slot) if
         together they gain on ``goal`` and keep every hard and earlier goal; returns whether.
-        ``checked``: the caller found that they keep every earlier goal (the guards)."""
+        ``checked``: the caller found that they keep every earlier goal (the guards); ``hard``:
+        that the first move is rack-safe and within the disk and network limits, as of now
+        (:meth:`_takers`)."""
         pl = self.pl
         for p, src, dst in moves:
             r = pl.reps[p]
@@ -272,8 +277,9 @@ class Refiner:
                 return False
         news = [[dst if b == src else b for b in pl.reps[p]] for p, src, dst in moves]
         cost_mv = cost_by = 0
-        for (p, _src, dst), new in zip(moves, news):
-            if not pl.safety.safe_distinct(new) or (pl.limited and not pl._fits_disk(dst, p)):
+        for i, ((p, _src, dst), new) in enumerate(zip(moves, news)):
+            if not (hard and i == 0) and \
+                    (not pl.safety.safe_distinct(new) or (pl.limited and not pl._fits_disk(dst, p))):
                 return False
             mv, by = pl._cost(p, new)
             omv, oby = pl._cost(p, pl.reps[p])
@@ -318,6 +324,7 @@ class Refiner:
         made = 0
         guard = next((g for g in self.guards if isinstance(g, _Load)), None)
         gw = guard.w if guard is not None else None
+        spread = [g for g in self.guards if isinstance(g, _TopicSpread)]  # (p leaving src: checked once)
 
         # the weights do not change during the pass: each partition's place in that order (heaviest
         # first; among equals the lightest on the guard, then by index) is computed once
@@ -352,7 +359,8 @@ class Refiner:
                 for p in order(src, ld.use(src) - ld.lo):
                     if ld.dist(src) <= _EPS or tries > 4 * _LOOK:
                         break
-                    if not all(lo <= -x[p] <= hi for x, lo, hi in srooms):
+                    if not all(lo <= -x[p] <= hi for x, lo, hi in srooms) or \
+                            not all(g.keeps_off(p, src) for g in spread):
                         tries += len(dsts)  # (an earlier goal refuses p leaving src: every dst alike)
                         continue
                     for dst in dsts:
@@ -374,7 +382,8 @@ class Refiner:
                     for p in order(src, room):
                         tries += 1
                         if not all(lo <= x[p] <= hi for x, lo, hi in drooms) or \
-                                not all(lo <= -x[p] <= hi for x, lo, hi in srooms):
+                                not all(lo <= -x[p] <= hi for x, lo, hi in srooms) or \
+                                not all(g.keeps_off(p, src) for g in spread):
                             continue  # (an earlier goal refuses the move, as _try would)
                         if self._try(((p, src, dst),), ld):
                             made += 1
@@ -457,8 +466,11 @@ class Refiner:
         The earlier goals are checked by interval (:meth:`_Load.room`): once per broker, then one
         comparison per goal and candidate."""
         pl = self.pl
-        cnt = ts.count[ts.topic[p]]
-        takers = self._takers(p, src, head.upto(cnt[src] - 2))  # (lazily: the first one mostly does)
+        t = ts.topic[p]
+        cnt, top = ts.count[t], ts.band[t][1]
+        a = cnt[src]
+        # (the takers passed the hard checks: _try does not repeat them for p's move)
+        takers = self._takers(p, src, head.upto(a - 2))  # (lazily: the first one mostly does)
         cands: list[int] = []
         srooms = self._rooms(src)
         checked = len(srooms) == len(self.guards)  # (every guard is a load: the rooms check them all)
@@ -466,11 +478,13 @@ class Refiner:
         if all(lo <= -w[p] <= hi for w, lo, hi in srooms):
             for dst in takers:
                 cands.append(dst)
-                if all(lo <= w[p] <= hi for w, lo, hi in self._rooms(dst)) and self._try(((p, src, dst),), ts, checked):
+                if a > top and cnt.get(dst, 0) >= top:
+                    continue  # (off a broker above the band onto one at its top: no gain, _try refuses it)
+                if all(lo <= w[p] <= hi for w, lo, hi in self._rooms(dst)) and \
+                        self._try(((p, src, dst),), ts, checked, hard=True):
                     return dst
         if not self.guards:
             return None
-        t = ts.topic[p]
         cands.extend(islice(takers, max(0, _PAIR_DSTS - len(cands))))
         for dst in cands[:_PAIR_DSTS]:
             # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
@@ -485,7 +499,7 @@ class Refiner:
                 if looked > _PAIR_QS:
                     break
                 if all(qlo <= gw[q] <= qhi for gw, qlo, qhi in xs) \
-                        and self._try(((p, src, dst), (q, dst, src)), ts, checked):
+                        and self._try(((p, src, dst), (q, dst, src)), ts, checked, hard=True):
                     return dst
         return None
 
@@ -746,9 +760,15 @@ class _Counts:
         return self.count[self._key(p, b)]
 
     def over(self, p: int, a: int) -> bool:
+        """May p's leader ``a`` hand its leadership on? Above the band (topic leaders: above the
+        floor, and with two or more of the topic's leaders, which :meth:`worth` asks of every
+        step)."""
         key = self._key(p, a)
         lo, hi = self._band(key)
-        return self.count[key] > (lo if self.slot == "topic" else hi) + _EPS
+        if self.slot == "topic":
+            c = self.count[key]
+            return c > lo and c >= 2
+        return self.count[key] > hi + _EPS
 
     def worth(self, p: int, a: int, b: int) -> bool:
         gap = self.count[self._key(p, a)] - self.count[self._key(p, b)]

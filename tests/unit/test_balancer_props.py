@@ -259,6 +259,7 @@ def test_rack_safety_cache_agrees_with_rack_violation(data):
     for _ in range(40):
         r = rng.sample(ids, rng.randint(1, min(5, len(ids))))
         assert safety.safe(r) == (rack_violation(r, tree) is None)
+        assert safety.safe_distinct(r) == (rack_violation(r, tree) is None)  # (distinct brokers)
         assert safety.unsafe([r]) == ([] if rack_violation(r, tree) is None else [0])
 
 
