@@ -9,7 +9,7 @@ RF small integers instead of ~25 us. Duplicates and unknown brokers are answered
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kops.placement.racks import RackTree, rack_violation
 
@@ -61,6 +61,22 @@ class RackSafety:
             ok = rack_violation(replicas, self.tree) is None
             self._cache[key] = ok
         return ok
+
+    def replacing(self, replicas: Sequence[int], src: int) -> Callable[[int], bool]:
+        """A test of :meth:`safe_distinct` for ``replicas`` with ``src`` replaced by a broker ``d``
+        (known, not among them), for a walk over many ``d``: on a one-level tree where the others'
+        racks are distinct, a ``d`` in another rack keeps them so (safe) without building the list."""
+        if self.trivial:
+            return lambda d: True
+
+        def full(d: int) -> bool:
+            return self.safe_distinct([d if b == src else b for b in replicas])
+        stay = [b for b in replicas if b != src]
+        leaf = self.leaf
+        racks = {leaf[b] for b in stay}
+        if self.flat and len(racks) == len(stay):
+            return lambda d: leaf[d] not in racks or full(d)
+        return full
 
     def unsafe(self, lists: Sequence[Sequence[int]]) -> list[int]:
         """Indexes of the lists that are not rack-safe (one tight pass; empty lists are skipped)."""

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from itertools import islice
+from itertools import islice, repeat
+from operator import truediv
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -187,6 +188,14 @@ class _TopicSpread:
 
     def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
         return _keeps(self, ((p, src, dst), (q, dst, src)))
+
+
+def _within(bounds, x: int, sign: float = 1.0) -> bool:
+    """``lo <= sign * w[x] <= hi`` for each ``(w, lo, hi)`` of ``bounds`` (rooms: :meth:`Refiner._rooms`)."""
+    for w, lo, hi in bounds:
+        if not lo <= sign * w[x] <= hi:
+            return False
+    return True
 
 
 def _keeps(goal, moves: Sequence[Move]) -> bool:
@@ -359,8 +368,7 @@ class Refiner:
                 for p in order(src, ld.use(src) - ld.lo):
                     if ld.dist(src) <= _EPS or tries > 4 * _LOOK:
                         break
-                    if not all(lo <= -x[p] <= hi for x, lo, hi in srooms) or \
-                            not all(g.keeps_off(p, src) for g in spread):
+                    if not _within(srooms, p, -1.0) or not all(g.keeps_off(p, src) for g in spread):
                         tries += len(dsts)  # (an earlier goal refuses p leaving src: every dst alike)
                         continue
                     for dst in dsts:
@@ -381,8 +389,7 @@ class Refiner:
                     srooms = self._rooms(src)
                     for p in order(src, room):
                         tries += 1
-                        if not all(lo <= x[p] <= hi for x, lo, hi in drooms) or \
-                                not all(lo <= -x[p] <= hi for x, lo, hi in srooms) or \
+                        if not _within(drooms, p) or not _within(srooms, p, -1.0) or \
                                 not all(g.keeps_off(p, src) for g in spread):
                             continue  # (an earlier goal refuses the move, as _try would)
                         if self._try(((p, src, dst),), ld):
@@ -424,10 +431,13 @@ class Refiner:
                 get = cnt.get
                 failed: set[tuple[int, int]] = set()  # (a later round of the topic gives them no new taker)
                 for _round in range(3):
+                    # (sorted by (count, first load's use, id): keys built by map and zip, no call per broker)
+                    counts = map(get, allowed, repeat(0))
                     if fload is not None:
-                        order = sorted(allowed, key=lambda b: (get(b, 0), fload[b] / fcap[b], b))
+                        uses = map(truediv, map(fload.__getitem__, allowed), map(fcap.__getitem__, allowed))
+                        order = [k[-1] for k in sorted(zip(counts, uses, allowed))]
                     else:
-                        order = sorted(allowed, key=lambda b: (get(b, 0), b))
+                        order = [b for _c, b in sorted(zip(counts, allowed))]
                     under = [b for b in order if get(b, 0) < hi]
                     short = bool(under) and get(under[0], 0) < lo  # a broker below the band
                     head = ByCount(under[:_LOOK], cnt, pl._disk_takes_none(ts.parts[t]))
@@ -475,13 +485,12 @@ class Refiner:
         srooms = self._rooms(src)
         checked = len(srooms) == len(self.guards)  # (every guard is a load: the rooms check them all)
         # the earlier goals' side of src does not depend on the destination: checked once
-        if all(lo <= -w[p] <= hi for w, lo, hi in srooms):
+        if _within(srooms, p, -1.0):
             for dst in takers:
                 cands.append(dst)
                 if a > top and cnt.get(dst, 0) >= top:
                     continue  # (off a broker above the band onto one at its top: no gain, _try refuses it)
-                if all(lo <= w[p] <= hi for w, lo, hi in self._rooms(dst)) and \
-                        self._try(((p, src, dst),), ts, checked, hard=True):
+                if _within(self._rooms(dst), p) and self._try(((p, src, dst),), ts, checked, hard=True):
                     return dst
         if not self.guards:
             return None
@@ -498,8 +507,7 @@ class Refiner:
                 looked += 1
                 if looked > _PAIR_QS:
                     break
-                if all(qlo <= gw[q] <= qhi for gw, qlo, qhi in xs) \
-                        and self._try(((p, src, dst), (q, dst, src)), ts, checked, hard=True):
+                if _within(xs, q) and self._try(((p, src, dst), (q, dst, src)), ts, checked, hard=True):
                     return dst
         return None
 
@@ -512,12 +520,10 @@ class Refiner:
         pl = self.pl
         r = pl.reps[p]
         fits = pl._fits_disk if pl.limited else None
-        safe = pl.safety.safe_distinct
+        safe = pl.safety.replacing(r, src)
         found = 0
         for d in short:
-            if d in r or (fits is not None and not fits(d, p)):
-                continue
-            if not safe([d if b == src else b for b in r]):
+            if d in r or (fits is not None and not fits(d, p)) or not safe(d):
                 continue
             yield d
             found += 1
@@ -713,6 +719,7 @@ class _Counts:
     def __init__(self, slot, count: Counter, band, *, weight=None, topic=None, bands=None):
         self.slot, self.count, self.band = slot, count, band
         self.weight, self.topic, self.bands = weight, topic, bands
+        self._fixed: list[int] | None = None
 
     def _key(self, p: int, b: int):
         return (self.topic[p], b) if self.slot == "topic" else b
@@ -751,8 +758,10 @@ class _Counts:
 
     # -- candidate order for a pass --------------------------------------------------------------
     def candidates(self, scope: list[int], reps) -> list[int]:
-        if self.slot == "topic":
-            return sorted(scope, key=lambda p: (self.topic[p], p))
+        if self.slot == "topic":  # (an order that does not change: sorted once)
+            if self._fixed is None:
+                self._fixed = sorted(scope, key=lambda p: (self.topic[p], p))
+            return self._fixed
         # the busiest leaders first, each one's heaviest partitions first
         return sorted(scope, key=lambda p: (-self.count[reps[p][0]], -self.weight[p], p))
 

@@ -260,6 +260,11 @@ def test_rack_safety_cache_agrees_with_rack_violation(data):
         r = rng.sample(ids, rng.randint(1, min(5, len(ids))))
         assert safety.safe(r) == (rack_violation(r, tree) is None)
         assert safety.safe_distinct(r) == (rack_violation(r, tree) is None)  # (distinct brokers)
+        src = rng.choice(r)
+        test = safety.replacing(r, src)  # (the walk's form: src replaced by each broker not in r)
+        for d in set(ids) - set(r):
+            new = [d if b == src else b for b in r]
+            assert test(d) == (rack_violation(new, tree) is None), (r, src, d)
         assert safety.unsafe([r]) == ([] if rack_violation(r, tree) is None else [0])
 
 
