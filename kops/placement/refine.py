@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
+from heapq import nsmallest
 from itertools import islice, repeat
 from operator import truediv
 from typing import TYPE_CHECKING, Any
@@ -431,16 +432,17 @@ class Refiner:
                 get = cnt.get
                 failed: set[tuple[int, int]] = set()  # (a later round of the topic gives them no new taker)
                 for _round in range(3):
-                    # (sorted by (count, first load's use, id): keys built by map and zip, no call per broker)
+                    # the first brokers below the band's top by (count, first load's use, id): keys built
+                    # by map and zip (no call per broker), the smallest taken (no sort of them all)
                     counts = map(get, allowed, repeat(0))
                     if fload is not None:
                         uses = map(truediv, map(fload.__getitem__, allowed), map(fcap.__getitem__, allowed))
-                        order = [k[-1] for k in sorted(zip(counts, uses, allowed))]
+                        keys = zip(counts, uses, allowed)
                     else:
-                        order = [b for _c, b in sorted(zip(counts, allowed))]
-                    under = [b for b in order if get(b, 0) < hi]
+                        keys = zip(counts, allowed)
+                    under = [k[-1] for k in nsmallest(_LOOK, (k for k in keys if k[0] < hi))]
                     short = bool(under) and get(under[0], 0) < lo  # a broker below the band
-                    head = ByCount(under[:_LOOK], cnt, pl._disk_takes_none(ts.parts[t]))
+                    head = ByCount(under, cnt, pl._disk_takes_none(ts.parts[t]))
                     progressed = False
                     for p in ts.parts[t]:
                         for src in list(pl.reps[p]):
