@@ -4,7 +4,8 @@ Whether a replica list is rack-safe depends only on the multiset of leaf domains
 every level's counts and every domain's capacity follow from it. So the answer of
 ``rack_violation`` is cached per sorted tuple of leaf-domain indexes; with 50 racks and RF 3 that
 is at most ~23k distinct keys however many partitions there are, and each lookup costs a sort of
-RF small integers instead of ~25 us. Duplicates and unknown brokers are answered directly.
+RF small integers instead of ~25 us. Duplicates and unknown brokers are answered directly, and
+so are distinct racks on a one-level tree (safe: spread as evenly as can be).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class RackSafety:
             return False
         if len(set(replicas)) != len(replicas):
             return False
-        if self.trivial:
+        if self.trivial or (self.flat and len(set(key)) == len(key)):
             return True
         ok = self._cache.get(key)
         if ok is None:
@@ -82,7 +83,7 @@ class RackSafety:
         """Indexes of the lists that are not rack-safe (one tight pass; empty lists are skipped)."""
         out: list[int] = []
         leaf, cache, tree = self.leaf, self._cache, self.tree
-        trivial = self.trivial
+        trivial, flat = self.trivial, self.flat
         for i, r in enumerate(lists):
             if not r:
                 continue
@@ -94,7 +95,7 @@ class RackSafety:
             if len(set(r)) != len(r):
                 out.append(i)
                 continue
-            if trivial:
+            if trivial or (flat and len(set(key)) == len(key)):
                 continue
             ok = cache.get(key)
             if ok is None:
