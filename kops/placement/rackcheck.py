@@ -35,19 +35,9 @@ class RackSafety:
     def safe(self, replicas: Sequence[int]) -> bool:
         """``rack_violation(replicas, tree) is None``, memoised."""
         leaf = self.leaf
-        try:
-            key = tuple(sorted([leaf[b] for b in replicas]))
-        except KeyError:
+        if any(b not in leaf for b in replicas) or len(set(replicas)) != len(replicas):
             return False
-        if len(set(replicas)) != len(replicas):
-            return False
-        if self.trivial or (self.flat and len(set(key)) == len(key)):
-            return True
-        ok = self._cache.get(key)
-        if ok is None:
-            ok = rack_violation(replicas, self.tree) is None
-            self._cache[key] = ok
-        return ok
+        return self.safe_distinct(replicas)
 
     def safe_distinct(self, replicas: Sequence[int]) -> bool:
         """Like :meth:`safe` for lists known to hold distinct, known brokers (hot loops)."""

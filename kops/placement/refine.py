@@ -162,7 +162,7 @@ class _TopicSpread:
     # a > hi, one further when a <= lo; one onto ``b``, closer when b < lo, further when b >= hi)
     def keeps1(self, p: int, src: int, dst: int) -> bool:
         t = self.topic[p]
-        return self.count[t].get(src, 0) > self.band[t][0] and self.count[t].get(dst, 0) < self.band[t][1]
+        return self.keeps_off(p, src) and self.count[t].get(dst, 0) < self.band[t][1]
 
     def keeps_off(self, p: int, src: int) -> bool:
         """:meth:`keeps1`'s side of ``src``, whatever the destination."""
@@ -479,10 +479,8 @@ class Refiner:
         comparison per goal and candidate."""
         pl = self.pl
         t = ts.topic[p]
-        cnt, top = ts.count[t], ts.band[t][1]
-        a = cnt[src]
         # (the takers passed the hard checks: _try does not repeat them for p's move)
-        takers = self._takers(p, src, head.upto(a - 2))  # (lazily: the first one mostly does)
+        takers = self._takers(p, src, head.upto(ts.count[t][src] - 2))  # (lazily: the first one mostly does)
         cands: list[int] = []
         srooms = self._rooms(src)
         checked = len(srooms) == len(self.guards)  # (every guard is a load: the rooms check them all)
@@ -490,8 +488,8 @@ class Refiner:
         if _within(srooms, p, -1.0):
             for dst in takers:
                 cands.append(dst)
-                if a > top and cnt.get(dst, 0) >= top:
-                    continue  # (off a broker above the band onto one at its top: no gain, _try refuses it)
+                if ts.gain1(p, src, dst) <= _EPS:
+                    continue  # (e.g. off a broker above the band onto one at its top: _try refuses it)
                 if _within(self._rooms(dst), p) and self._try(((p, src, dst),), ts, checked, hard=True):
                     return dst
         if not self.guards:
