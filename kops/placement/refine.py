@@ -479,23 +479,24 @@ class Refiner:
         comparison per goal and candidate."""
         pl = self.pl
         t = ts.topic[p]
-        # (the takers passed the hard checks: _try does not repeat them for p's move)
-        takers = self._takers(p, src, head.upto(ts.count[t][src] - 2))  # (lazily: the first one mostly does)
-        cands: list[int] = []
+        most = ts.count[t][src] - 2  # (the walk: the round's destinations holding at most this many)
         srooms = self._rooms(src)
         checked = len(srooms) == len(self.guards)  # (every guard is a load: the rooms check them all)
-        # the earlier goals' side of src does not depend on the destination: checked once
+        # the earlier goals' side of src does not depend on the destination: checked once; the
+        # destinations' rooms first (on a large cluster most of the walk's brokers sit at the top
+        # of the network-in band), then the hard checks (passed: _try does not repeat them)
         if _within(srooms, p, -1.0):
-            for dst in takers:
-                cands.append(dst)
+            rooms = self._rooms
+            for dst in self._takers(p, src, (d for d in head.upto(most) if _within(rooms(d), p))):
                 if ts.gain1(p, src, dst) <= _EPS:
                     continue  # (e.g. off a broker above the band onto one at its top: _try refuses it)
-                if _within(self._rooms(dst), p) and self._try(((p, src, dst),), ts, checked, hard=True):
+                if self._try(((p, src, dst),), ts, checked, hard=True):
                     return dst
         if not self.guards:
             return None
-        cands.extend(islice(takers, max(0, _PAIR_DSTS - len(cands))))
-        for dst in cands[:_PAIR_DSTS]:
+        # a swap: with the walk's first brokers that pass the hard checks, whatever their rooms
+        cands = list(islice(self._takers(p, src, head.upto(most)), _PAIR_DSTS))
+        for dst in cands:
             # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
             # interval both rooms allow
             xs = [(w, w[p] - min(-slo, dhi), w[p] - max(-shi, dlo))  # bounds on w(q)
@@ -513,10 +514,9 @@ class Refiner:
 
     def _takers(self, p: int, src: int, short: Iterator[int]) -> Iterator[int]:
         """The first brokers of ``short`` (those of the round's destination list holding few
-        enough replicas of p's topic: :meth:`ByCount.upto`) that may take p's replica on src at
-        all: not holding p, rack-safe, within the disk and network limits (the hard checks of
-        :meth:`_try`, done first: on a cluster where many moves are planned the limits refuse most
-        destinations, and a refused one costs nothing here)."""
+        enough replicas of p's topic, :meth:`ByCount.upto`; for a direct move, those of them with
+        room on the earlier goals) that may take p's replica on src at all: not holding p,
+        rack-safe, within the disk and network limits (the hard checks of :meth:`_try`)."""
         pl = self.pl
         r = pl.reps[p]
         fits = pl._fits_disk if pl.limited else None

@@ -352,3 +352,53 @@ def test_the_destinations_by_count_walk_the_list_as_a_filter_over_it_would(count
                 full ^= {b}
         head.moved(src, dst)
     assert list(head.upto(10)) == [b for b in brokers if b not in full]
+
+
+def test_a_replica_topic_spread_cannot_move_directly_had_no_destination_with_room(monkeypatch):
+    """Topic spread's direct move looks at every destination of its walk whose rooms on the earlier
+    goals take the replica (not only at the first few that pass the hard checks: on a large
+    cluster those are often brokers at the top of the network-in band): whenever a replica that
+    may leave its source did not move directly, no broker of its walk (as it was before the try)
+    was a direct destination -- not holding it, rack-safe, within the limits, gaining, with room."""
+    from kops.placement import refine
+
+    looked = []
+    orig = refine.Refiner._even_one
+
+    def _even_one(self, ts, p, src, head):
+        pl = self.pl
+        t = ts.topic[p]
+        walk = list(head.upto(ts.count[t][src] - 2))
+        leaves = refine._within(self._rooms(src), p, -1.0)
+        made = orig(self, ts, p, src, head)
+        if leaves and made is None:
+            r = pl.reps[p]
+            for d in walk:
+                new = [d if b == src else b for b in r]
+                ok = d not in r and pl.safety.safe_distinct(new) and (not pl.limited or pl._fits_disk(d, p)) \
+                    and ts.gain1(p, src, d) > refine._EPS and refine._within(self._rooms(d), p)
+                assert not ok, (p, src, d, walk.index(d))
+            looked.append(len(walk))
+        return made
+
+    monkeypatch.setattr(refine.Refiner, "_even_one", _even_one)
+    # 120 brokers, 60 topics of one replica per broker or so: ~44 brokers without one per topic,
+    # more than the 32 takers the walk once stopped at; network-in rates spread over three orders of
+    # magnitude with ~200 replicas per broker, so the network-in band is narrow and the brokers the
+    # nw-in-usage pass brought down to its top have no room for a busy replica
+    rng = random.Random(5)
+    n, racks = 120, 6
+    topics = []
+    for t in range(60):
+        ps = []
+        for i in range(40):
+            reps = tuple(rng.choice(range(r, n, racks)) for r in rng.sample(range(racks), 3))
+            ps.append(Partition(f"t{t}", i, reps, size_bytes=int(2 ** rng.uniform(20, 30)),
+                                bytes_in_per_s=2 ** rng.uniform(6, 20)))
+        topics.append(Topic(f"t{t}", tuple(ps)))
+    brokers = tuple(Broker(b, f"r{b % racks}", capacity=Capacity(disk_bytes=(2 if b % 4 == 0 else 1) * 400 * 2**30,
+                                                              nw_in_bytes_per_s=(2 if b % 4 == 0 else 1) * 40 * MB))
+                    for b in range(n))
+    plan(Topology(brokers=brokers, topics=tuple(topics)), Goal("rebalance"),
+         goals="disk-usage,nw-in-usage,topic-spread")
+    assert max(looked) > 32, looked  # (walks longer than the old cap were checked)
