@@ -160,6 +160,17 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
     in_cap = {b: c.nw_in_bytes_per_s for b, c in cap.items() if c is not None and c.nw_in_bytes_per_s}
     out_cap = {b: c.nw_out_bytes_per_s for b, c in cap.items() if c is not None and c.nw_out_bytes_per_s}
     out: dict[str, dict[str, Any]] = {}
+    # per-broker sums more than one goal reads (each a pass over every partition), over all of
+    # ``ids`` (a goal over fewer brokers takes its brokers' entries: the same sums)
+    sums: dict[tuple[str, str], dict[int, float]] = {}
+
+    def per_broker(what: str, when: str) -> dict[int, float]:
+        got = sums.get((what, when))
+        if got is None:
+            assign = before if when == "before" else after
+            got = sums[(what, when)] = _per_broker(assign, ids, size.get) if what == "size" else \
+                _nw(assign, ids, rate, what, fanout)
+        return got
 
     def unknown(goal: str, needs: str) -> None:
         out[goal] = {"hard": goal in HARD, "status": "unknown", "needs": needs}
@@ -183,11 +194,8 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
                 unknown(goal, "disk capacities (measured from the log dirs by a live read, or a snapshot from "
                               "cluster describe --capacity-file; brokers sharing one volume need the file)")
                 continue
-            held = _per_broker(before, ids, size.get)
-            incoming = _per_broker({tp: [b for b in r if b not in before.get(tp, ())] for tp, r in after.items()},
-                                   ids, size.get)
-            outgoing = _per_broker({tp: [b for b in r if b not in after.get(tp, ())] for tp, r in before.items()},
-                                   ids, size.get)
+            held = per_broker("size", "before")
+            incoming, outgoing = _added(after, before, ids, size), _added(before, after, ids, size)
             ub = {b: disk_used(topo.broker(b), held[b], shared) for b in ids}
             ua = {b: ub[b] + incoming[b] - outgoing[b] for b in ids}
             peak = {b: ub[b] + incoming[b] for b in ids}  # nothing is freed before a move ends
@@ -211,8 +219,7 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
             if not caps:
                 unknown(goal, "network capacities (a snapshot from cluster describe --capacity-file with NW_IN / NW_OUT)")
                 continue
-            load_b = _nw(before, ids, rate, goal, fanout)
-            load_a = _nw(after, ids, rate, goal, fanout)
+            load_b, load_a = per_broker(goal, "before"), per_broker(goal, "after")
             limit = threshold if nw_threshold is None else nw_threshold
             over = [b for b in caps if load_a[b] / caps[b] > limit]
             out[goal] = figures(goal, "busiest broker, % of capacity",
@@ -225,9 +232,10 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
                 unknown(goal, "partition sizes and disk capacities")
                 continue
             known = sorted(disk_cap)
-            pb = {b: v / disk_cap[b] for b, v in _per_broker(before, known, size.get).items()}
-            pa = {b: v / disk_cap[b] for b, v in _per_broker(after, known, size.get).items()}
-            ideal = sum(_per_broker(after, known, size.get).values()) / sum(disk_cap.values())
+            sb, sa = per_broker("size", "before"), per_broker("size", "after")
+            pb = {b: sb[b] / disk_cap[b] for b in known}
+            pa = {b: sa[b] / disk_cap[b] for b in known}
+            ideal = sum(sa[b] for b in known) / sum(disk_cap.values())
             out[goal] = _balance(goal, "spread of disk use, percentage points", pb, pa, ideal,
                                  max(size.values()) / min(disk_cap.values()))
         elif goal == "nw-in-usage":
@@ -235,10 +243,10 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
                 unknown(goal, "bytes-in rates and network-in capacities")
                 continue
             known = sorted(in_cap)
-            lb, la = _nw(before, known, rate, "nw-in-capacity", fanout), _nw(after, known, rate, "nw-in-capacity", fanout)
+            lb, la = per_broker("nw-in-capacity", "before"), per_broker("nw-in-capacity", "after")
             out[goal] = _balance(goal, "spread of network-in use, percentage points",
                                  {b: lb[b] / in_cap[b] for b in known}, {b: la[b] / in_cap[b] for b in known},
-                                 sum(la.values()) / sum(in_cap[b] for b in known),
+                                 sum(la[b] for b in known) / sum(in_cap[b] for b in known),
                                  max(rate.values()) / min(in_cap.values()))
         elif goal == "leader-bytes-in":
             if not rates_known:
@@ -287,6 +295,22 @@ def figures(goal: str, unit: str, before: Any, after: Any, bound: Any, *, met: b
     return d
 
 
+def _added(assign: Assignment, other: Assignment, ids: Sequence[int],
+           size: Mapping[TopicPartition, int | None]) -> dict[int, float]:
+    """Per broker of ``ids``: the sizes of the replicas ``assign`` puts on it that ``other`` does
+    not (one pass, no copy of the assignment)."""
+    out = dict.fromkeys(ids, 0.0)
+    for tp, reps in assign.items():
+        w = size.get(tp)
+        if w is None:
+            continue
+        had = other.get(tp, ())
+        for b in reps:
+            if b in out and b not in had:
+                out[b] += w
+    return out
+
+
 def _pct(x: float) -> float:
     return round(100.0 * x, 1)
 
@@ -317,14 +341,21 @@ def _topics_uneven(assign: Assignment, ids: Sequence[int],
     computed) where racks of different sizes may force a topic's replicas onto the brokers of a
     small rack; and how far off they are: the replicas and leaders above or below their
     topic's floor/ceil of the mean, summed over topics and brokers."""
-    reps: dict[str, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ids, 0))
-    leads: dict[str, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ids, 0))
+    reps: dict[str, dict[int, int]] = {}
+    leads: dict[str, dict[int, int]] = {}
+    last = None
     for (t, _p), r in assign.items():
-        for i, b in enumerate(r):
-            if b in reps[t]:
-                reps[t][b] += 1
-                if i == 0:
-                    leads[t][b] += 1
+        if not r:
+            continue
+        if t != last:  # (a topic's partitions mostly come one after the other)
+            rt, lt, last = reps.get(t), leads.get(t), t
+            if rt is None:
+                rt, lt = reps[t], leads[t] = dict.fromkeys(ids, 0), dict.fromkeys(ids, 0)
+        if r[0] in lt:
+            lt[r[0]] += 1
+        for b in r:
+            if b in rt:
+                rt[b] += 1
     uneven = sorted(t for t in reps if _spread(reps[t].values()) > 1 or _spread(leads[t].values()) > 1)
     off = 0
     for t in uneven:
