@@ -757,13 +757,21 @@ class _Counts:
             self.count[k] += x
 
     # -- candidate order for a pass --------------------------------------------------------------
-    def candidates(self, scope: list[int], reps) -> list[int]:
+    def candidates(self, scope: list[int], reps) -> Iterator[int]:
+        """A round's partitions in the order its steps are tried, lazily (leaders' bytes-in: the
+        busiest leaders as of the round's start first, each one's heaviest first; only a partition
+        led by one over the band steps, so the rest is sorted only if one of them then is)."""
         if self.slot == "topic":  # (an order that does not change: sorted once)
-            if self._fixed is None:
-                self._fixed = sorted(scope, key=lambda p: (self.topic[p], p))
-            return self._fixed
-        # the busiest leaders first, each one's heaviest partitions first
-        return sorted(scope, key=lambda p: (-self.count[reps[p][0]], -self.weight[p], p))
+            self._fixed = self._fixed or sorted(scope, key=lambda p: (self.topic[p], p))
+            yield from self._fixed
+            return
+        count, hi, lead = self.count.copy(), self.band[1] + _EPS, [r[0] if r else None for r in reps]
+        key = lambda p: (-count[lead[p]], -self.weight[p], p)  # noqa: E731
+        yield from sorted((p for p in scope if count[lead[p]] > hi), key=key)
+        over = {b for b, c in self.count.items() if c > hi}
+        rest = [p for p in scope if count[lead[p]] <= hi] if over else []
+        if any(reps[p][0] in over for p in rest):
+            yield from sorted(rest, key=key)
 
     def level(self, p: int, b: int) -> float:
         return self.count[self._key(p, b)]
