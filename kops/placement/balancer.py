@@ -258,6 +258,7 @@ class _Planner(LoadsAndLimits):
         self.on: dict[int, dict[int, None]] = {b: {} for b in self.allowed}
         self.minheap: list[tuple[int, int]] = []
         self.maxheap: list[tuple[int, int]] = []
+        self.heaps_live = True  # (False: no phase reads them again unless rebuilt; run() says so)
         self.budget = _Budget(max_moves, max_bytes)
         self.gen: dict[int, int] = {b: 0 for b in self.allowed}
         #: the disk limit (bytes) of brokers whose capacity and sizes are known, and each one's
@@ -300,7 +301,7 @@ class _Planner(LoadsAndLimits):
         heapq.heappush(self.maxheap, (-self.key[b], b))
 
     def _rebuild_heaps(self, members: list[int] | None = None) -> None:
-        self._heap_members = self.allowed if members is None else members
+        self.heaps_live, self._heap_members = True, self.allowed if members is None else members
         self.minheap = [(self.key[b], b) for b in self._heap_members]
         heapq.heapify(self.minheap)
         self.maxheap = [(-self.key[b], b) for b in self._heap_members]
@@ -308,6 +309,7 @@ class _Planner(LoadsAndLimits):
 
     def _ascending(self, accept) -> int | None:
         """Pop brokers by (load, id) until ``accept(b)`` returns 1 (found) or -1 (stop)."""
+        assert self.heaps_live, "the heaps were let go after phase 2: rebuild them first"
         heap, load = self.minheap, self.key
         popped: list[tuple[int, int]] = []
         seen: set[int] = set()
@@ -380,7 +382,7 @@ class _Planner(LoadsAndLimits):
         for b in set(old) | set(new):
             if b in self.gen and (b in changed and b in new or b not in changed):
                 self.gen[b] += 1
-        for b in changed:
+        for b in changed if self.heaps_live else ():
             if b in self.load:
                 self._push(b)
         self.reps[p] = new
@@ -606,8 +608,7 @@ class _Planner(LoadsAndLimits):
         # rack-safety; this evens brokers of a rack whose load the rack rule pins, e.g. RF = racks:
         # by bytes too, where the global pass can stop a partition or two from the mean with the
         # only useful moves between racks, which the rack rule forbids)
-        groups = [allowed]
-        groups += [m for _, m in sorted(self.leaf_members.items()) if len(m) > 1]
+        groups = [allowed, *(m for _, m in sorted(self.leaf_members.items()) if len(m) > 1)]
         for members in groups:
             self._balance_group(members)
             if self.budget.hit:
@@ -869,18 +870,17 @@ class _Planner(LoadsAndLimits):
     # -- run ---------------------------------------------------------------------------------------
     def run(self, *, throttle: int | None, compare_kafka: bool, kafka_seed: int) -> PlanResult:
         from kops.placement import goals, metrics
-        from kops.placement.goals import DEFAULT_THRESHOLD
+        from kops.placement.refine import Refiner
 
         before = {tp: tuple(r) for tp, r in zip(self.tps, self.orig)}
         self.prepare()
         lower = metrics.lower_bound(self)
         self.repair()
-        from kops.placement.refine import Refiner
-
         refiner = Refiner(self)
         refined: dict[str, int] = {}
         if self.rebalance:
             self.balance()
+            self.heaps_live = False  # (nothing reads them again)
             refined = refiner.run(self.goals)
         complete = not self.budget.hit and not self.unrepaired
         # phase 3: leadership by reordering (always complete; costs no data)
@@ -915,7 +915,7 @@ class _Planner(LoadsAndLimits):
                                         bound, met=after <= max(bound, 1))
         full_before = self.topo.assignment()
         report["goals"] = goals.evaluate(self.topo, full_before, {**full_before, **target}, brokers=self.allowed,
-                                         known=known, threshold=self.disk_threshold, nw_threshold=DEFAULT_THRESHOLD)
+                                         known=known, threshold=self.disk_threshold, nw_threshold=goals.DEFAULT_THRESHOLD)
         return PlanResult(self.goal, target, changes, report, complete, before)
 
     def _verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:

@@ -374,7 +374,7 @@ class Refiner:
                         continue
                     for dst in dsts:
                         tries += 1
-                        if self._try(((p, src, dst),), ld):
+                        if _within(self._rooms(dst), p) and self._try(((p, src, dst),), ld):
                             made += 1
                             srooms = self._rooms(src)
                             break

@@ -438,3 +438,28 @@ def test_leaders_bytes_in_steps_at_the_partitions_a_full_sort_would_step_at(part
         return stepped
 
     assert run(True) == run(False)
+
+
+def test_the_goal_passes_leave_the_planners_heaps_alone(monkeypatch):
+    """Phase 2's broker heaps are not read after it: the goal passes' moves (hundreds of
+    thousands on a large cluster) do not push onto them, and a phase reading them must rebuild
+    them first (``_ascending`` refuses heaps let go)."""
+    from kops.placement import refine
+
+    sizes = []
+    orig = refine.Refiner.run
+
+    def run(self, goals):
+        pl = self.pl
+        sizes.append((len(pl.minheap), len(pl.maxheap)))
+        moves = orig(self, goals)
+        assert sum(moves.values()) > 0, moves
+        sizes.append((len(pl.minheap), len(pl.maxheap)))
+        with pytest.raises(AssertionError, match="rebuild them first"):
+            pl._ascending(lambda b: 1)
+        return moves
+
+    monkeypatch.setattr(refine.Refiner, "run", run)
+    topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7)
+    plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,topic-spread,replicas")
+    assert len(sizes) == 2 and sizes[0] == sizes[1], sizes
