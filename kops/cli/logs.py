@@ -275,6 +275,7 @@ def merge(
                 except BrokenPipeError:
                     pass
         stats.written = n
+    sc.settle(stats)  # the counts a single-read merge takes on the way
     sc.release_cached()
     _summary(stats, quiet=quiet, summary_json=summary_json, elapsed=time.time() - t0,
              stdout_json=_global_json(ctx) and not to_stdout)
@@ -332,6 +333,7 @@ def timeline(
         extra["outputs"] = tl.write_tables(tables, output, fmt.value)
     if chart:
         extra["chart"] = tl.write_chart(tables, chart)
+    sc.settle(stats)  # the counts a single-read merge takes on the way
     sc.release_cached()
     _summary(stats, quiet=quiet, summary_json=summary_json, elapsed=time.time() - t0, extra=extra,
              stdout_json=_global_json(ctx) and fmt is not TableFormat.text)

@@ -5,7 +5,9 @@ Pipeline (one shuffle: the final sort):
 1. ``read_sources`` — ``spark.read.text`` per group of files, with the file path, the start of the file
    split and ``monotonically_increasing_id`` (increasing inside a split, so ``(file, split, id)`` is the
    file order).
-2. ``line_numbers`` — a tiny per-split aggregate (one row per split, collected) gives each split's
+2. ``_read_once`` — local files: each file one partition, its lines numbered by their place in it,
+   the counts below from a byte scan (:mod:`kops.pipeline.localscan`) and counted on the way;
+   else ``number_lines`` — a tiny per-split aggregate (one row per split, collected) gives each split's
    first line number; ``line = offset + id - min_id + 1`` is then exact with no shuffle. The same pass
    counts lines, record starts, continuation lines and lines that break the layout.
 3. ``parse`` — ``regexp_extract``/``rlike`` with the patterns of :mod:`kops.pipeline.logformat`.
@@ -18,54 +20,28 @@ Pipeline (one shuffle: the final sort):
 
 from __future__ import annotations
 
-import glob as _glob
-import os
-import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kops.pipeline import localscan
 from kops.pipeline import logformat as lf
 from kops.pipeline.order import in_merge_order, sort_keys
+from kops.pipeline.sources import (  # noqa: F401  (the merge's inputs, re-exported: sc.expand_sources ...)
+    TOPIC_REGEX_WRAP,
+    Filters,
+    LogInputError,
+    LogSource,
+    _is_remote,
+    expand_sources,
+    validate_filters,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
 
-STATE_CHANGE_GLOB = "state-change.log*"
-CONTROLLER_GLOB = "controller.log*"
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_EXPLICIT = re.compile(r"^(\d+)=(.+)$")
 # above this many continuation lines, they are joined with a shuffle instead of a broadcast
 BROADCAST_CONTINUATIONS = 2_000_000
-
-
-#: how ``--topic-regex`` runs (Java's regex, through Spark's rlike): it must match whole names
-TOPIC_REGEX_WRAP = "^(?:{})$"
-
-
-class LogInputError(ValueError):
-    """Bad --logs / filter input (the CLI maps it to exit code 2)."""
-
-
-@dataclass
-class LogSource:
-    paths: list[str]
-    broker: int | None = None  # explicit ID=PATH mapping
-
-
-@dataclass
-class Filters:
-    topic: str | None = None
-    topic_regex: str | None = None
-    partitions: list[int] | None = None
-    start: str | None = None  # normalized 'yyyy-MM-dd HH:mm:ss,SSS'
-    end: str | None = None
-    events: list[str] | None = None
-    brokers: list[int] | None = None
-
-    @property
-    def active(self) -> bool:
-        return any(v for v in asdict(self).values())
 
 
 @dataclass
@@ -89,120 +65,6 @@ class MergeStats:
         d = asdict(self)
         del d["split_times"]
         return d
-
-
-# -- inputs ----------------------------------------------------------------------------------
-def _is_remote(p: str) -> bool:
-    return bool(_SCHEME.match(p)) and not p.startswith("file://")
-
-
-def _local(p: str) -> str:
-    return p[len("file://"):] if p.startswith("file://") else p
-
-
-def expand_sources(specs: list[str], *, include_controller: bool = False) -> list[LogSource]:
-    """``--logs`` values -> groups of concrete paths.
-
-    A value is a file, a directory (its ``state-change.log*``, plus ``controller.log*`` with
-    ``include_controller``), or a glob; ``ID=PATH`` pins the broker id of those files. Remote
-    (``hdfs://``, ``s3a://`` ...) values go to Spark unchanged (Spark expands their globs); a remote
-    value ending in ``/`` means that directory's state-change logs.
-    """
-    out: list[LogSource] = []
-    for spec in specs:
-        broker = None
-        m = _EXPLICIT.match(spec)
-        if m:
-            from kops.inputs import values as V
-
-            try:
-                broker, spec = V.broker_id(m.group(1)), m.group(2)
-            except V.Invalid as e:
-                raise LogInputError(f"--logs {spec[:60]!r}: {e}") from None
-        if _is_remote(spec):
-            paths = [spec + STATE_CHANGE_GLOB] if spec.endswith("/") else [spec]
-            if spec.endswith("/") and include_controller:
-                paths.append(spec + CONTROLLER_GLOB)
-            out.append(LogSource(paths, broker))
-            continue
-        p = _local(spec)
-        if os.path.isdir(p):
-            # the directory and the directories below it (a fleet / sandbox root with one dir per broker)
-            found = sorted(_glob.glob(os.path.join(p, "**", STATE_CHANGE_GLOB), recursive=True))
-            if include_controller:
-                found += sorted(_glob.glob(os.path.join(p, "**", CONTROLLER_GLOB), recursive=True))
-            found = [f for f in found if os.path.isfile(f)]
-            if not found:
-                raise LogInputError(f"no state-change.log* in directory {spec} or below it")
-        elif _glob.has_magic(p):
-            found = sorted(f for f in _glob.glob(p, recursive=True) if os.path.isfile(f))
-            if not found:
-                raise LogInputError(f"no file matches {spec}")
-        elif os.path.isfile(p):
-            found = [p]
-        else:
-            raise LogInputError(f"no such file or directory: {spec}")
-        found = [os.path.abspath(f) for f in found]
-        out.append(LogSource(found, broker))
-    if not out:
-        raise LogInputError("no logs given: pass --logs PATH_OR_GLOB (repeatable)")
-    return out
-
-
-def validate_filters(
-    *,
-    topic: str | None,
-    topic_regex: str | None,
-    partitions: str | None,
-    start_time: str | None,
-    end_time: str | None,
-    events: str | None = None,
-    brokers: str | None = None,
-    broker_of: str | None = None,
-) -> Filters:
-    """The filters, checked (:class:`LogInputError`); the regexes (``--topic-regex``,
-    ``--broker-of``) by Java's rules, as Spark will run them (:class:`~kops.errors.BadInput`)."""
-    from kops.inputs import javaregex
-    from kops.inputs import values as V
-
-    if topic and topic_regex:
-        raise LogInputError("give --topic or --topic-regex, not both")
-    if topic:
-        why = V.topic_problem(topic)
-        if why:
-            raise LogInputError(f"--topic: {why}")
-    regexes = {k: v for k, v in (("--topic-regex", topic_regex), ("--broker-of", broker_of)) if v is not None}
-    if regexes:
-        javaregex.check(regexes, wrap={"--topic-regex": TOPIC_REGEX_WRAP}, groups={"--broker-of": 1})
-    parts = None
-    if partitions:
-        if not (topic or topic_regex):
-            raise LogInputError("--partitions needs --topic or --topic-regex (as Kafka's merger)")
-        try:
-            parts = lf.parse_partitions(partitions)
-        except ValueError as e:
-            raise LogInputError(f"bad --partitions: {e}") from None
-    try:
-        start = lf.normalize_time(start_time) if start_time else None
-        end = lf.normalize_time(end_time, end=True) if end_time else None
-    except ValueError as e:
-        raise LogInputError(str(e)) from None
-    if start and end and start > end:
-        raise LogInputError(f"--start-time {start} is after --end-time {end}")
-    ev = None
-    if events:
-        known = {name for name, _ in lf.EVENTS} | {"other"}
-        ev = [e.strip() for e in events.split(",") if e.strip()]
-        bad = [e for e in ev if e not in known]
-        if bad:
-            raise LogInputError(f"unknown event(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
-    br = None
-    if brokers:
-        try:
-            br = sorted(V.broker_ids(brokers))
-        except V.Invalid as e:
-            raise LogInputError(f"bad --brokers: {e}") from None
-    return Filters(topic=topic, topic_regex=topic_regex, partitions=parts, start=start, end=end, events=ev, brokers=br)
 
 
 # -- Spark -----------------------------------------------------------------------------------
@@ -246,7 +108,14 @@ _CACHED: list = []
 
 
 def release_cached() -> None:
-    """Unpersist the small DataFrames a merge cached (per-split counts, continuation lines)."""
+    """Unpersist the small DataFrames a merge cached (per-split counts, continuation lines) and put
+    back the settings a single-read merge changed."""
+    if _CONF:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is not None:
+            restore_conf(spark)
     while _CACHED:
         try:
             _CACHED.pop().unpersist()
@@ -560,6 +429,103 @@ PARENT_FIELDS = [
 ]
 
 
+def _read_once(spark: SparkSession, raw: DataFrame, sources: list[LogSource], stats: MergeStats,
+               broker_of: str | None) -> tuple[DataFrame, DataFrame | None, dict] | None:
+    """Local, uncompressed files whose paths name their brokers, read as one Spark partition each: a
+    line's number is its row's position in the partition (``monotonically_increasing_id``'s low 33
+    bits), and what :func:`number_lines` reads the whole input for comes from a byte scan in Python
+    (:mod:`kops.pipeline.localscan`). Returns (numbered lines, continuation lines or None, what the
+    observed counts must be), or None where this does not apply (then the numbering pass runs)."""
+    F = _F()
+    if not paths_name_brokers(sources, broker_of):
+        return None
+    files = [(p, src.broker) for src in sources for p in src.paths]
+    scans = localscan.scan([p for p, _ in files])
+    if scans is None:
+        return None
+    # no file split, no two files in one partition: maxSplitBytes = the largest file, and opening a
+    # file costs as much as a whole partition (Spark's packing then closes a partition per file)
+    big = str(max([s.size for s in scans] + [1 << 20]))
+    for key in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"):
+        _CONF.setdefault(key, spark.conf.get(key, None))
+        spark.conf.set(key, big)
+    nonempty = sum(1 for x in scans if x.size)
+    if not nonempty <= raw.rdd.getNumPartitions() <= nonempty + len(sources):  # (empty files: one per source)
+        restore_conf(spark)
+        return None
+    pattern = broker_of or lf.DEFAULT_BROKER_OF_PATH
+    names = spark.createDataFrame([(x.uri, b) for x, (_, b) in zip(scans, files)], "file string, given int")
+    names = names.select("file", F.coalesce(  # the path's broker by Spark's own regex, as number_lines reads it
+        "given", F.nullif(F.regexp_extract("file", pattern, 1), F.lit("")).cast("int")).alias("file_broker"))
+    by_file = {r["file"]: r["file_broker"] for r in names.collect()}
+    if any(b is None for b in by_file.values()):
+        restore_conf(spark)
+        return None
+    stats.files = stats.splits = nonempty  # (as the numbering pass counts: files with a line)
+    stats.lines = sum(x.lines for x in scans)
+    stats.continuation_lines = sum(len(x.continuations) for x in scans)
+    stats.file_brokers = {_display_path(x.uri): by_file[x.uri] for x in scans if x.size}
+    stats.split_times = [(x.first_ts, x.last_ts, x.lines) for x in scans if x.first_ts and x.last_ts]
+    names = F.broadcast(_cache(names))
+    numbered = raw.join(names, "file").select(
+        "file", (F.col("id").bitwiseAND(F.lit((1 << 33) - 1)) + 1).alias("line"), "value", "file_broker")
+    cont = None
+    if stats.continuation_lines:
+        rows = [(x.uri, n, t) for x in scans for n, t in x.continuations]
+        cont = spark.createDataFrame(rows, "file string, line long, b binary").join(names, "file").select(
+            "file", "line", F.col("b").cast("string").alias("value"), "file_broker")
+    starts = stats.lines - stats.continuation_lines
+    line_sum = sum(x.lines * (x.lines + 1) // 2 - sum(n for n, _ in x.continuations) for x in scans)
+    return numbered, cont, {"n": starts, "line_sum": line_sum}
+
+
+_CONF: dict[str, str | None] = {}
+
+
+def restore_conf(spark: SparkSession) -> None:
+    """Put back the session settings a single-read merge changed (:func:`release_cached` calls this)."""
+    while _CONF:
+        key, old = _CONF.popitem()
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)
+
+
+def settle(stats: MergeStats) -> None:
+    """Fill in what a single-read merge learns while the merge runs (records, times, unparsed lines
+    and their samples); every writer calls this after its action. Idempotent."""
+    fn = stats.__dict__.pop("_settle", None)
+    if fn is not None:
+        fn()
+
+
+def _account_unparsed(stats: MergeStats, bad: DataFrame, n_bad: int, cont: DataFrame | None, samples: int) -> None:
+    """``stats.unparsed_lines`` and samples of them: the lines that break the layout (``bad``, read
+    only when there are some), and the continuation lines at the top of a file or below such a line."""
+    F = _F()
+    parts = [bad.select("file", "line", "value", "file_broker")] if n_bad else []
+    n = n_bad
+    if cont is not None:
+        orphans = cont.filter(F.col("parent_line") == 0)
+        if n_bad:
+            bad_starts = bad.select("file", F.col("line").alias("parent_line"))
+            orphans = orphans.unionByName(cont.join(bad_starts, ["file", "parent_line"], "left_semi"))
+        n_orphans = orphans.count()
+        n += n_orphans
+        if n_orphans:
+            parts.append(orphans.select("file", "line", "value", "file_broker"))
+    stats.unparsed_lines = n
+    if parts:
+        u = parts[0]
+        for o in parts[1:]:
+            u = u.unionByName(o)
+        stats.unparsed_samples = [
+            {"file": _display_path(r["file"]), "line": r["line"], "text": r["value"][:300]}
+            for r in u.orderBy("file", "line").limit(samples).collect()
+        ]
+
+
 def merged_records(
     spark: SparkSession,
     sources: list[LogSource],
@@ -574,21 +540,37 @@ def merged_records(
     filtered, in merge order. Columns: :data:`kops.pipeline.logformat.RECORD_FIELDS` + ``rec_line``, ``value``.
 
     The lines are read in one pass: every line that starts with ``[`` is parsed (or marked
-    unparsed), and the continuation lines (a small set, found and cached by the numbering pass's
-    counts) ride along with the line above them through one join and an explode; only the
-    continuation lines at the top of a file come from that small set on their own."""
-    from pyspark.sql import Window
+    unparsed), and the continuation lines (a small set, from the byte scan or found and cached by the
+    numbering pass's counts) ride along with the line above them through one join and an explode;
+    only the continuation lines at the top of a file come from that small set on their own. Local
+    files are read once (:func:`_read_once`): the counts that pass would give come with the merge,
+    and :func:`settle` puts them in ``stats`` after the writer's action."""
+    from pyspark.sql import Observation, Window
 
     F = _F()
     raw = read_sources(spark, sources)
-    numbered = number_lines(spark, raw, stats, broker_of=broker_of,
-                            writers=not paths_name_brokers(sources, broker_of))
-    if include_unparsed is None:
-        include_unparsed = not filters.active
     v = F.col("value")
     is_start = v.startswith("[")
-    starts = parse_starts(numbered.filter(is_start).withColumn("_ok", v.rlike(lf.LINE_RE)))
-    bad = numbered.filter(is_start & ~v.rlike(lf.LINE_RE))  # read only when the first pass counted such lines
+    once = _read_once(spark, raw, sources, stats, broker_of)
+    if once is None:
+        numbered = number_lines(spark, raw, stats, broker_of=broker_of,
+                                writers=not paths_name_brokers(sources, broker_of))
+        cont = numbered.filter(~is_start) if stats.continuation_lines else None
+    else:
+        numbered, cont, expected = once
+    if include_unparsed is None:
+        include_unparsed = not filters.active
+    checked = numbered.filter(is_start).withColumn("_ok", v.rlike(lf.LINE_RE))
+    if once is not None:  # what the numbering pass would have counted, counted on the way
+        ok = F.col("_ok")
+        counts = [F.count(F.lit(1)).alias("n"), F.sum(F.col("line")).alias("line_sum"),
+                  F.count(F.when(ok, 1)).alias("ok"), F.min(F.when(ok, F.substring(v, 2, 23))).alias("first"),
+                  F.max(F.when(ok, F.substring(v, 2, 23))).alias("last")]
+        obs = Observation()
+        plain = checked
+        checked = checked.observe(obs, *counts)
+    starts = parse_starts(checked)
+    bad = numbered.filter(is_start & ~v.rlike(lf.LINE_RE))  # read only when there are such lines
     cond = filter_condition(filters)
     keep = F.col("_ok") if cond is None else F.col("_ok") & cond
     starts = starts.filter(keep | ~F.col("_ok") if include_unparsed else keep)
@@ -596,9 +578,7 @@ def merged_records(
     own = F.array(F.struct(F.col("line").alias("l"), F.col("value").alias("v")))
 
     small_parts = []
-    unparsed = []
-    if stats.continuation_lines:
-        cont = numbered.filter(~is_start)
+    if cont is not None:
         w = Window.partitionBy("file").orderBy("line")
         cont = cont.withColumn("_grp", F.col("line") - F.row_number().over(w))
         cont = cont.withColumn(
@@ -616,18 +596,10 @@ def merged_records(
         kind = F.when(F.col("_pos") == 0, F.col("kind")).otherwise(
             F.when(F.col("_ok"), F.lit("continuation")).otherwise(F.lit("unparsed"))
         )
-        # continuation lines whose record is not a parsed record: at the top of a file, or below a
-        # line that breaks the layout (rare: only looked for when the first pass counted such lines)
-        orphans = cont.filter(F.col("parent_line") == 0)
-        top = orphans
-        if stats.unparsed_lines:
-            bad_starts = bad.select("file", F.col("line").alias("parent_line"))
-            orphans = orphans.unionByName(cont.join(bad_starts, ["file", "parent_line"], "left_semi"))
-        n_orphans = orphans.count()
-        stats.unparsed_lines += n_orphans
-        unparsed.append(orphans.select("file", "line", "value", "file_broker"))
-        if include_unparsed and n_orphans:
-            small_parts.append(top.select(
+        # continuation lines at the top of a file: no record above them (those below a line that
+        # breaks the layout are marked unparsed in place)
+        if include_unparsed:
+            small_parts.append(cont.filter(F.col("parent_line") == 0).select(
                 F.lit(None).cast("string").alias("ts"),
                 F.col("file_broker").alias("broker"),
                 *[F.lit(None).cast(t).alias(c) for c, t in _NULL_FIELDS],
@@ -652,16 +624,26 @@ def merged_records(
         F.when(unp | (F.col("_pos") == 0), F.col("_it.l")).otherwise(F.col("rec_line")).alias("rec_line"),
         F.col("_it.v").alias("value"),
     ).select(*cols)
-    if stats.unparsed_lines:
-        u = bad.select("file", "line", "value", "file_broker")
-        for o in unparsed:
-            u = u.unionByName(o)
-        stats.unparsed_samples = [
-            {"file": _display_path(r["file"]), "line": r["line"], "text": r["value"][:300]}
-            for r in u.orderBy("file", "line").limit(samples).collect()
-        ]
     for p in small_parts:
         out = out.unionByName(p)
+    if once is None:
+        _account_unparsed(stats, bad, stats.unparsed_lines, cont, samples)
+        return out
+
+    def _settle() -> None:
+        if obs._jo.future().isCompleted():
+            m = obs.get
+        else:  # the writer stopped before the merge's first job ended (a closed pipe): count them now
+            m = plain.agg(*counts).first().asDict()
+        got = {k: m[k] for k in expected}
+        if got != expected:
+            raise RuntimeError(f"kops logs: the single read numbered the lines wrongly ({got} != {expected}); "
+                               "please report it")
+        stats.records = m["ok"]
+        stats.first_ts, stats.last_ts = m["first"], m["last"]
+        _account_unparsed(stats, bad, m["n"] - m["ok"], cont, samples)
+
+    stats.__dict__["_settle"] = _settle
     return out
 
 
@@ -709,6 +691,7 @@ def iter_lines(df: DataFrame, fmt: str, stats: MergeStats) -> Iterator[str]:
     ordered = in_merge_order(df, stats.split_times, n)
     for row in ordered.select(col.alias("l")).toLocalIterator(prefetchPartitions=False):
         yield row["l"]
+    settle(stats)
 
 
 def write_parquet(df: DataFrame, out: str) -> None:
@@ -735,6 +718,7 @@ def write_spark_text(df: DataFrame, out: str, fmt: str, stats: MergeStats) -> No
     col = text_column() if fmt == "text" else json_column()
     ordered = in_merge_order(df, stats.split_times, _shuffle_partitions(df))
     ordered.select(col.alias("value")).write.mode("overwrite").text(out)
+    settle(stats)
 
 
 def write_local_file(df: DataFrame, out: str, fmt: str, stats: MergeStats) -> int:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
-from kops.pipeline import baseline, order
+from kops.pipeline import baseline, localscan, order
 from kops.pipeline import samples as s
 from kops.pipeline import statechange as sc
 
@@ -30,7 +31,9 @@ def _merge(spark, root, filters=None, include_unparsed=None, fmt="text"):
     stats = sc.MergeStats()
     df = sc.merged_records(spark, sc.expand_sources([str(root)]), filters or sc.Filters(), stats,
                            include_unparsed=include_unparsed)
-    return list(sc.iter_lines(df, fmt, stats)), stats
+    lines = list(sc.iter_lines(df, fmt, stats))
+    sc.release_cached()
+    return lines, stats
 
 
 def _reference(root, keep=lambda p: True):
@@ -110,9 +113,11 @@ def test_json_records(spark, logs):
     assert heads[0]["line"] == 4
 
 
-def test_line_numbers_survive_many_splits(spark, logs):
-    """Files cut into many splits (here ~150 bytes) give the same lines, numbers and order."""
+def test_line_numbers_survive_many_splits(spark, logs, monkeypatch):
+    """Files cut into many splits (here ~150 bytes) by the numbering pass (forced: no file is read
+    once) give the same lines, numbers and order."""
     whole, _ = _merge(spark, logs, include_unparsed=True)
+    monkeypatch.setattr(localscan, "MAX_FILE_BYTES", 0)
     old = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "150")
     try:
@@ -121,6 +126,45 @@ def test_line_numbers_survive_many_splits(spark, logs):
         spark.conf.set("spark.sql.files.maxPartitionBytes", old)
     assert stats.splits > 10
     assert split == whole
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_the_single_read_merges_as_the_numbering_pass(spark, logs, tmp_path, monkeypatch, fmt):
+    """Local files read once (line numbers from each row's place in its file's partition, counts from
+    the byte scan and the merge's own observed counts) give the numbering pass's lines and stats, with
+    continuation lines at a file's top, below a broken line, after an empty line and at the end of a
+    file with no final line feed, and an empty file."""
+    root = tmp_path / "odd"
+    shutil.copytree(logs, root)
+    extra = root / "broker-3" / "state-change.log"
+    extra.parent.mkdir()
+    extra.write_bytes(b"  at the top\n[2026-11-22 01:00:03,000] INFO [Broker id=3] Handling x (state.change.logger)\n"
+                      b"\n  after an empty line\n[2026-11-22 01:00:0 broken (state.change.logger)\n  below it\n"
+                      b"[2026-11-22 01:00:04,000] WARN [Broker id=3] last\r\n  no line feed")
+    (root / "broker-3" / "state-change.log.1").write_bytes(b"")
+    with monkeypatch.context() as m:
+        m.setattr(sc, "number_lines", None)  # the single read must not need it
+        once, once_stats = _merge(spark, root, include_unparsed=True, fmt=fmt)
+    monkeypatch.setattr(localscan, "MAX_FILE_BYTES", 0)
+    numbered, stats = _merge(spark, root, include_unparsed=True, fmt=fmt)
+    assert once == numbered
+    assert once_stats.to_dict() == stats.to_dict()
+    # the samples: 2 unparsed, 4 continuation lines in 3 files; here 5 more of each, 1 more file
+    assert (stats.unparsed_lines, stats.continuation_lines, stats.files) == (7, 9, 4)
+
+
+def test_the_byte_scan_reads_lines_as_spark_does(tmp_path):
+    p = tmp_path / "state-change.log"
+    data = (b"top\n[2026-11-22 01:00:03,000] INFO a (l)\n\n\tat x\r\n[bad\n"
+            b"[2026-11-22 01:00:04,250] INFO b (l)\nend")
+    p.write_bytes(data)
+    s = localscan.scan_file(str(p))
+    lines = data.split(b"\n")
+    assert s.lines == len(lines)
+    assert s.continuations == [(i + 1, ln) for i, ln in enumerate(lines) if not ln.startswith(b"[")]
+    assert (s.first_ts, s.last_ts) == (20261122010003000, 20261122010004250)
+    assert localscan.scan_file(str(p), max_continuations=3) is None
+    assert not localscan.eligible(str(tmp_path / "a b.log")) and not localscan.eligible(str(p) + ".gz")
 
 
 def test_paths_name_brokers_predicts_from_the_local_paths():
