@@ -159,14 +159,18 @@ def read_sources(spark: SparkSession, sources: list[LogSource]) -> DataFrame:
     return out
 
 
-def _msg_broker(value: Column) -> Column:
+def _msg_broker(value: Column, level: Column | None = None) -> Column:
     """The writer's id from the message prefix, read on the raw line (anchored regexes: they stop early).
 
     Both patterns match before the line's second ``]`` (the time's and the prefix's own), so they
-    run on that much of the line only."""
+    run on that much of the line only. With ``level`` (the line follows the layout, and this is its
+    level as :func:`layout_fields` cuts it) they run from the message's first character: the time
+    and the level are not matched again."""
     F = _F()
     head = F.substring_index(value, "]", 2)
     lead = r"^\[" + lf.TS_RE + r"\] [A-Z]+ "
+    if level is not None:
+        head, lead = head.substr(F.length(level) + 28, F.length(head)), "^"
     return F.coalesce(
         F.nullif(F.regexp_extract(head, lead + r"\[(?:Broker|Controller) id=(\d+)", 1), F.lit("")),
         F.nullif(F.regexp_extract(head, lead + lf.OTHER_PREFIX_RE[1:], 1), F.lit("")),
@@ -334,7 +338,7 @@ def parse_starts(starts: DataFrame) -> DataFrame:
         F.when(ok, level).alias("level"),
         F.when(ok, logger).alias("logger"),
         F.when(ok, msg).alias("message"),
-        F.when(ok, _msg_broker(v)).alias("_msg_broker"),  # anchored on the line: stops early
+        F.when(ok, _msg_broker(v, level)).alias("_msg_broker"),  # anchored on the message: stops early
     )
     m = F.col("message")
     event = F.lit("other")
@@ -429,54 +433,81 @@ PARENT_FIELDS = [
 ]
 
 
-def _read_once(spark: SparkSession, raw: DataFrame, sources: list[LogSource], stats: MergeStats,
+def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
                broker_of: str | None) -> tuple[DataFrame, DataFrame | None, dict] | None:
-    """Local, uncompressed files whose paths name their brokers, read as one Spark partition each: a
-    line's number is its row's position in the partition (``monotonically_increasing_id``'s low 33
-    bits), and what :func:`number_lines` reads the whole input for comes from a byte scan in Python
-    (:mod:`kops.pipeline.localscan`). Returns (numbered lines, continuation lines or None, what the
-    observed counts must be), or None where this does not apply (then the numbering pass runs)."""
+    """Local, uncompressed files whose paths name their brokers, read in one scan with one Spark
+    partition per file: a line's number is its row's position in the partition
+    (``monotonically_increasing_id``'s low 33 bits), its file and broker are looked up by the
+    partition's index (Spark's own list of the scan's partitions, asked before the job: no join, no
+    path per row), and what :func:`number_lines` reads the whole input for comes from a byte scan
+    in Python (:mod:`kops.pipeline.localscan`). Returns (numbered lines, continuation lines or None,
+    what the observed counts must be), or None where this does not apply (then the numbering pass
+    runs)."""
     F = _F()
     if not paths_name_brokers(sources, broker_of):
         return None
-    files = [(p, src.broker) for src in sources for p in src.paths]
-    scans = localscan.scan([p for p, _ in files])
-    if scans is None:
+    given = {p: src.broker for src in sources for p in src.paths}
+    scans = localscan.scan(list(given))
+    if scans is None or not any(x.size for x in scans):
         return None
+    scans = sorted((x for x in scans if x.size), key=lambda x: x.uri)  # file index = the paths' order
     # no file split, no two files in one partition: maxSplitBytes = the largest file, and opening a
     # file costs as much as a whole partition (Spark's packing then closes a partition per file)
-    big = str(max([s.size for s in scans] + [1 << 20]))
+    big = str(max([x.size for x in scans] + [1 << 20]))
     for key in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"):
         _CONF.setdefault(key, spark.conf.get(key, None))
         spark.conf.set(key, big)
-    nonempty = sum(1 for x in scans if x.size)
-    if not nonempty <= raw.rdd.getNumPartitions() <= nonempty + len(sources):  # (empty files: one per source)
+    raw = spark.read.option("lineSep", "\n").text([x.path for x in scans])
+    fid = {x.path: i for i, x in enumerate(scans)}
+    of_part = [fid.get(p) for p in _partition_files(raw, {x.path: x.size for x in scans})]
+    if sorted(of_part) != list(range(len(scans))):  # each file whole in a partition of its own
         restore_conf(spark)
         return None
     pattern = broker_of or lf.DEFAULT_BROKER_OF_PATH
-    names = spark.createDataFrame([(x.uri, b) for x, (_, b) in zip(scans, files)], "file string, given int")
-    names = names.select("file", F.coalesce(  # the path's broker by Spark's own regex, as number_lines reads it
-        "given", F.nullif(F.regexp_extract("file", pattern, 1), F.lit("")).cast("int")).alias("file_broker"))
-    by_file = {r["file"]: r["file_broker"] for r in names.collect()}
-    if any(b is None for b in by_file.values()):
+    names = spark.createDataFrame([(x.uri, given[x.path]) for x in scans], "file string, given int")
+    brokers = [r["b"] for r in names.select(F.coalesce(  # the path's broker by Spark's regex, as number_lines
+        "given", F.nullif(F.regexp_extract("file", pattern, 1), F.lit("")).cast("int")).alias("b")).collect()]
+    if any(b is None for b in brokers):
         restore_conf(spark)
         return None
-    stats.files = stats.splits = nonempty  # (as the numbering pass counts: files with a line)
+    stats.files = stats.splits = len(scans)
     stats.lines = sum(x.lines for x in scans)
     stats.continuation_lines = sum(len(x.continuations) for x in scans)
-    stats.file_brokers = {_display_path(x.uri): by_file[x.uri] for x in scans if x.size}
+    stats.file_brokers = {_display_path(x.uri): b for x, b in zip(scans, brokers)}
     stats.split_times = [(x.first_ts, x.last_ts, x.lines) for x in scans if x.first_ts and x.last_ts]
-    names = F.broadcast(_cache(names))
-    numbered = raw.join(names, "file").select(
-        "file", (F.col("id").bitwiseAND(F.lit((1 << 33) - 1)) + 1).alias("line"), "value", "file_broker")
+    part = F.spark_partition_id() + 1
+
+    def by_part(values: list) -> Column:
+        return F.element_at(F.array(*[F.lit(values[i]) for i in of_part]), part)
+
+    numbered = raw.select(
+        by_part([x.uri for x in scans]).alias("file"),
+        (F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1)) + 1).alias("line"),
+        "value", by_part(brokers).alias("file_broker"), by_part(list(range(1, len(scans) + 1))).alias("_fid"))
     cont = None
     if stats.continuation_lines:
-        rows = [(x.uri, n, t) for x in scans for n, t in x.continuations]
-        cont = spark.createDataFrame(rows, "file string, line long, b binary").join(names, "file").select(
+        rows = [(x.uri, n, t, b) for x, b in zip(scans, brokers) for n, t in x.continuations]
+        cont = spark.createDataFrame(rows, "file string, line long, b binary, file_broker int").select(
             "file", "line", F.col("b").cast("string").alias("value"), "file_broker")
-    starts = stats.lines - stats.continuation_lines
-    line_sum = sum(x.lines * (x.lines + 1) // 2 - sum(n for n, _ in x.continuations) for x in scans)
-    return numbered, cont, {"n": starts, "line_sum": line_sum}
+    starts = [(i + 1, x.lines * (x.lines + 1) // 2 - sum(n for n, _ in x.continuations),
+               x.lines - len(x.continuations)) for i, x in enumerate(scans)]
+    return numbered, cont, {"n": sum(n for _, _, n in starts), "line_sum": sum(s for _, s, _ in starts),
+                            "weighted": sum(i * s for i, s, _ in starts)}
+
+
+def _partition_files(df: DataFrame, sizes: dict[str, int]) -> list[str | None]:
+    """For each partition of a file scan, its one file's local path when it holds that whole file
+    (else None): from Spark's own list of the scan's partitions, made as the job will make it."""
+    try:
+        out = []
+        for p in df._jdf.queryExecution().toRdd().partitions():
+            files = list(p.files())
+            path = files[0].filePath().toPath().toUri().getPath() if len(files) == 1 else None
+            ok = path is not None and files[0].start() == 0 and files[0].length() == sizes.get(path)
+            out.append(path if ok else None)
+        return out
+    except Exception:  # another kind of scan or partition: not this path
+        return []
 
 
 _CONF: dict[str, str | None] = {}
@@ -548,11 +579,11 @@ def merged_records(
     from pyspark.sql import Observation, Window
 
     F = _F()
-    raw = read_sources(spark, sources)
     v = F.col("value")
     is_start = v.startswith("[")
-    once = _read_once(spark, raw, sources, stats, broker_of)
+    once = _read_once(spark, sources, stats, broker_of)
     if once is None:
+        raw = read_sources(spark, sources)
         numbered = number_lines(spark, raw, stats, broker_of=broker_of,
                                 writers=not paths_name_brokers(sources, broker_of))
         cont = numbered.filter(~is_start) if stats.continuation_lines else None
@@ -564,6 +595,7 @@ def merged_records(
     if once is not None:  # what the numbering pass would have counted, counted on the way
         ok = F.col("_ok")
         counts = [F.count(F.lit(1)).alias("n"), F.sum(F.col("line")).alias("line_sum"),
+                  F.sum(F.col("line") * F.col("_fid")).alias("weighted"),
                   F.count(F.when(ok, 1)).alias("ok"), F.min(F.when(ok, F.substring(v, 2, 23))).alias("first"),
                   F.max(F.when(ok, F.substring(v, 2, 23))).alias("last")]
         obs = Observation()

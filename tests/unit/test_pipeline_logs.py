@@ -327,6 +327,29 @@ def test_kraft_timeline(spark, kraft_logs):
     assert lead[("unc", 0)] == [(0, 0), (2, 2)]
 
 
+def test_the_writer_read_from_the_message_equals_the_one_read_from_the_line(spark):
+    """For a line that follows the layout, the writer's regexes run from the message's start (the
+    time and level not matched again) and read what they read from the whole line's head."""
+    from itertools import product
+
+    from pyspark.sql import functions as F
+
+    from kops.pipeline import logformat as lf
+
+    heads = [f"[2026-11-22 01:00:00,123] {lv} " for lv in ("INFO", "ERROR", "WARN", "TRACE")]
+    prefixes = ["[Broker id=3] ", "[Controller id=12 epoch=4] ", "[Controller id=x] ", "[ReplicaFetcher replicaId=7, "
+                "leaderId=2, fetcherId=0] ", "[Broker id=] ", "[broker=5] ", "[Log partition=t-0, dir=/d] ",
+                "no prefix [Broker id=4] ", "[Broker id=3", "[LogLoader partition=t-1 dir=/x id=9] ", "", "[]",
+                "[Broker id=3]] ", "[a" + "b" * 80 + " brokerId=8] "]
+    lines = ["".join(p) for p in product(heads, prefixes, ["Handling x", "y ] z", ""], [" (state.change.logger)"])]
+    v = F.col("value")
+    level, _, _ = sc.layout_fields(v)
+    got = spark.createDataFrame([(x,) for x in lines], "value string").filter(v.rlike(lf.LINE_RE)).select(
+        sc._msg_broker(v).alias("line"), sc._msg_broker(v, level).alias("msg")).collect()
+    assert len(got) == len(lines) and sum(r["line"] is not None for r in got) > 20
+    assert [r["msg"] for r in got] == [r["line"] for r in got]
+
+
 def test_layout_fields_equal_line_re_groups_in_the_jvm(spark):
     """layout_fields (cut by position, no second regex) reads every line that LINE_RE matches in
     Java as LINE_RE's groups do: line terminators in and at the end of lines, heads and loggers a
