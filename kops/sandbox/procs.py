@@ -146,12 +146,42 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports that are free right now (bind to port 0, keep them open until all
-    are chosen so they differ)."""
-    socks = []
+def _ephemeral_range() -> tuple[int, int]:
+    """The range the kernel draws the local ports of outgoing connections from."""
     try:
-        for _ in range(n):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports that are free right now, below the kernel's ephemeral range (kept open
+    until all are chosen so they differ).
+
+    Below it because a client that connects again and again to a port of that range where nothing
+    listens yet (a probe waiting for ZooKeeper, kazoo retrying through a restart) can be given that
+    same port as its own local port and connect to itself, and the server then cannot bind it: seen
+    as "ZooKeeper exited during start-up" once in a full test run. Falls back to the kernel's
+    choice if no port below the range is free."""
+    import random
+
+    lo = max(1024, min(_ephemeral_range()[0], 65536) - 12288)
+    hi = max(lo + 1, _ephemeral_range()[0])
+    socks: list[socket.socket] = []
+    try:
+        for port in random.sample(range(lo, hi), min(hi - lo, 64 * n + 64)):
+            if len(socks) == n:
+                break
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind((host, port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < n:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind((host, 0))
             socks.append(s)
