@@ -20,7 +20,7 @@ Pipeline (one shuffle: the final sort):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,10 +60,12 @@ class MergeStats:
     #: per file split: (first time, last time, lines), times as yyyyMMddHHmmssSSS; where the sort's
     #: time ranges are drawn from (not part of the summary)
     split_times: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
+    #: a single-read merge's counts still to take once the writer's action ran (:func:`settle`)
+    pending: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        del d["split_times"]
+        del d["split_times"], d["pending"]
         return d
 
 
@@ -526,7 +528,7 @@ def restore_conf(spark: SparkSession) -> None:
 def settle(stats: MergeStats) -> None:
     """Fill in what a single-read merge learns while the merge runs (records, times, unparsed lines
     and their samples); every writer calls this after its action. Idempotent."""
-    fn = stats.__dict__.pop("_settle", None)
+    fn, stats.pending = stats.pending, None
     if fn is not None:
         fn()
 
@@ -675,7 +677,7 @@ def merged_records(
         stats.first_ts, stats.last_ts = m["first"], m["last"]
         _account_unparsed(stats, bad, m["n"] - m["ok"], cont, samples)
 
-    stats.__dict__["_settle"] = _settle
+    stats.pending = _settle
     return out
 
 

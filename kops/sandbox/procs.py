@@ -167,11 +167,11 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     choice if no port below the range is free."""
     import random
 
-    lo = max(1024, min(_ephemeral_range()[0], 65536) - 12288)
-    hi = max(lo + 1, _ephemeral_range()[0])
+    hi = _ephemeral_range()[0]
+    lo = max(1024, hi - 12288)
     socks: list[socket.socket] = []
     try:
-        for port in random.sample(range(lo, hi), min(hi - lo, 64 * n + 64)):
+        for port in random.sample(range(lo, hi), min(max(0, hi - lo), 64 * n + 64)):
             if len(socks) == n:
                 break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
