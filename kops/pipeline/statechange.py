@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from kops.pipeline import localscan
 from kops.pipeline import logformat as lf
+from kops.pipeline.linecols import _F, ascii_head, layout_fields, msg_broker, with_layout_ok
 from kops.pipeline.order import in_merge_order, sort_keys
 from kops.pipeline.sources import (  # noqa: F401  (the merge's inputs, re-exported: sc.expand_sources ...)
     TOPIC_REGEX_WRAP,
@@ -70,12 +71,6 @@ class MergeStats:
 
 
 # -- Spark -----------------------------------------------------------------------------------
-def _F():
-    from pyspark.sql import functions as F
-
-    return F
-
-
 def _could_match(col: Column, pattern: str) -> Column | None:
     """A cheap necessary condition for ``pattern`` to match ``col``: it contains one of the
     pattern's required texts (a byte search on Spark's own string, where every regex call first
@@ -161,36 +156,6 @@ def read_sources(spark: SparkSession, sources: list[LogSource]) -> DataFrame:
     return out
 
 
-def _msg_broker(value: Column, level: Column | None = None) -> Column:
-    """The writer's id from the message prefix, read on the raw line (anchored regexes: they stop early).
-
-    Both patterns match before the line's second ``]`` (the time's and the prefix's own), so they
-    run on that much of the line only. With ``level`` (the line follows the layout, and this is its
-    level as :func:`layout_fields` cuts it) they run from the message's first character: the time
-    and the level are not matched again."""
-    F = _F()
-    head = F.substring_index(value, "]", 2)
-    lead = r"^\[" + lf.TS_RE + r"\] [A-Z]+ "
-    if level is not None:
-        head, lead = head.substr(F.length(level) + 28, F.length(head)), "^"
-    return F.coalesce(
-        F.nullif(F.regexp_extract(head, lead + r"\[(?:Broker|Controller) id=(\d+)", 1), F.lit("")),
-        F.nullif(F.regexp_extract(head, lead + lf.OTHER_PREFIX_RE[1:], 1), F.lit("")),
-    ).cast("int")
-
-
-def layout_fields(v: Column) -> tuple[Column, Column, Column]:
-    """(level, message, logger) of a line that follows the layout (LINE_RE), cut out by position:
-    the same as LINE_RE's groups 2, 3 and 4, with no second regex over the line.  The logger holds
-    no " " nor "(", so the last " (" of the line opens it."""
-    F = _F()
-    level = F.substring_index(F.substring(v, 27, 6), " ", 1)  # after '[' + 23-char time + '] '
-    msg_at = F.length(level) + 28
-    tail = F.substring_index(v, " (", -1)  # 'logger)' (+ a final line terminator)
-    msg = v.substr(msg_at, F.length(v) - F.length(tail) - 1 - msg_at)
-    return level, msg, F.substring_index(tail, ")", 1)
-
-
 def _ts_long(ts: Column) -> Column:
     """``yyyy-MM-dd HH:mm:ss,SSS`` as the long yyyyMMddHHmmssSSS (same order; a fixed-width value, so
     the per-split aggregate stays a hash aggregate instead of sorting every line)."""
@@ -242,7 +207,7 @@ def number_lines(
         is_start.alias("_start"),
         (is_start & v.rlike(lf.LINE_RE)).alias("_ok"),
         F.substring(v, 2, 23).alias("_ts"),
-        (F.when(is_start, _msg_broker(v)) if writers else F.lit(None).cast("int")).alias("_mb"),
+        (F.when(is_start, msg_broker(v)) if writers else F.lit(None).cast("int")).alias("_mb"),
     )
     ok = F.col("_ok")
     ts = F.when(ok, _ts_long(F.col("_ts")))
@@ -326,21 +291,21 @@ def _display_path(uri: str) -> str:
 
 
 def parse_starts(starts: DataFrame) -> DataFrame:
-    """Lines that start with ``[`` -> parsed columns; ``_ok`` (the line follows the layout, ``LINE_RE``
-    tested once per line) must be given.  Level, message and logger are cut out of a line that
-    matched by position (no second regex); the fields of a line that breaks the layout are null,
-    its ``broker`` is its file's and its ``kind`` is ``unparsed``."""
+    """Lines that start with ``[`` -> parsed columns; ``_ok`` (the line follows the layout, tested once
+    per line) and ``ts`` (its time where ``_ok``) must be given, ``_msg_at`` (where its message starts)
+    may be.  Level, message and logger are cut out of a line that matched by position (no second
+    regex); the fields of a line that breaks the layout are null, its ``broker`` is its file's and its
+    ``kind`` is ``unparsed``."""
     F = _F()
     v = F.col("value")
     ok = F.col("_ok")
     level, msg, logger = layout_fields(v)
     df = starts.select(
-        "file", "line", "value", "file_broker", "_ok",
-        F.when(ok, F.substring(v, 2, 23)).alias("ts"),
+        "file", "line", "value", "file_broker", "_ok", "ts",
         F.when(ok, level).alias("level"),
         F.when(ok, logger).alias("logger"),
         F.when(ok, msg).alias("message"),
-        F.when(ok, _msg_broker(v, level)).alias("_msg_broker"),  # anchored on the message: stops early
+        F.when(ok, msg_broker(v, F.col("_msg_at") if "_msg_at" in starts.columns else None)).alias("_msg_broker"),
     )
     m = F.col("message")
     event = F.lit("other")
@@ -485,7 +450,8 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
     numbered = raw.select(
         by_part([x.uri for x in scans]).alias("file"),
         (F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1)) + 1).alias("line"),
-        "value", by_part(brokers).alias("file_broker"), by_part(list(range(1, len(scans) + 1))).alias("_fid"))
+        "value", by_part(brokers).alias("file_broker"), by_part(list(range(1, len(scans) + 1))).alias("_fid"),
+        by_part([x.clean for x in scans]).alias("_clean"))
     cont = None
     if stats.continuation_lines:
         rows = [(x.uri, n, t, b) for x, b in zip(scans, brokers) for n, t in x.continuations]
@@ -593,13 +559,14 @@ def merged_records(
         numbered, cont, expected = once
     if include_unparsed is None:
         include_unparsed = not filters.active
-    checked = numbered.filter(is_start).withColumn("_ok", v.rlike(lf.LINE_RE))
+    ok = F.col("_ok")
+    # a file with none of Java's line terminators but the line feed is checked without a regex over whole lines
+    checked = with_layout_ok(numbered.filter(is_start), None if once is None else F.col("_clean")).withColumn(
+        "ts", F.when(ok, ascii_head(v, 2, 23)))
     if once is not None:  # what the numbering pass would have counted, counted on the way
-        ok = F.col("_ok")
         counts = [F.count(F.lit(1)).alias("n"), F.sum(F.col("line")).alias("line_sum"),
                   F.sum(F.col("line") * F.col("_fid")).alias("weighted"),
-                  F.count(F.when(ok, 1)).alias("ok"), F.min(F.when(ok, F.substring(v, 2, 23))).alias("first"),
-                  F.max(F.when(ok, F.substring(v, 2, 23))).alias("last")]
+                  F.count(F.when(ok, 1)).alias("ok"), F.min("ts").alias("first"), F.max("ts").alias("last")]
         obs = Observation()
         plain = checked
         checked = checked.observe(obs, *counts)

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from kops.pipeline import baseline, localscan, order
+from kops.pipeline import baseline, linecols, localscan, order
 from kops.pipeline import samples as s
 from kops.pipeline import statechange as sc
 
@@ -142,6 +142,12 @@ def test_the_single_read_merges_as_the_numbering_pass(spark, logs, tmp_path, mon
                       b"\n  after an empty line\n[2026-11-22 01:00:0 broken (state.change.logger)\n  below it\n"
                       b"[2026-11-22 01:00:04,000] WARN [Broker id=3] last\r\n  no line feed")
     (root / "broker-3" / "state-change.log.1").write_bytes(b"")
+    # a clean file (its layout checked without a regex over whole lines) and one that is not
+    (root / "broker-3" / "state-change.log.2").write_bytes(
+        b"[2026-11-22 01:00:05,000] INFO (state.change.logger)\n[2026-11-22 01:00:05,001] INFO  (x)\n"
+        b"[2026-11-22 01:00:05,002] INFO a (b) (c d)\n[2026-11-22 01:00:05,003] INFO a (b)(c)\n")
+    (root / "broker-3" / "state-change.log.3").write_bytes(
+        "[2026-11-22 01:00:06,000] INFO a\u2028b (l)\n[2026-11-22 01:00:06,001] INFO a (l)\u2029\n".encode())
     with monkeypatch.context() as m:
         m.setattr(sc, "number_lines", None)  # the single read must not need it
         once, once_stats = _merge(spark, root, include_unparsed=True, fmt=fmt)
@@ -149,8 +155,9 @@ def test_the_single_read_merges_as_the_numbering_pass(spark, logs, tmp_path, mon
     numbered, stats = _merge(spark, root, include_unparsed=True, fmt=fmt)
     assert once == numbered
     assert once_stats.to_dict() == stats.to_dict()
-    # the samples: 2 unparsed, 4 continuation lines in 3 files; here 5 more of each, 1 more file
-    assert (stats.unparsed_lines, stats.continuation_lines, stats.files) == (7, 9, 4)
+    # the samples: 2 unparsed, 4 continuation lines in 3 files; here 5 + 4 more unparsed, 5 more
+    # continuation lines, 3 more files
+    assert (stats.unparsed_lines, stats.continuation_lines, stats.files) == (11, 9, 6)
 
 
 def test_the_byte_scan_reads_lines_as_spark_does(tmp_path):
@@ -164,6 +171,10 @@ def test_the_byte_scan_reads_lines_as_spark_does(tmp_path):
     assert s.continuations == [(i + 1, ln) for i, ln in enumerate(lines) if not ln.startswith(b"[")]
     assert (s.first_ts, s.last_ts) == (20261122010003000, 20261122010004250)
     assert localscan.scan_file(str(p), max_continuations=3) is None
+    assert not s.clean  # a carriage return
+    for text, clean in [("a\u00e9\u65e5\u2027\u202a\n", True), ("a\u0085", False), ("\u2028", False), ("\u2029", False)]:
+        p.write_bytes(text.encode())
+        assert localscan.scan_file(str(p)).clean is clean, text
     assert not localscan.eligible(str(tmp_path / "a b.log")) and not localscan.eligible(str(p) + ".gz")
 
 
@@ -327,9 +338,10 @@ def test_kraft_timeline(spark, kraft_logs):
     assert lead[("unc", 0)] == [(0, 0), (2, 2)]
 
 
-def test_the_writer_read_from_the_message_equals_the_one_read_from_the_line(spark):
-    """For a line that follows the layout, the writer's regexes run from the message's start (the
-    time and level not matched again) and read what they read from the whole line's head."""
+def test_the_writer_read_by_one_regex_is_the_one_both_prefix_patterns_read(spark):
+    """Spark reads a line's writer with OTHER_PREFIX_RE alone (on the whole line, or on the message up
+    to its first ']'); the Python parser tries SCL_PREFIX_RE first: for every line that follows the
+    layout all read the same id (or none)."""
     from itertools import product
 
     from pyspark.sql import functions as F
@@ -340,14 +352,47 @@ def test_the_writer_read_from_the_message_equals_the_one_read_from_the_line(spar
     prefixes = ["[Broker id=3] ", "[Controller id=12 epoch=4] ", "[Controller id=x] ", "[ReplicaFetcher replicaId=7, "
                 "leaderId=2, fetcherId=0] ", "[Broker id=] ", "[broker=5] ", "[Log partition=t-0, dir=/d] ",
                 "no prefix [Broker id=4] ", "[Broker id=3", "[LogLoader partition=t-1 dir=/x id=9] ", "", "[]",
-                "[Broker id=3]] ", "[a" + "b" * 80 + " brokerId=8] "]
+                "[Broker id=3]] ", "[a" + "b" * 80 + " brokerId=8] ", "[Controller id=7epoch=2] ",
+                "[Broker id=99999999999] ", "[Broker Id=4 id=5] ", "[Controllerid=6] ", "[Brokerbroker=2 id=1] ",
+                "[\u00e9 id=3] ", "[A\u00e9 id=3] ", "[Broker id=3\u00e9] "]
     lines = ["".join(p) for p in product(heads, prefixes, ["Handling x", "y ] z", ""], [" (state.change.logger)"])]
     v = F.col("value")
-    level, _, _ = sc.layout_fields(v)
-    got = spark.createDataFrame([(x,) for x in lines], "value string").filter(v.rlike(lf.LINE_RE)).select(
-        sc._msg_broker(v).alias("line"), sc._msg_broker(v, level).alias("msg")).collect()
-    assert len(got) == len(lines) and sum(r["line"] is not None for r in got) > 20
-    assert [r["msg"] for r in got] == [r["line"] for r in got]
+    df = linecols.with_layout_ok(spark.createDataFrame([(x,) for x in lines], "value string"), F.lit(True))
+    got = df.filter("_ok").select("value", linecols.msg_broker(v).alias("b"),
+                                  linecols.msg_broker(v, F.col("_msg_at")).alias("from_msg")).collect()
+    assert len(got) == len(lines) and sum(r["b"] is not None for r in got) > 20
+    for r in got:
+        want = lf.parse_line(r["value"]).broker
+        assert r["b"] == r["from_msg"] == (want if want is None or want < 2**31 else None), r["value"]
+
+
+def test_the_layout_check_of_a_clean_file_is_line_re(spark):
+    """with_layout_ok's check of a clean file's line (no regex over the whole line) says what
+    rlike(LINE_RE) says for every line with none of Java's line terminators but the line feed: heads,
+    messages and loggers a character off (every other line taken as not clean: the regex)."""
+    from itertools import product
+
+    from pyspark.sql import functions as F
+
+    from kops.pipeline import localscan
+    from kops.pipeline import logformat as lf
+
+    ts = "2026-11-22 01:00:00,123"
+    heads = [f"[{ts}] INFO ", f"[{ts}] ERROR ", f"[{ts}] FATAL ", f"[{ts}] WARN", f"[{ts}]  INFO ", f"[{ts}] INFO",
+             f"[{ts}] info ", f"[{ts}] NOTICE ", "[2026-11-22 01:00:00,12] INFO ", f"[{ts}]INFO ", "", "[",
+             f"[{ts}] WARNING ", "[2026-11-22 01:00:00,1234] INFO ", "[2026-1x-22 01:00:00,123] INFO ",
+             f"\u00e9[{ts}] INFO ", "[\u0662026-11-22 01:00:00,123] INFO "]
+    middles = ["", "x", "[Broker id=3] Leader t-0 with (epoch 5)", "a (b) c", " ", "(", " (", ")", "\u00e9 \u65e5",
+               "a (b c)", "(x)", " (x)", "\t", "\u00a0(", "\ufffd"]
+    tails = [" (state.change.logger)", " (x)", " ()", "(x)", " (x) ", " (a b)", " (a(b)", " (x)(y)", "",
+             " (kafka.controller.KafkaController)", " (x$y-z_1.2)", " (\u00e9)", " (x))", " (x)a", " ((x)", "  (x)"]
+    lines = ["".join(p) for p in product(heads, middles, tails)]
+    assert not any(any(t.decode() in x for t in localscan.TERMINATORS) for x in lines)
+    df = spark.createDataFrame([(x, i % 2 == 0) for i, x in enumerate(lines)], "value string, clean boolean")
+    got = linecols.with_layout_ok(df.withColumn("want", F.col("value").rlike(lf.LINE_RE)), F.col("clean")).select(
+        "value", "want", F.col("_ok").alias("got")).collect()
+    assert len(got) == len(lines) and 200 < sum(r["want"] for r in got) < len(lines) - 200
+    assert [r["value"] for r in got if r["got"] != r["want"]] == []
 
 
 def test_layout_fields_equal_line_re_groups_in_the_jvm(spark):
@@ -371,7 +416,7 @@ def test_layout_fields_equal_line_re_groups_in_the_jvm(spark):
     lines = ["".join(p) for p in product(heads, middles, tails)]
     df = spark.createDataFrame([(x,) for x in lines], "value string")
     v = F.col("value")
-    level, msg, logger = sc.layout_fields(v)
+    level, msg, logger = linecols.layout_fields(v)
     got = df.select(
         "value",
         v.rlike(lf.LINE_RE).alias("want"),
