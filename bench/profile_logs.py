@@ -50,6 +50,7 @@ def jfr_top(path: str, n: int = 25) -> None:
                          capture_output=True, text=True, check=True).stdout
     events = json.loads(raw)["recording"]["events"]
     own, incl = collections.Counter(), collections.Counter()
+    callers: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     driver = collections.Counter()  # inclusive frames of the threads that are not task threads
     n_driver = 0
     for e in events:
@@ -57,6 +58,7 @@ def jfr_top(path: str, n: int = 25) -> None:
                   for f in e["values"]["stackTrace"]["frames"]]
         if frames:
             own[frames[0]] += 1
+            callers[frames[0]][" < ".join(frames[1:4])] += 1
             incl.update(set(frames))
             thread = (e["values"].get("sampledThread") or {}).get("javaName") or ""
             if not thread.startswith("Executor task"):
@@ -70,6 +72,11 @@ def jfr_top(path: str, n: int = 25) -> None:
         print(f"-- {title}")
         for name, c in counter.most_common(n):
             print(f"{100 * c / len(events):5.1f}% {name}")
+    print("-- callers of the top self frames")
+    for name, c in own.most_common(6):
+        print(f"{100 * c / len(events):5.1f}% {name}")
+        for chain, k in callers[name].most_common(4):
+            print(f"      {100 * k / len(events):5.1f}% < {chain}")
 
 
 def main() -> int:
@@ -78,18 +85,21 @@ def main() -> int:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--format", choices=("text", "json"), default="text")
     ap.add_argument("--jfr", action="store_true")
-    ap.add_argument("--java-opts", default="", help="more JVM options, e.g. JIT settings to compare")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting to compare (repeatable), e.g. spark.shuffle.compress=false")
+    ap.add_argument("--java-opts", default="", help="more JVM options after kops' own (embedded_java_opts), e.g. "
+                    "JIT settings to compare (KOPS_SPARK_JAVA_OPTS= for the JVM's defaults)")
     a = ap.parse_args()
 
     from pyspark.sql import SparkSession
 
     from kops.pipeline import statechange as sc
-    from kops.pipeline.session import _quiet_log4j2_file
+    from kops.pipeline.session import _quiet_log4j2_file, embedded_java_opts
     from kops.sandbox.procs import free_ports
 
     work = tempfile.mkdtemp(prefix="kops-profile-logs-")
     jfr = os.path.join(work, "merge.jfr")
-    opts = f"-Dlog4j2.configurationFile=file:{_quiet_log4j2_file()}"
+    opts = f"-Dlog4j2.configurationFile=file:{_quiet_log4j2_file()} {embedded_java_opts(os.cpu_count() or 2)}"
     if a.java_opts:
         opts += " " + a.java_opts
     if a.jfr:
@@ -101,8 +111,12 @@ def main() -> int:
         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.port", str(free_ports(1)[0]))
         .config("spark.sql.shuffle.partitions", str(max(2, 4 * a.cores))).config("spark.driver.memory", "2g")
-        .config("spark.driver.extraJavaOptions", opts).getOrCreate()
+        .config("spark.driver.extraJavaOptions", opts)
     )
+    for kv in a.conf:
+        key, _, value = kv.partition("=")
+        spark = spark.config(key, value)
+    spark = spark.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         t0 = time.time()

@@ -45,6 +45,19 @@ def _quiet_log4j2_file() -> str:
     return path
 
 
+def embedded_java_opts(cores: int) -> str:
+    """JIT and GC options of the embedded session's JVM (measured on the 2.27 GB merge, see
+    docs/benchmarks.md). A kops job runs for seconds to minutes, so methods are compiled later
+    (``CompileThresholdScaling=10``: only the truly hot ones reach C2, whose compiler threads otherwise
+    spend ~12 CPU-s, a fifth of the merge, without the tasks getting slower); on a machine of at most
+    2 CPUs the serial collector (no GC threads besides the two tasks; the pipeline's heap holds little
+    that lives long). ``KOPS_SPARK_JAVA_OPTS`` replaces them (empty: the JVM's defaults)."""
+    env = os.environ.get("KOPS_SPARK_JAVA_OPTS")
+    if env is not None:
+        return env
+    return "-XX:CompileThresholdScaling=10" + (" -XX:+UseSerialGC" if cores <= 2 else "")
+
+
 def under_spark_submit() -> bool:
     """True when this Python driver was launched by spark-submit (the JVM is already up)."""
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
@@ -91,7 +104,8 @@ def get_spark(
             builder.config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores)))
             .config("spark.driver.memory", driver_memory or os.environ.get("KOPS_SPARK_DRIVER_MEMORY", "2g"))
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_quiet_log4j2_file()}")
+            .config("spark.driver.extraJavaOptions",
+                    f"-Dlog4j2.configurationFile=file:{_quiet_log4j2_file()} {embedded_java_opts(cores)}".strip())
         )
     elif shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
