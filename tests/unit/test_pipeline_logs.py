@@ -428,3 +428,22 @@ def test_layout_fields_equal_line_re_groups_in_the_jvm(spark):
     for r in got:
         if r["want"]:
             assert (r["level"], r["msg"], r["logger"]) == (r["level_re"], r["msg_re"], r["logger_re"]), r["value"]
+
+
+def test_the_embedded_jvm_runs_with_kops_jit_and_gc_options(spark, monkeypatch):
+    """The session's JVM was started with embedded_java_opts (what docs/benchmarks.md measured);
+    KOPS_SPARK_JAVA_OPTS replaces them, empty for the JVM's defaults."""
+    from kops.pipeline import session
+
+    if "KOPS_SPARK_JAVA_OPTS" in os.environ:
+        pytest.skip("KOPS_SPARK_JAVA_OPTS is set: the JVM runs with the caller's options")
+    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    want = session.embedded_java_opts(os.cpu_count() or 2).split()
+    assert want and all(a in args for a in want), args
+    assert ("-XX:+UseSerialGC" in want) == ((os.cpu_count() or 2) <= 2)
+    monkeypatch.setenv("KOPS_SPARK_JAVA_OPTS", "-XX:+UseParallelGC")
+    assert session.embedded_java_opts(2) == "-XX:+UseParallelGC"
+    monkeypatch.setenv("KOPS_SPARK_JAVA_OPTS", "")
+    assert session.embedded_java_opts(2) == ""
+    monkeypatch.delenv("KOPS_SPARK_JAVA_OPTS")
+    assert session.embedded_java_opts(8) == "-XX:CompileThresholdScaling=10"
