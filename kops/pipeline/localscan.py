@@ -31,7 +31,7 @@ _TS = re.compile(rb"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3})\] ")
 #: Java's line terminators other than the line feed (UTF-8): where a file holds none, ``.`` in a Java
 #: regex matches any of its characters and ``$`` only a line's end (see ``linecols.with_layout_ok``)
 TERMINATORS = (b"\r", "\u0085".encode(), "\u2028".encode(), "\u2029".encode())
-_WIDE_TERMINATOR = re.compile(rb"\xc2\x85|\xe2\x80[\xa8\xa9]")
+_WIDE_TERMINATOR = re.compile(b"|".join(re.escape(t) for t in TERMINATORS if len(t) > 1))
 _CHUNK = 1 << 24
 _EDGE = 1 << 16  # bytes read at each end of a file for its first and last record time
 

@@ -206,7 +206,7 @@ def number_lines(
         "file", "block_start", "id", "given_broker",
         is_start.alias("_start"),
         (is_start & v.rlike(lf.LINE_RE)).alias("_ok"),
-        F.substring(v, 2, 23).alias("_ts"),
+        ascii_head(v, 2, 23).alias("_ts"),  # read where the line follows the layout: ASCII there
         (F.when(is_start, msg_broker(v)) if writers else F.lit(None).cast("int")).alias("_mb"),
     )
     ok = F.col("_ok")
