@@ -188,7 +188,9 @@ def run_kops_idle(bootstrap: str, state_dir: str, runs: int) -> list[float]:
 
 
 def run_kafka(bootstrap: str) -> tuple[float, dict]:
-    from kops.sandbox.dist import LEADER_ELECTION_TOOL, java_tool
+    from kops.sandbox.dist import DEFAULT_VERSION, java_tool, tool_class
+
+    LEADER_ELECTION_TOOL = tool_class("leader-election", DEFAULT_VERSION)
 
     t0 = time.monotonic()
     r = java_tool(LEADER_ELECTION_TOOL, ["--bootstrap-server", bootstrap, "--election-type", "preferred",

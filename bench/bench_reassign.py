@@ -170,7 +170,9 @@ def run_kops(bootstrap: str, plan_file: str, throttle: int, poll: float, timeout
 
 
 def run_kafka(bootstrap: str, plan_file: str, throttle: int, poll: float, timeout: float) -> dict:
-    from kops.sandbox.dist import REASSIGN_TOOL, java_tool
+    from kops.sandbox.dist import DEFAULT_VERSION, java_tool, tool_class
+
+    REASSIGN_TOOL = tool_class("reassign", DEFAULT_VERSION)
 
     t0 = time.monotonic()
     r = java_tool(REASSIGN_TOOL, ["--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file",

@@ -127,6 +127,20 @@ def _in_thread(call) -> Future:
     return fut
 
 
+def mode_of_broker_configs(entries: Any) -> str | None:
+    """``"kraft"`` / ``"zookeeper"`` from a broker's DescribeConfigs answer (name -> entry):
+    ``process.roles`` set on a KRaft node, empty on a ZooKeeper-mode broker; Kafka 2.8 - 3.0 do
+    not list ``process.roles`` (an internal config then), so a ``zookeeper.connect`` tells those.
+    None when neither answers."""
+    roles = entries.get("process.roles")
+    if roles is not None and roles.value:
+        return "kraft"
+    zk = entries.get("zookeeper.connect")
+    if roles is not None or (zk is not None and zk.value):
+        return "zookeeper"
+    return None
+
+
 @dataclass(frozen=True)
 class ClusterNode:
     """A live broker as DescribeCluster names it."""
@@ -478,11 +492,11 @@ class Connection:
             return self._kp_admin
 
     def _new_kp_admin(self):
-        from kafka.admin import KafkaAdminClient
+        from kops.cluster.kp_client import KopsAdminClient
 
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
         try:
-            return KafkaAdminClient(
+            return KopsAdminClient(
                 bootstrap_servers=self.bootstrap_server.split(","),
                 client_id="kops",
                 request_timeout_ms=int(self.timeout_s * 1000),
@@ -549,10 +563,9 @@ class Connection:
             self._mode = mode
 
     def cluster_mode(self) -> str | None:
-        """``"kraft"`` or ``"zookeeper"``: the brokers' ``process.roles`` (empty on a ZooKeeper-mode
-        broker, ``broker`` on a KRaft one), asked of one registered broker. None when it cannot be
-        told (no bootstrap server, the cluster unreachable, DescribeConfigs not allowed, or a
-        Kafka older than 2.8, which has no such config and no KRaft mode)."""
+        """``"kraft"`` or ``"zookeeper"``: one registered broker's configs as
+        :func:`mode_of_broker_configs` reads them. None when it cannot be told (no bootstrap
+        server, the cluster unreachable, DescribeConfigs not allowed)."""
         if self._mode is not None or not self.bootstrap_server:
             return self._mode
         try:
@@ -562,11 +575,10 @@ class Connection:
             res = ConfigResource(ResourceType.BROKER, str(cluster.nodes[0].id))
             admin = self.admin()
             fut = admin.describe_configs([res], request_timeout=self.timeout_s)[res]
-            roles = self.wait(fut, f"describe configs of broker {res.name}").get("process.roles")
+            entries = self.wait(fut, f"describe configs of broker {res.name}")
         except Exception:  # noqa: BLE001 - unknown mode: the caller goes on and finds out the usual way
             return None
-        if roles is not None:
-            self._mode = "kraft" if roles.value else "zookeeper"
+        self._mode = mode_of_broker_configs(entries) or self._mode
         return self._mode
 
     def require_zookeeper_mode(self, what: str) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from kops.cluster.connection import AuthenticationError, Connection
+from kops.cluster.connection import AuthenticationError, Connection, mode_of_broker_configs
 from kops.errors import AuthorizationError, ClusterError, ClusterTimeout
 from kops.model import Broker, LogDir, Partition, Topic, Topology
 
@@ -204,7 +204,7 @@ def _broker_configs_requests(conn: Connection, broker_ids: list[int]) -> dict:
 
 
 def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, dict[str, str]], str | None]:
-    """Dynamic throttle configs per broker, and the cluster mode (from ``process.roles``)."""
+    """Dynamic throttle configs per broker, and the cluster mode (:func:`mode_of_broker_configs`)."""
     out: dict[int, dict[str, str]] = {}
     mode = None
     for res, fut in futures.items():
@@ -215,9 +215,7 @@ def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, 
             if e is not None and e.value is not None and not e.is_default:
                 cfg[name] = e.value
         out[int(res.name)] = cfg
-        roles = entries.get("process.roles")
-        if roles is not None:
-            mode = "kraft" if roles.value else "zookeeper"
+        mode = mode_of_broker_configs(entries) or mode
     return out, mode
 
 

@@ -255,13 +255,12 @@ class SandboxBase:
     def _write_configs(self) -> None:
         cfg = self.config
         cfg.config_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(dist.resource_path(dist.log4j_resource(self.kafka_version)), cfg.log4j_file)
         if self.mode == "zookeeper":
-            shutil.copyfile(dist.resource_path("log4j.properties"), cfg.log4j_file)
             cfg.properties_file("zookeeper").write_text(
                 render_properties(cfg.zookeeper_properties(), "kops sandbox: ZooKeeper (generated)")
             )
         else:
-            shutil.copyfile(dist.resource_path("log4j2.yaml"), cfg.log4j_file)
             for c in self.controller_ids:
                 cfg.properties_file(c).write_text(
                     render_properties(cfg.controller_properties(c), f"kops sandbox: KRaft controller {c} (generated)")

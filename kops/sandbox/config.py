@@ -13,7 +13,8 @@ from typing import Any
 
 from kops.errors import BadInput
 from kops.inputs.properties import value_text
-from kops.sandbox.dist import DEFAULT_KRAFT_VERSION, DEFAULT_VERSION, major_version
+from kops.sandbox import dist
+from kops.sandbox.dist import DEFAULT_KRAFT_VERSION, DEFAULT_VERSION
 
 MODES = ("zookeeper", "kraft")
 ENGINES = ("jvm", "docker")
@@ -246,12 +247,7 @@ class SandboxConfig:
             raise BadInput(f"brokers {self.brokers!r}: expected 1..50")
         if self.first_broker_id < 0:
             raise BadInput(f"first broker id {self.first_broker_id} must be >= 0")
-        major = major_version(self.kafka_version)
-        if self.mode == "zookeeper" and major >= 4:
-            raise BadInput(
-                f"Kafka {self.kafka_version} has no ZooKeeper mode (removed in 4.0); use --mode kraft "
-                "or a 3.9.x version"
-            )
+        self._validate_version()
         if self.host not in ("127.0.0.1", "localhost", "::1"):
             raise BadInput(f"host {self.host!r}: the sandbox listens on the loopback interface only (127.0.0.1)")
         parse_heap(self.heap)
@@ -281,6 +277,23 @@ class SandboxConfig:
         if bad_keys:
             raise BadInput(f"bad broker property names {bad_keys}")
         return self
+
+    def _validate_version(self) -> None:
+        """The Kafka version exists for the mode: 2.8 or later; ZooKeeper mode up to 3.9, KRaft
+        mode from 3.7."""
+        dist.check_version(self.kafka_version)
+        rel = dist.release(self.kafka_version)
+        if self.mode == "zookeeper" and rel > dist.LAST_ZOOKEEPER:
+            raise BadInput(
+                f"Kafka {self.kafka_version} has no ZooKeeper mode (removed in 4.0); use --mode kraft "
+                f"or a version up to {dist.line(dist.LAST_ZOOKEEPER)}.x"
+            )
+        if self.mode == "kraft" and rel < dist.OLDEST_KRAFT:
+            raise BadInput(
+                f"--mode kraft needs Kafka {dist.line(dist.OLDEST_KRAFT)} or later (the oldest KRaft line kops "
+                f"proves in its version matrix); Kafka {self.kafka_version} runs in ZooKeeper mode: leave "
+                "--mode kraft out"
+            )
 
     def _validate_membership(self) -> None:
         base = self.base_broker_ids
@@ -484,7 +497,7 @@ class SandboxConfig:
 
     @property
     def log4j_file(self) -> Path:
-        return self.config_dir / ("log4j.properties" if self.mode == "zookeeper" else "log4j2.yaml")
+        return self.config_dir / dist.log4j_resource(self.kafka_version)
 
     # -- generated contents --------------------------------------------------------------------
     def zookeeper_properties(self) -> dict[str, str]:
@@ -610,16 +623,10 @@ class SandboxConfig:
 
         heap = parse_heap(self.zk_heap if node == "zookeeper" else self.heap)
         log_dir = self.log_dir(node)
-        if self.mode == "zookeeper":
-            logging = [
-                f"-Dlog4j.configuration=file:{self.log4j_file}",
-                f"-Dkops.state.change.level={self.state_change_log_level.upper()}",
-            ]
-        else:
-            logging = [
-                f"-Dlog4j2.configurationFile={self.log4j_file}",
-                f"-Dkops.state.change.level={self.state_change_log_level.upper()}",
-            ]
+        logging = [
+            dist.log4j_flag(self.kafka_version, self.log4j_file),
+            f"-Dkops.state.change.level={self.state_change_log_level.upper()}",
+        ]
         main = ZOOKEEPER_MAIN if node == "zookeeper" else BROKER_MAIN
         security: list[str] = []
         if self.secured:

@@ -1,15 +1,18 @@
 """Apache Kafka jars from Maven Central, cached outside the work tree.
 
-``ensure_kafka("3.9.1")`` resolves ``org.apache.kafka:kafka_2.13`` with its runtime
-dependencies, ``org.apache.kafka:kafka-tools`` (Kafka's own reassign-partitions and
-leader-election tool classes) and a logging binding (reload4j for 3.x, log4j2 for 4.x) with
-Maven, from a pom shipped in ``kops/sandbox/resources/``, into::
+``ensure_kafka("3.9.2")`` resolves ``org.apache.kafka:kafka_2.13`` with its runtime
+dependencies, ``org.apache.kafka:kafka-tools`` and a logging binding (reload4j for 2.8 - 3.9,
+log4j2 for 4.x) with Maven, from a pom shipped in ``kops/sandbox/resources/``, into::
 
     $KOPS_CACHE_DIR/kafka-<version>/libs/          (default ~/.cache/kops/kafka-<version>/libs)
 
-A marker file says the download completed; a file lock keeps two processes from fetching at
-once; later calls return at once.  ``kafka_classpath()`` gives the ``libs/*`` classpath and
-``java_tool()`` runs a Kafka tool class (e.g. :data:`REASSIGN_TOOL`) from those jars.
+A marker file says the download completed (with the pom it used); a file lock keeps two
+processes from fetching at once; later calls return at once. ``kafka_classpath()`` gives the
+``libs/*`` classpath and ``java_tool()`` runs a Kafka command class (``tool_class("reassign",
+version)``: Kafka moved them in 3.7) from those jars.
+
+Versions: every Kafka from 2.8 (:data:`OLDEST`) runs, ZooKeeper mode up to 3.9 and KRaft mode
+from 3.7 (:data:`OLDEST_KRAFT`); all of them on Java 17.
 """
 
 from __future__ import annotations
@@ -27,18 +30,33 @@ from typing import Any
 
 from kops.errors import BadInput, ClusterError
 
-DEFAULT_VERSION = "3.9.1"
-"""The last Kafka line with ZooKeeper mode."""
-DEFAULT_KRAFT_VERSION = "4.1.1"
-"""Kafka 4.x (KRaft only) for ``mode="kraft"``."""
+DEFAULT_VERSION = "3.9.2"
+"""The newest patch of the last Kafka line with ZooKeeper mode."""
+DEFAULT_KRAFT_VERSION = "4.4.0"
+"""The newest Kafka (KRaft only) for ``mode="kraft"``."""
 
-# Kafka's own tool classes (kafka-tools jar, Kafka 3.7+ and 4.x).
-REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-LEADER_ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
-TOPIC_TOOL = "org.apache.kafka.tools.TopicCommand"
-STORAGE_TOOL = "kafka.tools.StorageTool"
+OLDEST = (2, 8)
+"""The oldest Kafka the sandbox runs (and kops supports: DescribeCluster, KIP-700, came in 2.8)."""
+LAST_ZOOKEEPER = (3, 9)
+"""The last Kafka line with ZooKeeper mode (removed in 4.0)."""
+OLDEST_KRAFT = (3, 7)
+"""The oldest Kafka whose KRaft mode the sandbox runs (and the version matrix proves)."""
+LOG4J2_SINCE = (4, 0)
+"""Kafka 4.0 logs through log4j2 (``log4j2.yaml``); 2.8 - 3.9 through log4j 1.x (reload4j)."""
+TOOLS_MOVED = (3, 7)
+"""Kafka 3.7 moved the reassign / leader-election / topic commands from ``kafka.admin`` (Scala,
+in the broker's jar) to ``org.apache.kafka.tools`` (the kafka-tools jar)."""
+
 BROKER_MAIN = "kafka.Kafka"
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+
+#: Kafka's own command classes, by kops' name for them: (before 3.7, 3.7 and later)
+_TOOLS = {
+    "reassign": ("kafka.admin.ReassignPartitionsCommand", "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"),
+    "leader-election": ("kafka.admin.LeaderElectionCommand", "org.apache.kafka.tools.LeaderElectionCommand"),
+    "topic": ("kafka.admin.TopicCommand", "org.apache.kafka.tools.TopicCommand"),
+}
 
 _MARKER = ".kops-complete"
 _FETCH_TIMEOUT_S = 1800
@@ -54,26 +72,60 @@ def cache_root() -> Path:
     return (base / "kops").resolve()
 
 
-def major_version(version: str) -> int:
-    try:
-        return int(version.split(".", 1)[0])
-    except ValueError:
-        raise BadInput(f"bad Kafka version {version!r}: expected e.g. 3.9.1 or 4.1.1") from None
-
-
-def _check_version(version: str) -> None:
+def release(version: str) -> tuple[int, int]:
+    """``(major, minor)`` of a Kafka version such as ``3.9.2`` (BadInput for anything else)."""
     parts = version.split(".")
     if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]) or any(
         not p or any(c in p for c in "/\\ ") for p in parts
     ):
-        raise BadInput(f"bad Kafka version {version!r}: expected e.g. 3.9.1 or 4.1.1")
-    if major_version(version) < 3:
-        raise BadInput(f"Kafka {version} is not supported by the sandbox: use 3.x (ZooKeeper mode) or 4.x")
+        raise BadInput(f"bad Kafka version {version!r}: expected e.g. 3.9.2 or 4.4.0")
+    return int(parts[0]), int(parts[1])
+
+
+def major_version(version: str) -> int:
+    return release(version)[0]
+
+
+def line(rel: tuple[int, int]) -> str:
+    """``(3, 7)`` -> ``"3.7"``."""
+    return f"{rel[0]}.{rel[1]}"
+
+
+def check_version(version: str) -> None:
+    """BadInput unless ``version`` is a Kafka version kops supports (2.8 or later)."""
+    if release(version) < OLDEST:
+        raise BadInput(
+            f"Kafka {version} is not supported: the sandbox (and kops) run Kafka {line(OLDEST)} or later "
+            f"(DescribeCluster, KIP-700, came in {line(OLDEST)})"
+        )
+
+
+def uses_log4j2(version: str) -> bool:
+    """Kafka 4.x logs through log4j2; 2.8 - 3.9 through log4j 1.x (reload4j)."""
+    return release(version) >= LOG4J2_SINCE
 
 
 def pom_resource(version: str) -> str:
-    """The shipped pom that fits a Kafka version (reload4j for 3.x, log4j2 for 4.x)."""
-    return "kafka-zk-pom.xml" if major_version(version) < 4 else "kafka-kraft-pom.xml"
+    """The shipped pom that fits a Kafka version (reload4j for 2.8 - 3.9, log4j2 for 4.x)."""
+    return "kafka-log4j2-pom.xml" if uses_log4j2(version) else "kafka-log4j1-pom.xml"
+
+
+def log4j_resource(version: str, *, tools: bool = False) -> str:
+    """The shipped logging configuration of a node (or, ``tools``, of a command) of ``version``."""
+    name = "log4j2.yaml" if uses_log4j2(version) else "log4j.properties"
+    return f"tools-{name}" if tools else name
+
+
+def log4j_flag(version: str, config: Path) -> str:
+    """The JVM flag that points ``version``'s logging at ``config``."""
+    return f"-Dlog4j2.configurationFile={config}" if uses_log4j2(version) else f"-Dlog4j.configuration=file:{config}"
+
+
+def tool_class(tool: str, version: str) -> str:
+    """The main class of Kafka's ``tool`` (``reassign``, ``leader-election``, ``topic``) in
+    ``version``'s jars."""
+    before, since = _TOOLS[tool]
+    return since if release(version) >= TOOLS_MOVED else before
 
 
 def resource_path(name: str) -> Path:
@@ -90,8 +142,20 @@ def libs_dir(version: str = DEFAULT_VERSION) -> Path:
     return kafka_home(version) / "libs"
 
 
+def _pom_digest(version: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(resource_path(pom_resource(version)).read_bytes()).hexdigest()[:16]
+
+
 def is_cached(version: str = DEFAULT_VERSION) -> bool:
-    return (kafka_home(version) / _MARKER).is_file() and libs_dir(version).is_dir()
+    """The jars of ``version`` are in the cache, fetched with the pom kops ships now (a changed
+    pom, e.g. another logging binding, fetches them again)."""
+    try:
+        marker = (kafka_home(version) / _MARKER).read_text()
+    except OSError:
+        return False
+    return f"pom {_pom_digest(version)}\n" in marker and libs_dir(version).is_dir()
 
 
 @contextmanager
@@ -124,7 +188,7 @@ def ensure_kafka(version: str = DEFAULT_VERSION, *, quiet: bool = True, log=None
     Raises :class:`ClusterError` when Java/Maven are missing or Maven fails (its output tail
     is in the message), :class:`BadInput` for a malformed version.
     """
-    _check_version(version)
+    check_version(version)
     home = kafka_home(version)
     libs = home / "libs"
     if is_cached(version):
@@ -176,7 +240,8 @@ def ensure_kafka(version: str = DEFAULT_VERSION, *, quiet: bool = True, log=None
         tmp.rename(libs)
         jars = sorted(p.name for p in libs.glob("*.jar"))
         (home / _MARKER).write_text(
-            f"kafka {version}\nfetched {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+            f"kafka {version}\npom {_pom_digest(version)}\n"
+            f"fetched {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
             + "\n".join(jars)
             + "\n"
         )
@@ -363,12 +428,8 @@ def java_command(
     """The ``java ... -cp <libs/*> main_class args`` command line (tools log to stderr, WARN+)."""
     cp = kafka_classpath(version)
     if log4j_config is None:
-        log4j_config = resource_path("tools-log4j.properties" if major_version(version) < 4 else "tools-log4j2.yaml")
-    log_flag = (
-        f"-Dlog4j.configuration=file:{log4j_config}"
-        if major_version(version) < 4
-        else f"-Dlog4j2.configurationFile={log4j_config}"
-    )
+        log4j_config = resource_path(log4j_resource(version, tools=True))
+    log_flag = log4j_flag(version, log4j_config)
     cds = cds_flags(version, may_dump=False)[0]  # map the sandbox's class archive when there is one
     return [java_executable(), *jvm_flags, *cds, log_flag, "-cp", cp, main_class, *map(str, args)]
 
@@ -385,7 +446,7 @@ def java_tool(
 
     Defaults: ``capture_output=True, text=True, check=False, timeout=300``. Example::
 
-        java_tool(REASSIGN_TOOL, ["--bootstrap-server", bs, "--verify",
+        java_tool(tool_class("reassign", version), ["--bootstrap-server", bs, "--verify",
                                   "--reassignment-json-file", "plan.json"])
     """
     kwargs.setdefault("text", True)
@@ -400,10 +461,9 @@ def java_tool(
 __all__ = [
     "DEFAULT_VERSION",
     "DEFAULT_KRAFT_VERSION",
-    "REASSIGN_TOOL",
-    "LEADER_ELECTION_TOOL",
-    "TOPIC_TOOL",
     "STORAGE_TOOL",
+    "tool_class",
+    "release",
     "cache_root",
     "ensure_kafka",
     "is_cached",

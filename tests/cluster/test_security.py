@@ -188,9 +188,9 @@ def test_zookeeper_reads_with_auth_file(secured, kops_home, tmp_path):
 
 def test_kafka_own_tool_reads_the_properties_file(secured):
     """The client files are Kafka-format: Kafka's TopicCommand uses them as is."""
-    from kops.sandbox.dist import java_tool
+    from kops.sandbox.dist import java_tool, tool_class
 
-    r = java_tool("org.apache.kafka.tools.TopicCommand",
+    r = java_tool(tool_class("topic", secured.kafka_version),
                   ["--bootstrap-server", secured.bootstrap_servers, "--command-config", str(secured.admin_config),
                    "--describe", "--topic", TOPIC], timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -17,7 +17,7 @@ from kops.sandbox.cluster import Sandbox
 from kops.sandbox.opening import attach, open_sandbox
 from kops.inputs.properties import parse_properties, render_properties
 from kops.sandbox.config import SandboxConfig, default_racks, parse_heap, parse_racks
-from kops.sandbox.dist import cache_root, major_version, pom_resource, resource_path
+from kops.sandbox.dist import cache_root, is_cached, major_version, pom_resource, resource_path, tool_class
 
 
 # -- racks ------------------------------------------------------------------------------------
@@ -141,7 +141,7 @@ def test_log4j_resource_has_kafka_appenders():
                    "log4j.logger.state.change.logger=${kops.state.change.level}, stateChangeAppender",
                    "log4j.logger.kafka.controller=TRACE, controllerAppender"):
         assert needle in text
-    assert resource_path("kafka-zk-pom.xml").is_file() and resource_path("kafka-kraft-pom.xml").is_file()
+    assert resource_path("kafka-log4j1-pom.xml").is_file() and resource_path("kafka-log4j2-pom.xml").is_file()
 
 
 def test_kraft_config(tmp_path):
@@ -166,6 +166,10 @@ def test_kraft_config(tmp_path):
         ({"mode": "swarm"}, "mode 'swarm'"),
         ({"brokers": 0}, "brokers 0"),
         ({"mode": "zookeeper", "kafka_version": "4.1.1"}, "no ZooKeeper mode"),
+        ({"mode": "zookeeper", "kafka_version": "2.7.2"}, "Kafka 2.8 or later"),
+        ({"mode": "kraft", "kafka_version": "3.6.2"}, "--mode kraft needs Kafka 3.7 or later"),
+        ({"kafka_version": "3.x"}, "bad Kafka version"),
+        ({"kafka_version": "3.9/../1"}, "bad Kafka version"),
         ({"host": "0.0.0.0"}, "loopback"),
         ({"heap": "lots"}, "--heap"),
         ({"heap": "16m"}, "too small"),
@@ -186,8 +190,42 @@ def test_validation_errors(tmp_path, kwargs, needle):
 
 def test_heap_and_versions():
     assert parse_heap("384M") == "384m" and parse_heap("1g") == "1g"
-    assert major_version("3.9.1") == 3 and pom_resource("3.9.1") == "kafka-zk-pom.xml"
-    assert pom_resource("4.1.1") == "kafka-kraft-pom.xml"
+    assert major_version("3.9.1") == 3 and pom_resource("3.9.1") == "kafka-log4j1-pom.xml"
+    assert pom_resource("2.8.2") == "kafka-log4j1-pom.xml" and pom_resource("4.1.1") == "kafka-log4j2-pom.xml"
+
+
+@pytest.mark.parametrize(("version", "log4j", "reassign"), [
+    ("2.8.2", "log4j.properties", "kafka.admin.ReassignPartitionsCommand"),
+    ("3.6.2", "log4j.properties", "kafka.admin.ReassignPartitionsCommand"),
+    ("3.7.2", "log4j.properties", "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"),
+    ("4.4.0", "log4j2.yaml", "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"),
+])
+def test_each_kafka_line_gets_its_logging_and_command_classes(tmp_path, version, log4j, reassign):
+    mode = "kraft" if version.startswith("4.") else "zookeeper"
+    cfg = SandboxConfig(workdir=tmp_path, mode=mode, kafka_version=version).validate()
+    assert cfg.log4j_file.name == log4j and resource_path(log4j).is_file()
+    flag = [a for a in cfg.jvm_command(0, java="java", classpath="/libs/*") if "log4j" in a]
+    assert flag == [f"-Dlog4j2.configurationFile={cfg.log4j_file}" if log4j.endswith(".yaml")
+                    else f"-Dlog4j.configuration=file:{cfg.log4j_file}"]
+    assert tool_class("reassign", version) == reassign
+
+
+def test_kraft_3x_logs_through_log4j1(tmp_path):
+    cfg = SandboxConfig(workdir=tmp_path, mode="kraft", kafka_version="3.7.2").validate()
+    assert cfg.log4j_file.name == "log4j.properties"
+    assert "-Dlog4j.configuration=file:" + str(cfg.log4j_file) in cfg.jvm_command(1000, java="java", classpath="x")
+
+
+def test_a_changed_pom_fetches_the_jars_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_CACHE_DIR", str(tmp_path))
+    home = tmp_path / "kafka-3.9.2"
+    (home / "libs").mkdir(parents=True)
+    (home / ".kops-complete").write_text("kafka 3.9.2\nfetched 2026-01-01T00:00:00Z\n")  # no pom digest: an old cache
+    assert not is_cached("3.9.2")
+    from kops.sandbox.dist import _pom_digest
+
+    (home / ".kops-complete").write_text(f"kafka 3.9.2\npom {_pom_digest('3.9.2')}\n")
+    assert is_cached("3.9.2")
 
 
 def test_cache_root_env(monkeypatch, tmp_path):
