@@ -128,6 +128,9 @@ class Broker:
     log_dirs: tuple[LogDir, ...] = ()
     #: disk / network / CPU capacity (a capacity file, measured disk), when known
     capacity: Capacity | None = None
+    #: the Kafka release its ApiVersions answer fits (``3.6``; ``4.3+`` past kafka-python's
+    #: table), when read (kops.cluster.versions)
+    kafka_version: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.configs, MappingProxyType):
@@ -151,6 +154,8 @@ class Broker:
             d["log_dirs"] = [ld.to_dict() for ld in self.log_dirs]
         if self.capacity is not None:
             d["capacity"] = self.capacity.to_dict()
+        if self.kafka_version is not None:
+            d["kafka_version"] = self.kafka_version
         return d
 
     @property
@@ -370,6 +375,15 @@ class Topology:
             brokers.append(replace(b, capacity=cap) if cap is not None else b)
         return replace(self, brokers=tuple(brokers))
 
+    def kafka_versions(self) -> str | None:
+        """The Kafka releases the brokers run, oldest to newest: ``3.6``, ``3.5 - 3.6`` mid-upgrade;
+        None when not read."""
+        seen = sorted({b.kafka_version for b in self.brokers if b.kafka_version},
+                      key=lambda v: tuple(int(x) for x in v.rstrip("+").split(".")))
+        if not seen:
+            return None
+        return seen[0] if len(seen) == 1 else f"{seen[0]} - {seen[-1]}"
+
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -401,6 +415,7 @@ class Topology:
                 configs=b.get("configs") or {},
                 log_dirs=tuple(LogDir.from_dict(d) for d in b.get("log_dirs") or ()),
                 capacity=Capacity.from_dict(b["capacity"]) if b.get("capacity") else None,
+                kafka_version=b.get("kafka_version"),
             )
             for b in data["brokers"]
         )

@@ -22,7 +22,8 @@ def _ids(xs) -> str:
 def render_topology(con: Console, topo: Topology) -> None:
     leaders = Counter(p.leader for p in topo.partitions() if p.leader is not None)
     replicas = Counter(b for p in topo.partitions() for b in p.replicas)
-    head = f"cluster {topo.cluster_id or '?'}  mode {topo.mode or '?'}  controller {topo.controller}"
+    head = (f"cluster {topo.cluster_id or '?'}  mode {topo.mode or '?'}  kafka {topo.kafka_versions() or '?'}  "
+            f"controller {topo.controller}")
     con.print(f"[bold]{escape(head)}[/bold]")
 
     sampled = topo.load_sample is not None
@@ -33,7 +34,8 @@ def render_topology(con: Console, topo: Topology) -> None:
             for b in p.replicas:  # every replica takes its partition's bytes-in (network in)
                 bytes_in[b] += p.bytes_in_per_s or 0.0
     bt = Table(title="Brokers", title_justify="left")
-    cols = ["id", "host:port", "rack", "alive", "replicas", "leaders", "throttles"]
+    mixed = " - " in (topo.kafka_versions() or "")  # brokers on different releases: say which runs what
+    cols = ["id", "host:port", "rack", "alive", "replicas", "leaders", "throttles"] + (["kafka"] if mixed else [])
     cols += ["bytes in/s"] if sampled else []
     cols += ["disk", "network in/out"] if caps else []
     for col in cols:
@@ -48,7 +50,7 @@ def render_topology(con: Console, topo: Topology) -> None:
             str(replicas[b.id]),
             str(leaders[b.id]),
             escape(thr),
-        ]
+        ] + ([b.kafka_version or "?"] if mixed else [])
         if sampled:
             row.append(human_bytes(int(bytes_in[b.id])) + "/s")
         if caps:

@@ -20,12 +20,13 @@ from kops.cli.common import (
     out_console,
     output_command,
 )
+from kops.sandbox import dist
 
 app = typer.Typer(
     help=(
         "A real local Kafka cluster for demos and tests: ZooKeeper + 6 brokers over racks a,a,b,b,c,c "
-        "(Kafka 3.9.x jars from Maven Central, cached in ~/.cache/kops), or KRaft with Kafka 4.x "
-        "(--mode kraft). Processes listen on 127.0.0.1 only; state, configs, data and logs live in "
+        f"(Kafka {dist.DEFAULT_VERSION} jars from Maven Central, cached in ~/.cache/kops), or KRaft with Kafka "
+        f"{dist.DEFAULT_KRAFT_VERSION} (--mode kraft); any Kafka from 2.8 with --kafka-version. Processes listen on 127.0.0.1 only; state, configs, data and logs live in "
         "the work dir (~/.kops/sandbox, env KOPS_SANDBOX_DIR), so later commands find the cluster."
     ),
     no_args_is_help=True,
@@ -132,10 +133,12 @@ def up(
     heap: Annotated[str | None, typer.Option("--heap", help="Broker JVM heap, -Xmx (default 384m).")] = None,
     mode: Annotated[
         Mode | None,
-        typer.Option("--mode", help="zookeeper: Kafka 3.9 + ZooKeeper (default); kraft: Kafka 4.x, KRaft controllers."),
+        typer.Option("--mode", help="zookeeper: Kafka + ZooKeeper (default; Kafka 2.8 - 3.9); kraft: KRaft "
+                                    "controllers (Kafka 3.7 and later)."),
     ] = None,
     kafka_version: Annotated[
-        str | None, typer.Option("--kafka-version", help="Kafka version from Maven Central (default 3.9.1; kraft 4.1.1).")
+        str | None, typer.Option("--kafka-version", help=f"Kafka version from Maven Central, 2.8 or later (default "
+                                 f"{dist.DEFAULT_VERSION}; kraft {dist.DEFAULT_KRAFT_VERSION}); every one runs on Java 17.")
     ] = None,
     controllers: Annotated[
         int | None, typer.Option("--controllers", help="KRaft controller quorum size: 1 (default) or 3.")
@@ -601,7 +604,7 @@ app.add_typer(image_app, name="image")
 def image_build(
     c: Context,
     kafka_version: Annotated[
-        str | None, typer.Option("--kafka-version", help="Kafka version of the image (default 3.9.1).")
+        str | None, typer.Option("--kafka-version", help=f"Kafka version of the image (default {dist.DEFAULT_VERSION}).")
     ] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Build even when an image of the same inputs exists.")] = False,
 ) -> None:

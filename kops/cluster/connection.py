@@ -378,7 +378,7 @@ class Connection:
         def ask() -> ClusterDescription:
             try:
                 answer = self.kp_admin().describe_cluster()
-            except ClusterError:
+            except (ClusterError, BadInput):  # BadInput: versions.Unsupported (Kafka < 2.8)
                 raise
             except Exception as e:
                 # kafka-python's retriable errors: a dropped connection, a node not ready, a timeout

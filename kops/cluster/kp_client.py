@@ -11,6 +11,13 @@ version matrix, tests/compat/). Remove an override once the pinned kafka-python 
   every DescribeCluster answer, a field that came with v1 (Kafka 3.7, KIP-919); brokers before
   3.7 answer v0, which has no such field, and ``describe_cluster()`` raises
   ``KeyError: 'endpoint_type'``. The upstream report's text is in docs/compatibility.md.
+- **DescribeQuorum v0 - v1 (KRaft 3.3 - 3.8)**: kafka-python 3.0.12 pops each partition's
+  ``error_message``, a field of v2 (Kafka 3.9, KIP-853), without a default:
+  ``describe_metadata_quorum()`` raises ``KeyError: 'error_message'`` and kops could not name the
+  active controller of a KRaft 3.7 or 3.8 cluster.
+- **Kafka before 2.8** answers no DescribeCluster at all: kafka-python falls back to a Metadata
+  request; kops refuses instead (:class:`kops.cluster.versions.Unsupported`), naming the version
+  it needs.
 """
 
 from __future__ import annotations
@@ -35,13 +42,50 @@ class KopsAdminClient(KafkaAdminClient):
                                              include_fenced_brokers=True)
             response = await self._manager.send(request)
         except Errors.IncompatibleBrokerVersion:
-            return await super()._describe_cluster()  # Kafka < 2.8: kafka-python's own metadata fallback
+            # Kafka < 2.8 (kafka-python would fall back to Metadata): older than kops supports
+            from kops.cluster.versions import DESCRIBE_CLUSTER, Unsupported
+
+            raise Unsupported(
+                f"the cluster's brokers do not answer {DESCRIBE_CLUSTER.api} ({DESCRIBE_CLUSTER.kip}): they run a Kafka "
+                f"older than 2.8, and kops needs {DESCRIBE_CLUSTER.needs()}. Nothing was read or changed."
+            ) from None
         error_type = Errors.for_code(response.error_code)
         if error_type is not Errors.NoError:
             raise error_type(response.error_message)
         answer = describe_cluster_answer(response.to_dict())
         self._process_acl_operations(answer)
         return answer
+
+
+    async def _async_describe_quorum(self, topic, partition):
+        """kafka-python's ``_async_describe_quorum`` with the error fields of v2 read where the
+        answer has them (v0 and v1 carry only error codes)."""
+        import kafka.errors as Errors
+        from kafka.protocol.admin import DescribeQuorumRequest
+
+        t = DescribeQuorumRequest.TopicData
+        request = DescribeQuorumRequest(topics=[t(topic_name=topic, partitions=[t.PartitionData(partition_index=partition)])])
+        response = await self._manager.send(request)
+        top_error = Errors.for_code(response.error_code)
+        if top_error is not Errors.NoError:
+            raise top_error(getattr(response, "error_message", None) or "")
+        return describe_quorum_answer(response.to_dict())
+
+
+def describe_quorum_answer(raw: dict) -> dict:
+    """A DescribeQuorum answer (``Response.to_dict()``, any version) as kafka-python's
+    ``describe_metadata_quorum()`` returns it: no status fields at the top, and each partition's
+    error as text (``error``, None when there is none)."""
+    import kafka.errors as Errors
+
+    out = dict(raw)
+    for name in ("throttle_time_ms", "error_code", "error_message"):
+        out.pop(name, None)
+    for topic in out.get("topics") or ():
+        for p in topic.get("partitions") or ():
+            error = Errors.for_code(p.pop("error_code", 0))(p.pop("error_message", None))
+            p["error"] = None if isinstance(error, Errors.NoError) else str(error)
+    return out
 
 
 def describe_cluster_answer(raw: dict) -> dict:
@@ -54,4 +98,4 @@ def describe_cluster_answer(raw: dict) -> dict:
     return out
 
 
-__all__ = ["KopsAdminClient", "describe_cluster_answer"]
+__all__ = ["KopsAdminClient", "describe_cluster_answer", "describe_quorum_answer"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from kops.cluster import versions
 from kops.cluster.connection import AuthenticationError, Connection, mode_of_broker_configs
 from kops.errors import AuthorizationError, ClusterError, ClusterTimeout
 from kops.model import Broker, LogDir, Partition, Topic, Topology
@@ -39,6 +40,7 @@ BROKER_THROTTLE_CONFIGS = (
 
 @dataclass(frozen=True)
 class ReadOptions:
+    #: topic and broker configs, the cluster's mode, and each broker's Kafka release (ApiVersions)
     with_configs: bool = True
     with_sizes: bool = True
     size_topics: tuple[str, ...] | None = None  # sizes of these topics only (None = all read)
@@ -162,12 +164,16 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         moving = {t for (t, _p), r in reassign.items() if r.get("adding_replicas")}
         sized = [t for t in topic_names if opts.size_topics is None or t in opts.size_topics or t in moving]
         disk = _describe_log_dirs(conn, alive_ids, sized)
+    releases: dict[int, str] = {}
     if opts.with_configs:
         broker_configs, mode = _broker_configs_collect(conn, broker_futures)
         topics = _with_topic_configs(conn, topics, topic_futures)
+        if hasattr(conn, "kp_admin"):
+            releases = {b.broker: b.kafka() for b in versions.read(conn, alive_ids).brokers}
     brokers = {
         bid: replace(b, configs=broker_configs.get(bid, {}),
-                     log_dirs=disk.dirs.get(bid, ()) if disk is not None else ())
+                     log_dirs=disk.dirs.get(bid, ()) if disk is not None else (),
+                     kafka_version=releases.get(bid))
         for bid, b in brokers.items()
     }
 

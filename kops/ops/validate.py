@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kops.cluster.versions import DISK_CAPACITY, line
 from kops.errors import BadInput
 from kops.model import PlanEntry, ReassignmentPlan, Topology, TopicPartition
 from kops.inputs.values import human_bytes
@@ -483,7 +484,8 @@ def check_disk(
         warnings.append(
             f"broker{'s' if len(not_reported) > 1 else ''} {_ids(not_reported)} "
             f"{'do' if len(not_reported) > 1 else 'does'} not report the free space of "
-            "their log dirs (DescribeLogDirs v4, KIP-827: Kafka 3.3 or later): not checked"
+            f"their log dirs ({DISK_CAPACITY.api} v{DISK_CAPACITY.min_version}, {DISK_CAPACITY.kip}: "
+            f"Kafka {line(DISK_CAPACITY.since)} or later): not checked"
         )
     for b in sorted(unsized):
         names = unsized[b]

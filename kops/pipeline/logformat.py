@@ -57,6 +57,8 @@ EVENTS: list[tuple[str, str]] = [
     # controller (ZK): PartitionStateMachine
     ("leader_change", r"Changed partition " + TOPIC + r"-\d+ from \w+ to OnlinePartition with state"),
     ("partition_state", r"Changed partition " + TOPIC + r"-\d+ (?:state )?from \w+ to \w+"),
+    # an election the controller could not make (e.g. the preferred replica out of the ISR)
+    ("partition_state_failed", r"failed to change state for partition " + TOPIC + r"-\d+ from \w+ to \w+"),
     # controller (ZK): ReplicaStateMachine, ISR shrink when a replica goes offline
     ("isr_change", r"Partition " + TOPIC + r"-\d+ state changed to \(Leader:"),
     ("replica_state", r"Changed state of replica \d+ for partition "),
@@ -66,7 +68,8 @@ EVENTS: list[tuple[str, str]] = [
     ("isr_change", r"ISR for partition " + TOPIC + r"-\d+ updated to"),
     ("leader_epoch_bump", r"Updated leader epoch for partition "),
     # broker: Partition.makeLeader / makeFollower
-    ("become_leader", r"\] Leader " + TOPIC + r"-\d+ with topic id .* starts at leader epoch"),
+    # (Kafka before 3.0 names no topic id: "Leader t-0 starts at leader epoch 0 from offset ...")
+    ("become_leader", r"\] Leader " + TOPIC + r"-\d+ (?:with topic id .* )?starts at leader epoch"),
     ("become_follower", r"\] Follower " + TOPIC + r"-\d+ starts at leader epoch"),
     ("skip_become_leader", r"Skipped the become-leader state change"),
     ("skip_become_follower", r"Skipped the become-follower state change|cannot become follower"),
@@ -190,6 +193,8 @@ ISR_PATTERNS: list[str] = [
 ISR_BROKER_STATE_LIST = r"isrWithBrokerEpoch=List\(((?:BrokerState\([^)]*\)(?:, )?)*)\)"
 ISR_BROKER_STATE_ID = r"brokerId=(-?\d+)"
 STATES_RE = r" from (\w+) to (\w+)"
+#: the events whose message names a state change ``from X to Y`` (STATES_RE)
+STATE_EVENTS = ("leader_change", "partition_state", "partition_state_failed", "replica_state", "replica_state_failed")
 REPLICA_PATTERNS: list[str] = [
     r"Changed state of replica (\d+) ",
     r"after removing replica (\d+) ",
@@ -302,7 +307,7 @@ def parse_line(line: str) -> ParsedLine | None:
     p.controller_id = _int(_first(CONTROLLER_ID_PATTERNS, msg))
     p.replica = _int(_first(REPLICA_PATTERNS, msg))
     st = _rx(STATES_RE).search(msg)
-    if st and p.event in ("leader_change", "partition_state", "replica_state", "replica_state_failed"):
+    if st and p.event in STATE_EVENTS:
         p.from_state, p.to_state = st.groups()
     return p
 

@@ -348,14 +348,14 @@ def parse_starts(starts: DataFrame) -> DataFrame:
         .withColumn(
             "from_state",
             F.when(
-                F.col("event").isin("leader_change", "partition_state", "replica_state", "replica_state_failed"),
+                F.col("event").isin(*lf.STATE_EVENTS),
                 F.nullif(F.regexp_extract(m, lf.STATES_RE, 1), F.lit("")),
             ),
         )
         .withColumn(
             "to_state",
             F.when(
-                F.col("event").isin("leader_change", "partition_state", "replica_state", "replica_state_failed"),
+                F.col("event").isin(*lf.STATE_EVENTS),
                 F.nullif(F.regexp_extract(m, lf.STATES_RE, 2), F.lit("")),
             ),
         )

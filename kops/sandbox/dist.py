@@ -28,6 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kops.cluster import versions
+from kops.cluster.versions import line
 from kops.errors import BadInput, ClusterError
 
 DEFAULT_VERSION = "3.9.2"
@@ -35,7 +37,7 @@ DEFAULT_VERSION = "3.9.2"
 DEFAULT_KRAFT_VERSION = "4.4.0"
 """The newest Kafka (KRaft only) for ``mode="kraft"``."""
 
-OLDEST = (2, 8)
+OLDEST = versions.OLDEST
 """The oldest Kafka the sandbox runs (and kops supports: DescribeCluster, KIP-700, came in 2.8)."""
 LAST_ZOOKEEPER = (3, 9)
 """The last Kafka line with ZooKeeper mode (removed in 4.0)."""
@@ -86,17 +88,12 @@ def major_version(version: str) -> int:
     return release(version)[0]
 
 
-def line(rel: tuple[int, int]) -> str:
-    """``(3, 7)`` -> ``"3.7"``."""
-    return f"{rel[0]}.{rel[1]}"
-
-
 def check_version(version: str) -> None:
     """BadInput unless ``version`` is a Kafka version kops supports (2.8 or later)."""
     if release(version) < OLDEST:
         raise BadInput(
             f"Kafka {version} is not supported: the sandbox (and kops) run Kafka {line(OLDEST)} or later "
-            f"(DescribeCluster, KIP-700, came in {line(OLDEST)})"
+            f"({versions.DESCRIBE_CLUSTER.kip}: {versions.DESCRIBE_CLUSTER.api} came in {line(OLDEST)})"
         )
 
 

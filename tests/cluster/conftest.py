@@ -5,12 +5,10 @@
   cluster on the default ports; always torn down (also on failures and Ctrl-C; a watchdog
   process stops it if the test process is killed outright).
 - ``bootstrap`` (str), ``zk_connect`` (str): its connection strings.
-- ``unique_topic``: ``unique_topic("health")`` -> ``"health-1a2b3c4d"``.
-- ``kraft_sandbox``, ``kraft_bootstrap``: a second cluster in KRaft mode (Kafka 4.x, 6 brokers in
-  racks a,a,b,b,c,c, one controller) for the KRaft suite (tests/cluster/kraft/), started lazily by
-  the first test that asks for it -- so only when such a test is collected -- and torn down with
-  the session. tests/cluster/kraft/conftest.py runs those tests together at the end of the session
-  (the ZooKeeper cluster stays up, idle: under 0.1 core; memory is not the limit).
+- ``unique_topic`` (tests/conftest.py): ``unique_topic("health")`` -> ``"health-1a2b3c4d"``.
+
+KRaft clusters and the other Kafka versions: the version matrix (tests/compat/) runs kops'
+workflow on a cluster of its own per version, both modes.
 
 Tests must leave the cluster healthy: restart whatever they stop, in ``finally``.
 
@@ -19,9 +17,9 @@ Environment:
   :mod:`kops.sandbox.containers`) instead of local JVMs; the engine at ``$DOCKER_HOST`` or a
   private dockerd started for the session (root and Debian's docker.io).
 - ``KOPS_TEST_CLUSTER=kraft``: the same cluster shape in KRaft mode (Kafka 4.x, one controller);
-  ``zk_connect`` skips; ``kraft_sandbox`` is that same cluster (one cluster for the session).
-- ``KOPS_TEST_KRAFT_DIR=DIR``: ``kraft_sandbox`` is the KRaft sandbox already running in DIR
-  (``kops sandbox up --mode kraft --workdir DIR``), left running afterwards; fast for development.
+  ``zk_connect`` skips.
+- ``KOPS_TEST_KAFKA_VERSION=V``: the session's cluster runs Kafka V (default: the sandbox's
+  default of the mode, 3.9.2 / 4.4.0), e.g. the whole cluster suite on Kafka 2.8.2.
 - ``KOPS_TEST_CLUSTER=existing``: reuse the sandbox already running in ``$KOPS_SANDBOX_DIR``
   (``kops sandbox up``) and leave it running afterwards; fast for development.
 - ``KOPS_TEST_KEEP_LOGS=1``: keep the work dir (data and logs) after the session (default: kept
@@ -34,7 +32,6 @@ import atexit
 import os
 import shutil
 import signal
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -110,6 +107,7 @@ def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: l
         broker_ports=ports[1:],
         heap=os.environ.get("KOPS_TEST_HEAP", "384m"),
         engine=engine,
+        kafka_version=os.environ.get("KOPS_TEST_KAFKA_VERSION") or None,
     )
     sb = sandbox_class(cfg)(cfg, log=lambda m: print(f"[sandbox] {m}", flush=True))
     watchdog = spawn_watchdog(workdir)
@@ -156,32 +154,6 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 
 
 @pytest.fixture(scope="session")
-def kraft_sandbox(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
-    """The session's KRaft cluster (see the module doc): the session's own cluster when it runs in
-    KRaft mode, else a second one started on first use."""
-    kind = os.environ.get("KOPS_TEST_CLUSTER", "local").lower()
-    existing = os.environ.get("KOPS_TEST_KRAFT_DIR")
-    if kind == "kraft":
-        yield request.getfixturevalue("sandbox")
-    elif existing:
-        from kops.sandbox import attach
-
-        sb = attach(existing)
-        if sb.mode != "kraft":
-            raise pytest.UsageError(f"KOPS_TEST_KRAFT_DIR={existing}: that sandbox runs in {sb.mode} mode, not kraft")
-        sb.up()  # checks readiness; starts whatever is stopped
-        yield sb
-    else:
-        yield from _local_sandbox(tmp_path_factory, request, mode="kraft")
-
-
-@pytest.fixture(scope="session")
-def kraft_bootstrap(kraft_sandbox) -> str:
-    """``127.0.0.1:p1,...`` of the KRaft cluster."""
-    return kraft_sandbox.bootstrap_servers
-
-
-@pytest.fixture(scope="session")
 def bootstrap(sandbox) -> str:
     """``127.0.0.1:p1,...`` of the session's cluster."""
     return sandbox.bootstrap_servers
@@ -194,12 +166,3 @@ def zk_connect(sandbox) -> str:
         pytest.skip("the cluster runs in KRaft mode: no ZooKeeper")
     return sandbox.zookeeper_connect
 
-
-@pytest.fixture
-def unique_topic() -> Callable[[str], str]:
-    """Factory of fresh topic names: ``unique_topic("health")`` -> ``"health-<uuid8>"``."""
-
-    def make(prefix: str = "t") -> str:
-        return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-    return make

@@ -118,3 +118,15 @@ def ongoing(bootstrap: str) -> dict:
         return {(tp.topic, tp.partition): v for tp, v in c.list_partition_reassignments().items()}
     finally:
         c.close()
+
+
+def requires(sandbox, feature) -> None:
+    """Skip the test when the sandbox's Kafka predates ``feature`` (a
+    :class:`kops.cluster.versions.Feature`), e.g. the whole suite run on an older Kafka with
+    ``KOPS_TEST_KAFKA_VERSION``; what kops does there instead is the version matrix's to prove."""
+    import pytest
+
+    from kops.sandbox.dist import release
+
+    if release(sandbox.kafka_version) < feature.since:
+        pytest.skip(f"Kafka {sandbox.kafka_version}: {feature.what} needs {feature.needs()}")

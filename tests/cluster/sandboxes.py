@@ -10,15 +10,16 @@ import shutil
 
 def own_sandbox(cls, tmp_path_factory, request, name: str, label: str, *, brokers: int, setup=None, **config):
     """Yield a running ``cls`` (the JVM or the containerised sandbox) with ``brokers`` brokers
-    and ``config``; ``setup(sb)`` runs once it is up."""
+    and ``config`` (``mode="kraft"``: one controller); ``setup(sb)`` runs once it is up."""
     from kops.sandbox import SandboxConfig
     from kops.sandbox.procs import free_ports
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
     workdir = tmp_path_factory.mktemp(name, numbered=True)
     ports = free_ports(brokers + 1)
-    cfg = SandboxConfig(workdir=workdir, brokers=brokers, zookeeper_port=ports[0], broker_ports=ports[1:],
-                        heap=os.environ.get("KOPS_TEST_HEAP", "384m"), **config)
+    first = {"controller_ports": [ports[0]]} if config.get("mode") == "kraft" else {"zookeeper_port": ports[0]}
+    cfg = SandboxConfig(workdir=workdir, brokers=brokers, broker_ports=ports[1:],
+                        heap=os.environ.get("KOPS_TEST_HEAP", "384m"), **first, **config)
     sb = cls(cfg, log=lambda m: print(f"[{label}] {m}", flush=True))
     watchdog = spawn_watchdog(workdir)
     failed_before = request.session.testsfailed

@@ -1,4 +1,4 @@
-"""kops' Kafka-exact assignment against Kafka's own ``AdminUtils.assignReplicasToBrokers`` (3.9.1 jars).
+"""kops' Kafka-exact assignment against Kafka's own ``AdminUtils.assignReplicasToBrokers`` (the sandbox's 3.9 jars).
 
 A small Java driver (tests/java/AssignDriver.java) is compiled into a tmp dir and runs every case
 in ONE JVM. Cases: 1-60 brokers (ids scattered, caller order shuffled), 0-8 racks (even and uneven,
@@ -27,7 +27,7 @@ from kops.placement.kafka_assign import (
     KafkaAssignmentError,
     assign_replicas_to_brokers,
 )
-from kops.sandbox.dist import kafka_classpath
+from kops.sandbox.dist import DEFAULT_VERSION, kafka_classpath
 
 pytestmark = pytest.mark.cluster
 
@@ -42,7 +42,7 @@ def driver(tmp_path_factory) -> tuple[str, str]:
     """(classpath, output dir) of the compiled driver."""
     javac = shutil.which("javac")
     assert javac, "javac is not on PATH: the differential test needs a JDK 17 (apt-get install openjdk-17-jdk-headless)"
-    cp = kafka_classpath("3.9.1")
+    cp = kafka_classpath(DEFAULT_VERSION)
     out = tmp_path_factory.mktemp("assign-driver")
     proc = subprocess.run(
         [javac, "-nowarn", "-cp", cp, "-d", str(out), str(DRIVER)], capture_output=True, text=True, timeout=180

@@ -236,13 +236,6 @@ def test_rebalance_asks_the_controller_when_the_preferred_replica_is_out_of_the_
     check_out_of_isr_ask(sandbox, bootstrap, unique_topic("outisr"))
 
 
-def test_rebalance_asks_the_kraft_controller_when_the_preferred_replica_is_out_of_the_isr(
-        kraft_sandbox, kraft_bootstrap, unique_topic, monkeypatch):
-    """The same against the KRaft controller (Kafka 4.x): it refuses with the same error."""
-    monkeypatch.delenv("KOPS_ZOOKEEPER", raising=False)
-    check_out_of_isr_ask(kraft_sandbox, kraft_bootstrap, unique_topic("outisr-kraft"))
-
-
 def check_out_of_isr_ask(sandbox, bootstrap: str, topic: str) -> None:
     ids = sorted(sandbox.broker_ids)
     # during the reassignment the replicas are target ++ origin = [ids[4], ids[0], ids[2]]: the

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from kops.cluster import versions
 from tests.cluster import kafka_helpers
-from tests.cluster.kafka_helpers import admin, assert_lock_released, delete_topic, ongoing, replicas, wait_for
+from tests.cluster.kafka_helpers import admin, assert_lock_released, delete_topic, ongoing, replicas, requires, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -414,6 +416,7 @@ def test_plan_that_would_not_fit_a_destination_disk_is_refused(sandbox, bootstra
     brokers share one roomy disk, so the plan is made too big for it with the documented knob,
     never a faked answer: ``--disk-reserve 100`` keeps the whole volume free, and any data is too
     much. Refused before any write (exit 2), every destination named with its figures."""
+    requires(sandbox, versions.DISK_CAPACITY)
     topic = unique_topic("reassign-disk")
     try:
         before = create_topic(bootstrap, topic, partitions=3, mb_per_partition=1)
@@ -465,6 +468,7 @@ def test_a_later_wave_that_would_not_fit_halts_and_cancel_rolls_back(sandbox, bo
     up mid-move). Provoked honestly with ``resume --disk-reserve 100``: the execution halts
     before wave 2 (exit 1, said), submits nothing new, the move in flight goes on, and
     ``cancel`` rolls it back and cleans up."""
+    requires(sandbox, versions.DISK_CAPACITY)
     topic = unique_topic("reassign-diskwave")
     try:
         before = create_topic(bootstrap, topic, partitions=3, mb_per_partition=1)

@@ -32,7 +32,7 @@ def test_compose_file_gives_a_six_broker_three_rack_cluster(docker_engine, tmp_p
     from kops.sandbox import engine, image
     from kops.sandbox.procs import free_ports
 
-    image.kafka_image(engine.client())  # builds or reuses it, tags kops/kafka:3.9.1
+    image.kafka_image(engine.client())  # builds or reuses it, tags kops/kafka:<the sandbox's default version>
     ports = free_ports(7)
     env = {**os.environ, "KOPS_ZOOKEEPER_PORT": str(ports[0]),
            **{f"KOPS_BROKER{i}_PORT": str(p) for i, p in enumerate(ports[1:])}}

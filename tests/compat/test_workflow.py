@@ -1,14 +1,19 @@
-"""kops on a real KRaft cluster (Kafka 4.x: 6 brokers in racks a,a,b,b,c,c, one controller, no
-ZooKeeper; fixture ``kraft_sandbox``), through the real CLI in subprocesses.
+"""The version matrix: kops' core workflow, as an operator runs it, on a real cluster of each
+Kafka version and mode (tests/compat/conftest.py: fixtures ``kafka`` = (mode, version) and
+``cluster``, a 6-broker sandbox in racks a,a,b,b,c,c with ZooKeeper or one KRaft controller),
+through the real CLI in subprocesses.
 
 What is asserted is the cluster's own state, read with plain confluent-kafka / kafka-python
-(tests/cluster/kafka_helpers.py), never kops' reading code: topology and mode, health, a throttled
-reassignment with real data (throttles present during the move, gone after), cancel mid-move
-rolling back, preferred elections and the cron rebalance, demote / restore of a rack, the
-rack-maintenance playbook with the rack really down, ZooKeeper-only options refused (exit 2,
-nothing changed), and ``kops logs merge`` over the cluster's state-change and controller logs.
+(tests/cluster/kafka_helpers.py), never kops' reading code: topology, mode and Kafka version
+(with ZooKeeper read too where there is one), health, a rebalance plan, a throttled reassignment
+with real data (throttles present during the move, gone after) and its verify, cancel mid-move
+rolling back, preferred elections and the cron rebalance, demote / restore of a rack, a bounded
+``rebalance step``, the rack-maintenance playbook with the rack really down,
+ZooKeeper-only options (refused on KRaft, exit 2, nothing changed; ``--via zookeeper`` on
+ZooKeeper mode), and ``kops logs merge`` over the version's own state-change (and KRaft
+controller) logs. What a version lacks is recorded with ``note`` for docs/compatibility.md.
 
-Topics created here are left in place (the cluster is this suite's alone): the last test reads
+Topics created here are left in place (the cluster is this module's alone): the last test reads
 their history back from the logs. Everything stopped is started again in ``finally``.
 """
 
@@ -40,7 +45,7 @@ from tests.cluster.kafka_helpers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.compat]
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -102,13 +107,40 @@ def topic_throttles(bootstrap: str, topic: str) -> dict[str, str]:
     return {k: entries[k].value for k in REPLICA_KEYS if entries[k].value}
 
 
-def quorum_leader(bootstrap: str) -> int:
-    """The active controller, from DescribeMetadataQuorum (kafka-python)."""
-    from kafka.admin import KafkaAdminClient
+def zk_controller(zk_connect: str) -> int:
+    """The ZooKeeper-mode controller, from ZooKeeper's /controller (kazoo)."""
+    from kazoo.client import KazooClient
 
+    zk = KazooClient(hosts=zk_connect, timeout=10)
+    zk.start(timeout=10)
+    try:
+        return int(json.loads(zk.get("/controller")[0])["brokerid"])
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def expected_release(version: str) -> str:
+    """What kops reports for a broker of ``version``: its ``major.minor``, or the newest release
+    kafka-python's table knows, with ``+``, for a newer broker."""
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+
+    major, minor = (int(x) for x in version.split(".")[:2])
+    newest = max(BROKER_API_VERSIONS)[:2]
+    return f"{newest[0]}.{newest[1]}+" if (major, minor) >= newest else f"{major}.{minor}"
+
+
+def quorum_leader(bootstrap: str) -> int:
+    """The active controller, from DescribeQuorum sent by plain kafka-python (its own
+    ``describe_metadata_quorum()`` fails on KRaft before 3.9: kops/cluster/kp_client.py)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.admin import DescribeQuorumRequest
+
+    t = DescribeQuorumRequest.TopicData
+    req = DescribeQuorumRequest(topics=[t(topic_name="__cluster_metadata", partitions=[t.PartitionData(partition_index=0)])])
     c = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
     try:
-        return c.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
+        return c._manager.run(c._manager.send, req).topics[0].partitions[0].leader_id
     finally:
         c.close()
 
@@ -142,22 +174,29 @@ def free_port() -> int:
 
 
 # ------------------------------------------------------------------------------------------
-# tests
+# tests (in this order on each version; the last one reads the others' history from the logs)
 # ------------------------------------------------------------------------------------------
 
 
-def test_describe_says_kraft_controller_and_racks_and_health(kraft_sandbox, kraft_bootstrap, unique_topic, kops_home):
-    sb, bs = kraft_sandbox, kraft_bootstrap
-    topic = unique_topic("kraft-topo")
+def test_describe_reads_mode_version_controller_racks_and_health(cluster, kafka, unique_topic, kops_home):
+    (mode, version), sb, bs = kafka, cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-topo")
     create_topic(bs, topic, partitions=6, rf=3)
-    r = kops("cluster", "describe", "--bootstrap-server", bs, "--output", "json")
+    zk = ["--zookeeper", sb.zookeeper_connect] if mode == "zookeeper" else []
+    r = kops("cluster", "describe", "--bootstrap-server", bs, *zk, "--output", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, topology_schema())
-    assert doc["mode"] == "kraft"
-    # the active controller is the metadata quorum's leader: a controller node, not a broker
-    assert doc["controller"] == quorum_leader(bs) and doc["controller"] in sb.controller_ids
+    assert doc["mode"] == mode
+    # ZooKeeper mode: the Admin API and ZooKeeper agree (kops reports every disagreement)
+    assert not doc.get("notes"), doc.get("notes")
+    if mode == "kraft":  # the active controller is the metadata quorum's leader: a controller node
+        assert doc["controller"] == quorum_leader(bs) and doc["controller"] in sb.controller_ids
+    else:
+        assert doc["controller"] == zk_controller(sb.zookeeper_connect) and doc["controller"] in sb.broker_ids
     assert {b["id"]: (b["rack"], b["alive"]) for b in doc["brokers"]} == {b: (sb.rack_of(b), True) for b in sb.broker_ids}
+    # the Kafka release each broker runs, from its own ApiVersions answer
+    assert {b["kafka_version"] for b in doc["brokers"]} == {expected_release(version)}
     t = next(t for t in doc["topics"] if t["name"] == topic)
     assert t["configs"]["min.insync.replicas"] == "2"
     for p in t["partitions"]:  # Kafka's rack-aware placement: 3 replicas in 3 racks, all in sync
@@ -166,16 +205,19 @@ def test_describe_says_kraft_controller_and_racks_and_health(kraft_sandbox, kraf
     human = kops("cluster", "describe", "--bootstrap-server", bs, "--topic", topic)
     assert human.returncode == 0, human.stderr
     head = human.stdout.splitlines()[0]
-    assert "mode kraft" in head and f"controller {doc['controller']}" in head, head
+    assert f"mode {mode}" in head and f"kafka {expected_release(version)}" in head, head
+    assert f"controller {doc['controller']}" in head, head
 
-    r = kops("cluster", "health", "--bootstrap-server", bs, "--output", "json")
+    r = kops("cluster", "health", "--bootstrap-server", bs, *zk, "--output", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json_of(r)["healthy"]
 
 
-def test_zookeeper_only_options_refused_nothing_changed(kraft_sandbox, kraft_bootstrap, unique_topic, tmp_path, kops_home):
-    sb, bs = kraft_sandbox, kraft_bootstrap
-    topic = unique_topic("kraft-nozk")
+def test_zookeeper_only_options_refused_nothing_changed(cluster, kafka, unique_topic, tmp_path, kops_home):
+    if kafka[0] != "kraft":
+        pytest.skip("ZooKeeper mode: --zookeeper and --via zookeeper apply (test_reassignment_through_zookeeper)")
+    sb, bs = cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-nozk")
     before = create_topic(bs, topic, partitions=2, rf=3, mb_per_partition=1)
     plan = write_plan(tmp_path / "plan.json", topic, same_rack_swap(sb, before))
     leaders_before = leaders(bs, topic)
@@ -207,9 +249,61 @@ def test_zookeeper_only_options_refused_nothing_changed(kraft_sandbox, kraft_boo
     assert not list(kops_home.rglob("*.json"))
 
 
-def test_throttled_reassignment_execute_and_verify(kraft_sandbox, kraft_bootstrap, unique_topic, tmp_path, kops_home):
-    sb, bs = kraft_sandbox, kraft_bootstrap
-    topic = unique_topic("kraft-move")
+def test_reassignment_through_zookeeper(cluster, kafka, unique_topic, tmp_path, kops_home):
+    """``--via zookeeper``: the plan written to /admin/reassign_partitions, as Kafka's tool did
+    before KIP-455, with kops' throttles and journal in ZooKeeper."""
+    if kafka[0] != "zookeeper":
+        pytest.skip("KRaft: no ZooKeeper (--via zookeeper is refused: test_zookeeper_only_options_refused_nothing_changed)")
+    sb, bs = cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-viazk")
+    before = create_topic(bs, topic, partitions=2, rf=3, mb_per_partition=1)
+    target = same_rack_swap(sb, before)
+    plan = write_plan(tmp_path / "plan.json", topic, target)
+    r = kops("reassign", "execute", "--reassignment-json-file", str(plan), "--via", "zookeeper",
+             "--zookeeper", sb.zookeeper_connect, "--throttle", "20000000", "--wait", "--yes", "--poll-interval", "1",
+             "--bootstrap-server", bs, "--output", "json", timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json_of(r)
+    assert doc["state"] == "complete" and doc["throttles_left"] == []
+    assert replicas(bs, topic) == target and not ongoing(bs)
+    assert topic_throttles(bs, topic) == {} and broker_throttles(bs, sb.broker_ids) == {}
+
+
+def test_plan_rebalance_of_a_stacked_topic(cluster, kafka, unique_topic, tmp_path, kops_home, note):
+    """``kops plan rebalance`` on the live cluster, and the dry run of its plan (every check an
+    execution makes first, the disk check among them)."""
+    version, sb, bs = kafka[1], cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-stack")
+    ids = sorted(sb.broker_ids)
+    stacked = [ids[0], ids[2], ids[4]]  # one broker per rack: rack-safe, but all on three brokers
+    create_topic(bs, topic, min_isr=2, mb_per_partition=0.2, assignment={p: stacked for p in range(6)})
+    wait_for(lambda: all_in_sync(bs), 60, what="cluster in sync")
+    r = kops("plan", "rebalance", "--bootstrap-server", bs, "--output", "json", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json_of(r)
+    moves = {(p["topic"], p["partition"]): p["replicas"] for p in doc["plan"]["partitions"]}
+    assert any(t == topic for t, _ in moves), "the stacked topic is not spread"
+    for (t, _p), reps in moves.items():  # every planned partition rack-safe
+        assert len(set(reps)) == len(reps) and len({sb.rack_of(b) for b in reps}) == min(3, len(reps)), (t, reps)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(doc["plan"]))
+    r = kops("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "50000000", "--dry-run",
+             "--bootstrap-server", bs, "--output", "json", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    disk = json_of(r)["disk_check"]
+    if tuple(int(x) for x in version.split(".")[:2]) < (3, 3):
+        assert not disk["figures"], disk
+        assert any("KIP-827" in w and "Kafka 3.3 or later" in w and "not checked" in w for w in disk["warnings"]), disk
+        note("the disk-fit check is skipped, with a warning naming Kafka 3.3: brokers before 3.3 do not report "
+             "their log dirs' total and usable bytes (KIP-827)")
+    else:  # every destination's volume checked
+        assert disk["figures"] and not [w for w in disk["warnings"] if "KIP-827" in w], disk
+    assert not ongoing(bs) and replicas(bs, topic) == {p: stacked for p in range(6)}  # a dry run changes nothing
+
+
+def test_throttled_reassignment_execute_and_verify(cluster, unique_topic, tmp_path, kops_home):
+    sb, bs = cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-move")
     before = create_topic(bs, topic, partitions=4, rf=3, mb_per_partition=6)  # 24 MB, 72 MB with replicas
     target = same_rack_swap(sb, before)
     plan = write_plan(tmp_path / "plan.json", topic, target)
@@ -260,9 +354,9 @@ def test_throttled_reassignment_execute_and_verify(kraft_sandbox, kraft_bootstra
     assert r.stdout.count("is completed.") == 4
 
 
-def test_cancel_mid_move_rolls_back(kraft_sandbox, kraft_bootstrap, unique_topic, tmp_path, kops_home):
-    sb, bs = kraft_sandbox, kraft_bootstrap
-    topic = unique_topic("kraft-cancel")
+def test_cancel_mid_move_rolls_back(cluster, unique_topic, tmp_path, kops_home):
+    sb, bs = cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-cancel")
     before = create_topic(bs, topic, partitions=2, rf=3, mb_per_partition=4)
     target = same_rack_swap(sb, before)
     plan = write_plan(tmp_path / "plan.json", topic, target)
@@ -293,9 +387,9 @@ def test_cancel_mid_move_rolls_back(kraft_sandbox, kraft_bootstrap, unique_topic
         kops("reassign", "cancel", "--bootstrap-server", bs)
 
 
-def test_preferred_election_and_cron_rebalance(kraft_sandbox, kraft_bootstrap, unique_topic, kops_home):
-    sb, bs = kraft_sandbox, kraft_bootstrap
-    topic = unique_topic("kraft-lead")
+def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home):
+    sb, bs = cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-lead")
     create_topic(bs, topic, partitions=12, rf=3)
     victim = sb.broker_ids[1]
     mine = sorted(tp for tp, p in partitions(bs).items() if tp[0] == topic and p["replicas"][0] == victim)
@@ -347,9 +441,18 @@ def test_preferred_election_and_cron_rebalance(kraft_sandbox, kraft_bootstrap, u
     assert r.returncode == 0 and "balanced" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
-def test_demote_and_restore_a_rack(kraft_sandbox, kraft_bootstrap, unique_topic, kops_home):
-    sb, bs = kraft_sandbox, kraft_bootstrap
-    topic = unique_topic("kraft-demote")
+def test_rebalance_asks_the_controller_when_the_preferred_replica_is_out_of_the_isr(cluster, unique_topic, kops_home):
+    """The metadata kops reads can lag the controller, so a live preferred replica out of the ISR
+    is asked for too; the controller (ZooKeeper-mode or KRaft, of this version) refuses it and
+    kops reports it blocked (exit 3), not failed."""
+    from tests.cluster.test_leader import check_out_of_isr_ask
+
+    check_out_of_isr_ask(cluster, cluster.bootstrap_servers, unique_topic("wf-outisr"))
+
+
+def test_demote_and_restore_a_rack(cluster, unique_topic, kops_home):
+    sb, bs = cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-demote")
     create_topic(bs, topic, partitions=12, rf=3)
     wait_for(lambda: all_in_sync(bs), 60, what="cluster in sync")
     rack = "b"
@@ -375,9 +478,32 @@ def test_demote_and_restore_a_rack(kraft_sandbox, kraft_bootstrap, unique_topic,
     assert any(p["leader"] in on_rack for p in back.values())
 
 
-def test_rack_maintenance_playbook_with_the_rack_down(kraft_sandbox, kraft_bootstrap, unique_topic, kops_home):
-    sb, bs = kraft_sandbox, kraft_bootstrap
-    topic = unique_topic("kraft-maint")
+def test_rebalance_step_moves_a_bounded_step(cluster, unique_topic, kops_home):
+    """The cron job's bounded step on a cluster with a topic stacked on two brokers: it moves at
+    most --max-moves replicas under its throttle, finishes them, lifts its throttles."""
+    sb, bs = cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-step")
+    ids = sorted(sb.broker_ids)
+    create_topic(bs, topic, min_isr=1, mb_per_partition=0.2, assignment={p: [ids[0], ids[2]] for p in range(8)})
+    wait_for(lambda: all_in_sync(bs), 60, what="cluster in sync")  # a step steps aside while under-replicated
+    before = partitions(bs)
+    r = kops("rebalance", "step", "--max-moves", "4", "--throttle", "50M", "--bootstrap-server", bs, "--output", "json",
+             timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json_of(r)
+    assert doc["status"] == "moved", doc
+    assert 0 < doc["replicas_moved"] <= 4
+    assert doc["execution"]["state"] == "complete" and doc["execution"]["throttles_left"] == []
+    after = partitions(bs)
+    moved = sum(len(set(after[tp]["replicas"]) - set(p["replicas"])) for tp, p in before.items() if tp in after)
+    assert moved == doc["replicas_moved"]
+    assert not ongoing(bs) and broker_throttles(bs, sb.broker_ids) == {}
+    assert_lock_released(bs)
+
+
+def test_rack_maintenance_playbook_with_the_rack_down(cluster, unique_topic, kops_home):
+    sb, bs = cluster, cluster.bootstrap_servers
+    topic = unique_topic("wf-maint")
     create_topic(bs, topic, partitions=6, rf=3, min_isr=2)
     rack = sb.rack_of(4)
     on_rack = set(sb.brokers_in_rack(rack))
@@ -461,21 +587,22 @@ def test_rack_maintenance_playbook_with_the_rack_down(kraft_sandbox, kraft_boots
 def spark():
     from kops.pipeline.session import get_spark
 
-    return get_spark("local[2]", shuffle_partitions=1)  # the session's Spark (test_logs_cluster's, when it ran)
+    return get_spark("local[2]", shuffle_partitions=1)  # one session for the whole test run
 
 
-def test_logs_merge_reads_the_kraft_logs(kraft_sandbox, kraft_bootstrap, spark, tmp_path):
-    """`kops logs merge` and the leadership timeline over every broker's state-change.log and the
-    controller's controller.log, after the tests above: every line parsed and classified,
-    attributed to the node that wrote it, and the last leader in the timeline of each of this
-    suite's partitions is its leader now. (In-process, like test_logs_cluster: one Spark session.)"""
+def test_logs_merge_reads_this_versions_logs(cluster, kafka, spark, tmp_path, note):
+    """`kops logs merge` and the leadership timeline over every node's state-change.log and
+    controller.log, after the tests above (their formats differ across Kafka versions): every line
+    parsed and classified, attributed to the node that wrote it, and the last leader in the
+    timeline of each of this module's partitions is its leader now. (In-process: one Spark
+    session for the run.)"""
     from typer.testing import CliRunner
 
     from kops.cli.logs import app
     from kops.pipeline import statechange as sc
     from kops.pipeline import timeline as tl
 
-    sb, bs = kraft_sandbox, kraft_bootstrap
+    mode, sb, bs = kafka[0], cluster, cluster.bootstrap_servers
     now = partitions(bs)
     snap = tmp_path / "logs"
     for node in [*sb.broker_ids, *sb.controller_ids]:
@@ -495,16 +622,21 @@ def test_logs_merge_reads_the_kraft_logs(kraft_sandbox, kraft_bootstrap, spark, 
         assert str(x["broker"]) == x["file"].split("/")[-2].split("-")[1], x
     sc_recs = [x for x in recs if "/state-change.log" in x["file"]]
     assert sc_recs and not [x["message"] for x in sc_recs if x["event"] == "other"][:5]
-    assert {x["broker"] for x in sc_recs} <= set(sb.broker_ids)  # a KRaft controller writes none
-    ctl = [x for x in recs if x["broker"] in sb.controller_ids]
-    assert {"partition_create", "reassignment", "topic_create", "broker_change"} <= {x["event"] for x in ctl}
+    events = {x["event"] for x in sc_recs}
+    if mode == "kraft":
+        assert {x["broker"] for x in sc_recs} <= set(sb.broker_ids)  # a KRaft controller writes none
+        ctl = [x for x in recs if x["broker"] in sb.controller_ids]
+        assert {"partition_create", "reassignment", "topic_create", "broker_change"} <= {x["event"] for x in ctl}
+    else:  # the ZooKeeper-mode controller's state machines, and the brokers' become-leader lines
+        assert {"partition_state", "leader_change", "become_leader", "become_follower"} <= events, sorted(events)
+    note(f"{s['written']} records from {len({x['file'] for x in recs})} files; events: {', '.join(sorted(events))}")
 
     t = tl.build_timeline(spark, sc.expand_sources([str(snap)], include_controller=True),
-                          sc.Filters(topic_regex="kraft-.*"), sc.MergeStats())
+                          sc.Filters(topic_regex="wf-.*"), sc.MergeStats())
     last: dict[tuple[str, int], tuple[str, int]] = {}
     for row in t.leadership.collect():
         tp = (row.topic, row.partition)
         if tp not in last or row.ts >= last[tp][0]:
             last[tp] = (row.ts, row.leader)
-    ours = {tp: p["leader"] for tp, p in now.items() if tp[0].startswith("kraft-")}
+    ours = {tp: p["leader"] for tp, p in now.items() if tp[0].startswith("wf-")}
     assert ours and {tp: last[tp][1] for tp in ours} == ours
