@@ -378,8 +378,11 @@ class Topology:
     def kafka_versions(self) -> str | None:
         """The Kafka releases the brokers run, oldest to newest: ``3.6``, ``3.5 - 3.6`` mid-upgrade;
         None when not read."""
-        seen = sorted({b.kafka_version for b in self.brokers if b.kafka_version},
-                      key=lambda v: tuple(int(x) for x in v.rstrip("+").split(".")))
+        def order(v: str) -> tuple:
+            digits = v.rstrip("+").split(".")
+            return tuple(int(x) for x in digits) if all(x.isdigit() for x in digits) else (-1, v)
+
+        seen = sorted({b.kafka_version for b in self.brokers if b.kafka_version}, key=order)
         if not seen:
             return None
         return seen[0] if len(seen) == 1 else f"{seen[0]} - {seen[-1]}"

@@ -169,7 +169,7 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         broker_configs, mode = _broker_configs_collect(conn, broker_futures)
         topics = _with_topic_configs(conn, topics, topic_futures)
         if hasattr(conn, "kp_admin"):
-            releases = {b.broker: b.kafka() for b in versions.read(conn, alive_ids).brokers}
+            releases = {b.broker: b.kafka() for b in versions.read(conn, alive_ids).brokers if b.release is not None}
     brokers = {
         bid: replace(b, configs=broker_configs.get(bid, {}),
                      log_dirs=disk.dirs.get(bid, ()) if disk is not None else (),

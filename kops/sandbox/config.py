@@ -240,7 +240,7 @@ class SandboxConfig:
             raise BadInput(f"security {self.security!r}: expected one of {', '.join(SECURITY_MODES)}")
         if self.security != "none" and self.mode != "zookeeper":
             raise BadInput(
-                f"--security {self.security} is available in ZooKeeper mode (Kafka 3.9) only; "
+                f"--security {self.security} is available in ZooKeeper mode only; "
                 "drop --mode kraft or --security"
             )
         if not isinstance(self.brokers, int) or not (1 <= self.brokers <= 50):

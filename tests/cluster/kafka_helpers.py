@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -14,9 +15,12 @@ _ADMINS: dict[str, AdminClient] = {}
 
 
 def admin(bootstrap: str) -> AdminClient:
-    # keep the client alive: a collected AdminClient fails its pending futures (_DESTROY)
+    # keep the client alive: a collected AdminClient fails its pending futures (_DESTROY). Its
+    # log goes to Python's logging (shown with a failed test), not to stderr: a cluster torn down
+    # before the run ends would otherwise fill the run's output with its reconnection attempts
     if bootstrap not in _ADMINS:
-        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap,
+                                          "logger": logging.getLogger("tests.kafka_helpers.admin")})
     return _ADMINS[bootstrap]
 
 

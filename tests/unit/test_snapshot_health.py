@@ -29,6 +29,32 @@ def test_roundtrip_is_schema_valid():
     assert topo.topic("orders").min_insync_replicas() == 2
 
 
+def test_the_brokers_kafka_releases_round_trip_and_read_mid_upgrade():
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from kops.cli.render import render_topology
+
+    topo = load_topology(DATA / "topo6.json")
+    assert topo.kafka_versions() is None  # not read: nothing said
+    runs = {0: "3.5", 1: "3.6", 2: "3.10", 3: "3.6", 4: "4.3+", 5: "3.6"}
+    topo = replace(topo, brokers=tuple(replace(b, kafka_version=runs[b.id]) for b in topo.brokers))
+    assert topo.kafka_versions() == "3.5 - 4.3+"  # ordered as releases, not as text
+    doc = topo.to_dict()
+    jsonschema.validate(doc, topology_schema())
+    assert parse_topology(json.loads(json.dumps(doc))).to_dict() == doc
+    con = Console(width=200, record=True)
+    render_topology(con, topo)
+    text = con.export_text()
+    assert "kafka 3.5 - 4.3+" in text.splitlines()[0] and "┃ kafka ┃" in text  # a column per broker mid-upgrade
+    one = replace(topo, brokers=tuple(replace(b, kafka_version="3.6") for b in topo.brokers))
+    con = Console(width=200, record=True)
+    render_topology(con, one)
+    text = con.export_text()
+    assert "kafka 3.6  controller" in text.splitlines()[0] and "┃ kafka ┃" not in text
+
+
 def test_healthy_snapshot():
     rep = check_health(load_topology(DATA / "topo6.json"))
     assert rep.healthy()
