@@ -154,8 +154,8 @@ TAIL = """## The sandbox on each version
 
 `kops sandbox up --kafka-version V` runs any Kafka from 2.8: ZooKeeper mode up to 3.9 (4.0 removed
 it) and KRaft mode from 3.7 (`--mode kraft`), on local JVMs or in containers (`--engine docker`).
-Every one of them runs on Java 17 (Kafka 2.8 - 3.x support Java 8/11/17; 4.x needs 17), so no line
-needs another Java. Per version the sandbox takes Kafka's own logging (log4j 1.x through reload4j
+Every one of them runs on Java 17, as the matrix shows (Kafka 2.8 names Java 8, 11 and 15 as
+supported, 3.0 added 17, the 4.x brokers need 17), so no line needs another Java. Per version the sandbox takes Kafka's own logging (log4j 1.x through reload4j
 up to 3.9, with the log4j 1.2.17 / slf4j-log4j12 jars of 2.8 - 3.1 left out so that every line
 logs through one binding; log4j2 from 4.0) and Kafka's command classes (moved from `kafka.admin`
 to `org.apache.kafka.tools` in 3.7: `kops.sandbox.dist.tool_class`).
