@@ -351,7 +351,8 @@ def test_the_destinations_by_count_walk_the_list_as_a_filter_over_it_would(count
             if rnd.random() < 0.5:
                 full ^= {b}
         head.moved(src, dst)
-    assert list(head.upto(10)) == [b for b in brokers if b not in full]
+    # (up to 30 moves can take a broker past 10 replicas: the count filters at 10 too)
+    assert list(head.upto(10)) == [b for b in brokers if cnt.get(b, 0) <= 10 and b not in full]
 
 
 def test_a_replica_topic_spread_cannot_move_directly_had_no_destination_with_room(monkeypatch):
