@@ -8,19 +8,18 @@ from typing import Any
 from kops.errors import ClusterError
 from kops.sandbox.config import SandboxConfig, default_workdir
 from kops.sandbox.cluster import Sandbox
-from kops.sandbox.containers import DockerSandbox
 from kops.sandbox.nodes import Log, read_state
 
 
 def attach(workdir: str | Path | None = None, *, log: Log | None = None) -> Sandbox:
     """The sandbox recorded in ``workdir`` (default ``$KOPS_SANDBOX_DIR`` / ``~/.kops/sandbox``),
-    of the engine it was made with (local JVMs or containers)."""
+    on the engine it was made with (local JVMs or containers)."""
     wd = Path(workdir or default_workdir()).expanduser().absolute()
     state = read_state(wd)
     if state is None:
         raise ClusterError(f"no sandbox in {wd} (start one with `kops sandbox up --workdir {wd}`)")
     cfg = SandboxConfig.from_dict({**state["config"], "workdir": str(wd)})
-    return sandbox_class(cfg)(cfg, log=log)
+    return Sandbox(cfg, log=log)
 
 
 def exists(workdir: str | Path | None = None) -> bool:
@@ -48,13 +47,8 @@ def open_sandbox(workdir: str | Path | None = None, *, log: Log | None = None, *
             overrides.setdefault("extra_brokers", {})
             overrides.setdefault("removed_brokers", ())
         cfg = base.with_(**overrides) if overrides else base
-        return sandbox_class(cfg)(cfg, log=log)
+        return Sandbox(cfg, log=log)
     if overrides.get("mode") == "kraft" and "kafka_version" not in overrides:
         overrides["kafka_version"] = None
     cfg = SandboxConfig(workdir=wd, **overrides)
-    return sandbox_class(cfg)(cfg, log=log)
-
-
-def sandbox_class(cfg: SandboxConfig) -> type[Sandbox]:
-    """:class:`Sandbox` (local JVMs) or, for ``engine="docker"``, the containerised one."""
-    return DockerSandbox if cfg.engine == "docker" else Sandbox
+    return Sandbox(cfg, log=log)

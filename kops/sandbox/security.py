@@ -377,6 +377,28 @@ def zk_sasl_options(username: str, password: str) -> dict[str, str]:
     return {"mechanism": "DIGEST-MD5", "username": username, "password": password}
 
 
+def zk_sasl(config) -> dict[str, str] | None:
+    """The SASL options of a sandbox's ZooKeeper client (kazoo); None when not secured."""
+    from kops.errors import ClusterError
+
+    if not config.secured:
+        return None
+    s = load_secrets(config.security_files)
+    if s is None:
+        raise ClusterError(f"the secured sandbox in {config.workdir} has no {config.security_files.secrets}")
+    return zk_sasl_options(ZK_USER, s.zk_password)
+
+
+def admin_client_config(config):
+    """The admin user's client settings of a sandbox (:class:`kops.cluster.config.ClientConfig`;
+    empty when not secured)."""
+    from kops.cluster.config import ClientConfig
+
+    if not config.secured:
+        return ClientConfig()
+    return ClientConfig.load(str(config.security_files.admin_properties))
+
+
 def zk_acls(sensitive: bool):
     """The ACLs Kafka itself sets with zookeeper.set.acl=true: ALL for the SASL user, plus world
     READ except on sensitive paths (/config/users holds credentials)."""

@@ -93,7 +93,7 @@ def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: l
     does not come up, whatever started is stopped (the work dir stays, for its logs) and the
     error is raised."""
     from kops.sandbox import SandboxConfig
-    from kops.sandbox.opening import sandbox_class
+    from kops.sandbox import Sandbox
     from kops.sandbox.procs import free_ports
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
@@ -109,7 +109,7 @@ def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: l
         engine=engine,
         kafka_version=os.environ.get("KOPS_TEST_KAFKA_VERSION") or None,
     )
-    sb = sandbox_class(cfg)(cfg, log=lambda m: print(f"[sandbox] {m}", flush=True))
+    sb = Sandbox(cfg, log=lambda m: print(f"[sandbox] {m}", flush=True))
     watchdog = spawn_watchdog(workdir)
     torn_down = False
 

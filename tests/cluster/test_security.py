@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kops.sandbox.security import zk_sasl
 from tests.cluster.sandboxes import own_sandbox
 
 pytestmark = pytest.mark.cluster
@@ -204,7 +205,7 @@ def test_zookeeper_znodes_have_acls(secured):
 
     from kops.sandbox import probe
 
-    with probe.zk_client(secured.zookeeper_connect, sasl=secured._zk_sasl()) as zk:
+    with probe.zk_client(secured.zookeeper_connect, sasl=zk_sasl(secured.config)) as zk:
         acls, _ = zk.get_acls("/brokers/topics")
         assert {a.id.scheme for a in acls} == {"sasl", "world"}
         assert all(a.perms == Permissions.READ for a in acls if a.id.scheme == "world")

@@ -82,7 +82,7 @@ def docker_engine():
 
 def _docker_sandbox(tmp_path_factory, request, **config):
     from kops.sandbox import SandboxConfig
-    from kops.sandbox.containers import DockerSandbox
+    from kops.sandbox import Sandbox
     from kops.sandbox.procs import free_ports
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
@@ -90,7 +90,7 @@ def _docker_sandbox(tmp_path_factory, request, **config):
     ports = free_ports(7)
     cfg = SandboxConfig(engine="docker", workdir=workdir, zookeeper_port=ports[0], broker_ports=ports[1:],
                         heap=os.environ.get("KOPS_TEST_HEAP", "384m"), **config)
-    sb = DockerSandbox(cfg, log=lambda m: print(f"[docker sandbox] {m}", flush=True))
+    sb = Sandbox(cfg, log=lambda m: print(f"[docker sandbox] {m}", flush=True))
     failed_before = request.session.testsfailed
     watchdog = spawn_watchdog(workdir)  # removes the containers if this test run is killed outright
     try:

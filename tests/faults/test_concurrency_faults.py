@@ -41,16 +41,16 @@ def _kops_container(sb, name: str, args: list[str], shared: Path):
 
     site = next(p for p in sys.path if p.endswith("site-packages") and str(Path(sys.prefix)) in p)
     c = (
-        DockerContainer(sb.image())
-        .with_name(f"{sb.prefix}-{name}")
-        .with_network(sb.network())
+        DockerContainer(sb.containers.image())
+        .with_name(f"{sb.containers.prefix}-{name}")
+        .with_network(sb.containers.network())
         .with_volume_mapping(str(ROOT), str(ROOT), "ro")
         .with_volume_mapping(site, site, "ro")
         .with_volume_mapping(str(shared), str(shared), "rw")
         .with_env("PYTHONPATH", f"{ROOT}:{site}")
         .with_env("KOPS_HOME", str(shared / f"home-{name}"))
         .with_command(["python3", "-m", "kops", *args])
-        .with_kwargs(hostname=name, labels={LABEL: sb.prefix})
+        .with_kwargs(hostname=name, labels={LABEL: sb.containers.prefix})
     )
     return c
 
@@ -61,7 +61,7 @@ def test_two_kops_in_two_containers_one_is_refused_by_the_lock(dsandbox, dbootst
     t1, _before1, target1, plan1 = data_topic(bs, sb, tmp_path, plan_name="plan-1.json")
     t2, _before2, target2, plan2 = data_topic(bs, sb, tmp_path, plan_name="plan-2.json")
     common = ["--throttle", "1000000", "--wait", "--timeout", "240", "--yes", "--poll-interval", "1",
-              "--bootstrap-server", sb.internal_bootstrap, "--output", "json"]
+              "--bootstrap-server", sb.containers.internal_bootstrap, "--output", "json"]
     runs = {
         "kops-ops-1": _kops_container(sb, "kops-ops-1", ["reassign", "execute", "--reassignment-json-file",
                                                          str(plan1), *common], tmp_path),

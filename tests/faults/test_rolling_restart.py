@@ -159,7 +159,7 @@ def test_rolling_restart_of_the_whole_cluster(dsandbox, dbootstrap, tmp_path, ko
         before, _ = _assignment_and_leaders(bs)
         controller = admin(bs).list_topics(timeout=10).controller_id
         registered = _registered_at(sb)
-        addresses = {b: sb._ip(b) for b in sb.broker_ids}
+        addresses = {b: sb.containers.ip(b) for b in sb.broker_ids}
         assert None not in addresses.values() and len(set(addresses.values())) == len(addresses), addresses
         with Workload(bs, work) as w, Sampler(bs, work) as sampler:
             w.wait_acknowledged(200)
@@ -185,7 +185,7 @@ def test_rolling_restart_of_the_whole_cluster(dsandbox, dbootstrap, tmp_path, ko
         again = _registered_at(sb)
         assert all(again[b] > registered[b] for b in sb.broker_ids), (registered, again)  # each restarted
         # every broker came back at its own address (a reused address once sent a follower to the wrong broker)
-        assert {b: sb._ip(b) for b in sb.broker_ids} == addresses
+        assert {b: sb.containers.ip(b) for b in sb.broker_ids} == addresses
         assert all(a.endswith(f".{50 + b}") for b, a in addresses.items()), addresses
         assert [again[b] for b in order] == sorted(again.values()), (order, again)  # one after the other
         racks = [sb.rack_of(b) for b in order]

@@ -4,7 +4,7 @@ SASL_SSL with SCRAM-SHA-512 — INTERNAL between the containers (the brokers che
 certificate against their container names), EXTERNAL published on 127.0.0.1 for kops — and
 ZooKeeper in its container requires SASL/DIGEST-MD5 with ACLs on the brokers' znodes.
 
-Only the fixture differs: ``secured`` is a DockerSandbox (ZooKeeper + 3 brokers, racks a, b, c).
+Only the fixture differs: ``secured`` is a sandbox in containers (ZooKeeper + 3 brokers, racks a, b, c).
 The tests are the same functions, so a behaviour the JVM sandbox shows, containers show too."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ pytestmark = pytest.mark.faults
 @pytest.fixture(scope="module")
 def secured(docker_engine, tmp_path_factory, request):
     """A running secured sandbox in containers, torn down after the module."""
-    from kops.sandbox.containers import DockerSandbox
+    from kops.sandbox import Sandbox
 
-    yield from jvm.secured_sandbox(DockerSandbox, tmp_path_factory, request, "kops-docker-secured",
+    yield from jvm.secured_sandbox(Sandbox, tmp_path_factory, request, "kops-docker-secured",
                                    "docker secured sandbox", engine="docker")
 
 

@@ -11,7 +11,9 @@ import pytest
 from kops.errors import BadInput
 from kops.inputs.properties import parse_properties
 from kops.sandbox.config import SandboxConfig
-from kops.sandbox.containers import DockerSandbox, parse_duration_ms, parse_percent
+from kops.sandbox import Sandbox
+from kops.sandbox.containers import parse_duration_ms, parse_percent
+from kops.sandbox.netfaults import NetworkFaults
 from kops.sandbox.image import mirrors_in_apt_sources
 
 DEB822 = """\
@@ -63,15 +65,15 @@ def test_percentages():
 
 
 def test_a_broker_in_a_container_has_an_internal_and_a_published_listener(tmp_path):
-    sb = DockerSandbox(SandboxConfig(engine="docker", workdir=tmp_path, broker_ports=[19092 + i for i in range(6)],
+    sb = Sandbox(SandboxConfig(engine="docker", workdir=tmp_path, broker_ports=[19092 + i for i in range(6)],
                                      zookeeper_port=12181))
-    o = sb.broker_overrides(2)
+    o = sb.containers.broker_overrides(2)
     assert o["listeners"] == "INTERNAL://0.0.0.0:9091,EXTERNAL://0.0.0.0:19094"
     assert o["advertised.listeners"] == "INTERNAL://broker-2:9091,EXTERNAL://127.0.0.1:19094"
     assert o["inter.broker.listener.name"] == "INTERNAL"
     assert o["zookeeper.connect"] == "zookeeper:12181"
     assert sb.bootstrap_servers.startswith("127.0.0.1:19092,")
-    assert sb.internal_bootstrap.split(",")[0] == "broker-0:9091"
+    assert sb.containers.internal_bootstrap.split(",")[0] == "broker-0:9091"
     # the rest of the broker's settings are the JVM sandbox's own (rack, data dir in the work dir)
     props = sb.config.broker_properties(2) | o
     assert props["broker.rack"] == "b" and props["log.dirs"] == str(tmp_path / "broker-2" / "data")
@@ -79,8 +81,8 @@ def test_a_broker_in_a_container_has_an_internal_and_a_published_listener(tmp_pa
 
 
 def test_kraft_brokers_in_containers_reach_the_controllers_by_name(tmp_path):
-    sb = DockerSandbox(SandboxConfig(engine="docker", mode="kraft", workdir=tmp_path, controllers=3))
-    o = sb.broker_overrides(0)
+    sb = Sandbox(SandboxConfig(engine="docker", mode="kraft", workdir=tmp_path, controllers=3))
+    o = sb.containers.broker_overrides(0)
     assert o["controller.quorum.voters"] == "1000@controller-1000:9192,1001@controller-1001:9193,1002@controller-1002:9194"
     assert "CONTROLLER:PLAINTEXT" in o["listener.security.protocol.map"] and "zookeeper.connect" not in o
 
@@ -97,7 +99,7 @@ def test_secured_brokers_in_containers(tmp_path):
 
     from kops.sandbox import security
 
-    sb = DockerSandbox(SandboxConfig(engine="docker", security="sasl_ssl", workdir=tmp_path, brokers=3,
+    sb = Sandbox(SandboxConfig(engine="docker", security="sasl_ssl", workdir=tmp_path, brokers=3,
                                      racks=("a", "b", "c")))
     sb._write_configs()
     props = parse_properties(sb.config.properties_file(1).read_text())
@@ -166,14 +168,14 @@ def test_fault_verbs_keep_what_another_process_wrote_to_the_state_file(tmp_path,
     a new container; a fault set by one object is healed by another that never saw it."""
     from kops.sandbox.nodes import read_state
 
-    monkeypatch.setattr(DockerSandbox, "_apply_faults", lambda self: None)  # no engine here
+    monkeypatch.setattr(NetworkFaults, "apply", lambda self: None)  # no engine here
     cfg = SandboxConfig(engine="docker", workdir=tmp_path)
-    here, there = DockerSandbox(cfg), DockerSandbox(cfg)
-    here._procs = {"broker-0": {"container": "before-restart"}}
-    here._save_state()
-    there._load_state()
-    here._procs = {"broker-0": {"container": "after-restart"}}
-    here._save_state()
+    here, there = Sandbox(cfg), Sandbox(cfg)
+    here.state.procs = {"broker-0": {"container": "before-restart"}}
+    here.state.save()
+    there.state.load()
+    here.state.procs = {"broker-0": {"container": "after-restart"}}
+    here.state.save()
     assert there.slow(broker=0, delay_ms=300, loss_pct=5) == [0]
     doc = read_state(tmp_path)
     assert doc["processes"]["broker-0"]["container"] == "after-restart"

@@ -253,7 +253,7 @@ def test_attach_and_open_sandbox(tmp_path):
     with pytest.raises(ClusterError):
         attach(tmp_path)
     sb = Sandbox(SandboxConfig(workdir=tmp_path, brokers=4, racks="x,x,y,y", zookeeper_port=12345))
-    sb._save_state()
+    sb.state.save()
     other = attach(tmp_path)
     assert other.racks == {0: "x", 1: "x", 2: "y", 3: "y"} and other.zookeeper_connect == "127.0.0.1:12345"
     assert not other.any_running() and other.status()[0].alive is False
@@ -283,9 +283,9 @@ def test_down_never_signals_a_foreign_process(tmp_path):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         sb = Sandbox(SandboxConfig(workdir=tmp_path))
-        sb._procs = {"broker-0": {"pid": other.pid, "started": procs.start_time(other.pid)},
+        sb.state.procs = {"broker-0": {"pid": other.pid, "started": procs.start_time(other.pid)},
                      "zookeeper": {"pid": other.pid, "started": None}}
-        sb._save_state()
+        sb.state.save()
         assert not procs.is_ours(other.pid, marker=str(tmp_path / "config" / "broker-0.properties"))
         assert attach(tmp_path).down() == []
         assert other.poll() is None  # still running
@@ -387,7 +387,7 @@ def test_failure_details_name_a_jvm_crash_as_the_first_error(tmp_path):
         "#  SIGBUS (0x7) at pc=0x00007faef47d4d68, pid=10472, tid=10473\n#\n"
         "# JRE version:  (17.0.15+6) (build )\n"
     )
-    details = sb._failure_details("zookeeper")
+    details = sb.failure_details("zookeeper")
     assert details[0] == (
         "first error: A fatal error has been detected by the Java Runtime Environment: "
         "SIGBUS (0x7) at pc=0x00007faef47d4d68, pid=10472, tid=10473"

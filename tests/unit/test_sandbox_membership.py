@@ -159,10 +159,10 @@ def test_state_file_tells_other_processes(tmp_path):
     """A broker added or removed by one process (the CLI) is known to a Sandbox object made
     earlier (a test fixture) at its next operation, and to `attach` and `up`."""
     early = Sandbox(_cfg(tmp_path, zookeeper_port=12345))
-    early._save_state()
+    early.state.save()
     other = attach(tmp_path)
     other.config = other.config.with_broker_added(6, "c", 9300).with_broker_removed(0)
-    other._save_state()
+    other.state.save()
     assert attach(tmp_path).broker_ids == [1, 2, 3, 4, 5, 6]
     assert early.broker_ids == list(range(6))  # not yet ...
     names = [s.name for s in early.status()]  # ... status reads the state file
@@ -186,14 +186,12 @@ def test_generated_config_of_an_added_broker(tmp_path):
 
 
 def test_docker_listeners_of_an_added_broker(tmp_path):
-    from kops.sandbox.containers import DockerSandbox
-
-    sb = DockerSandbox(_cfg(tmp_path, engine="docker"))
+    sb = Sandbox(_cfg(tmp_path, engine="docker"))
     sb.config = sb.config.with_broker_added(6, "b", 9300)
-    over = sb.broker_overrides(6)
+    over = sb.containers.broker_overrides(6)
     assert over["advertised.listeners"] == "INTERNAL://broker-6:9091,EXTERNAL://127.0.0.1:9300"
     assert over["listeners"].endswith("EXTERNAL://0.0.0.0:9300")
-    assert "broker-6:9091" in sb.internal_bootstrap
+    assert "broker-6:9091" in sb.containers.internal_bootstrap
 
 
 def _kops(*args: str):
@@ -205,7 +203,7 @@ def _kops(*args: str):
 def test_cli_add_remove_bad_input_changes_nothing(tmp_path):
     r = _kops("sandbox", "add", "--workdir", str(tmp_path), "--broker", "6", "--rack", "b")
     assert r.exit_code == 1 and "no sandbox" in r.stderr
-    Sandbox(_cfg(tmp_path, zookeeper_port=12345))._save_state()
+    Sandbox(_cfg(tmp_path, zookeeper_port=12345)).state.save()
     before = (tmp_path / "sandbox.json").read_text()
     r = _kops("sandbox", "add", "--workdir", str(tmp_path), "--broker", "2", "--rack", "b")
     assert r.exit_code == 2 and "broker 2 exists already" in r.stderr

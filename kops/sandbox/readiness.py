@@ -1,0 +1,103 @@
+"""When a node is ready, and why it is not: a broker's start-up read from its own server.log, the
+brokers' metadata asked through the Admin API, and what a node that failed last logged."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kops.errors import ClusterError
+from kops.sandbox import procs
+from kops.sandbox.config import SandboxConfig
+from kops.sandbox.nodes import log_time
+from kops.sandbox.state import Node, SandboxState
+
+
+def failure_details(config: SandboxConfig, node: Node, lines: int = 25) -> list[str]:
+    """The first error of the node's last run (the cause, above any stack trace) and the tails of
+    its server.log and console.out."""
+    out: list[str] = []
+    cause = None
+    for f in (config.log_dir(node) / "server.log", config.stdout_file(node)):
+        recent = procs.tail(f, 400)
+        for i, line in enumerate(recent):
+            if (" ERROR " in line or " FATAL " in line) and cause is None:
+                cause = line
+                if i + 1 < len(recent) and not recent[i + 1].startswith("["):
+                    cause += " -- " + recent[i + 1].strip()  # the exception's message
+            elif line.startswith("# A fatal error has been detected") and cause is None:  # a JVM crash
+                what = next((x for x in recent[i + 1 : i + 4] if x.strip("# \n")), "")
+                cause = f"{line.strip('# ')} {what.strip('# ')}".strip()
+        t = recent[-lines:]
+        if t:
+            out.append(f"--- last lines of {f}:")
+            out.extend(t)
+    if cause:
+        out.insert(0, f"first error: {cause}")
+    return out or [f"(no log output in {config.node_dir(node)})"]
+
+
+def startup_complete(state: SandboxState, broker_id: int, needle: str) -> bool:
+    """The broker logged the end of its start-up (``needle``) since its last launch. Until then
+    Kafka refuses a graceful shutdown (it halts instead), so start-up waits for it."""
+    rec = state.procs.get(state.key(broker_id)) or {}
+    launched = rec.get("launched_ms", 0) / 1000.0
+    offset = int(rec.get("log_offset", 0))
+    log_dir = state.config.log_dir(broker_id)
+    files = [log_dir / "server.log"]
+    files += [p for p in log_dir.glob("server.log.*") if p.stat().st_mtime >= launched - 1]
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(offset if f.name == "server.log" and size >= offset else 0)
+                data = fh.read().decode(errors="replace")
+        except FileNotFoundError:
+            continue
+        for line in data.splitlines():
+            if needle in line and log_time(line) >= launched - 2:
+                return True
+    return False
+
+
+def wait_metadata(config: SandboxConfig, live: list[int], *, present: set[int], absent: set[int], deadline: float,
+                  client_config: Any = None, controller: bool = True) -> None:
+    """Wait until the brokers' metadata agrees (what clients will see next): ``present`` in it,
+    ``absent`` not, and (``controller``) a controller named that is not absent."""
+    from kops.sandbox import probe
+
+    if not live:
+        return
+    bootstrap = ",".join(f"{config.host}:{config.broker_port(b)}" for b in live)
+    last: Any = None
+    while True:
+        try:
+            ids, ctrl = probe.kafka_cluster(bootstrap, timeout_s=max(1.0, min(5.0, deadline - time.monotonic())),
+                                            client_config=client_config)
+            last = (sorted(ids), ctrl)
+            if present <= ids and not (absent & ids) and (not controller or (ctrl is not None and ctrl not in absent)):
+                return
+        except Exception as e:  # noqa: BLE001 - client errors while brokers settle
+            last = f"{type(e).__name__}: {e}"
+        if time.monotonic() > deadline:
+            raise ClusterError(
+                f"the cluster metadata did not settle in time (want brokers {sorted(present)} present and "
+                f"{sorted(absent)} absent; last seen {last})"
+            )
+        time.sleep(0.2)
+
+
+def fail_if_exited(running: Callable[[Node], bool], config: SandboxConfig, brokers: list[int], what: str) -> None:
+    """ClusterError for the first of ``brokers`` whose process is gone (``what``: "registered in
+    ZooKeeper", "joined the cluster")."""
+    for b in sorted(brokers):
+        if not running(b):
+            raise ClusterError(
+                f"broker {b} (rack {config.rack_map[b]}, port {config.broker_port(b)}) exited before it {what}",
+                details=failure_details(config, b),
+            )
+
+
+__all__ = ["fail_if_exited", "failure_details", "startup_complete", "wait_metadata"]
