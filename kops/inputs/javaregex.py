@@ -63,7 +63,7 @@ def _java_tool(name: str) -> str | None:
 
 def _checker_dir() -> Path | None:
     """Where the compiled checker is (compiled on first use); None without a JDK."""
-    from kops.sandbox.dist import cache_root  # the one kops cache directory
+    from kops.paths import cache_root  # the one kops cache directory
 
     javac = _java_tool("javac")
     if javac is None:

@@ -31,6 +31,7 @@ from typing import Any
 from kops.cluster import versions
 from kops.cluster.versions import line
 from kops.errors import BadInput, ClusterError
+from kops.paths import cache_root
 
 DEFAULT_VERSION = "3.9.2"
 """The newest patch of the last Kafka line with ZooKeeper mode."""
@@ -62,16 +63,6 @@ _TOOLS = {
 
 _MARKER = ".kops-complete"
 _FETCH_TIMEOUT_S = 1800
-
-
-def cache_root() -> Path:
-    """``$KOPS_CACHE_DIR``, else ``$XDG_CACHE_HOME/kops``, else ``~/.cache/kops``."""
-    env = os.environ.get("KOPS_CACHE_DIR")
-    if env:
-        return Path(env).expanduser().resolve()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return (base / "kops").resolve()
 
 
 def release(version: str) -> tuple[int, int]:
@@ -461,7 +452,6 @@ __all__ = [
     "STORAGE_TOOL",
     "tool_class",
     "release",
-    "cache_root",
     "ensure_kafka",
     "is_cached",
     "java_command",

@@ -80,7 +80,7 @@ def ensure(root: Path | None = None, *, log=None) -> PrivateDaemon | None:
     if os.environ.get("DOCKER_HOST"):
         client()  # raises, naming the address that does not answer
     if root is None:
-        from kops.sandbox.dist import cache_root
+        from kops.paths import cache_root
 
         root = cache_root() / "docker" / "engine"
     daemon = PrivateDaemon(Path(root))

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kops.errors import ClusterError
+from kops.paths import cache_root
 from kops.sandbox import dist
 
 BASE_REPO = "kops/debian-base"
@@ -191,7 +192,7 @@ def kafka_image(client: Any, version: str = dist.DEFAULT_VERSION, *, rebuild: bo
     libs = dist.ensure_kafka(version, log=log)
     base = base_image(client, log=log)
     base_id = client.images.get(base).id
-    cache = dist.cache_root() / "docker"
+    cache = cache_root() / "docker"
     wheel = _fnfqueue_wheel(cache)
     resources = [dist.resource_path(n) for n in ("netdelay.py", "kafka-entry.sh", "log4j.properties")]
     tag = f"{IMAGE_REPO}:{version}-{image_digest(version, libs, base_id, [*resources, wheel])}"

@@ -17,7 +17,8 @@ from kops.sandbox.cluster import Sandbox
 from kops.sandbox.opening import attach, open_sandbox
 from kops.inputs.properties import parse_properties, render_properties
 from kops.sandbox.config import SandboxConfig, default_racks, parse_heap, parse_racks
-from kops.sandbox.dist import cache_root, is_cached, major_version, pom_resource, resource_path, tool_class
+from kops.paths import cache_root
+from kops.sandbox.dist import is_cached, major_version, pom_resource, resource_path, tool_class
 
 
 # -- racks ------------------------------------------------------------------------------------
