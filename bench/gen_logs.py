@@ -4,7 +4,7 @@ A simulated cluster (brokers in racks, topics with RF replicas) goes through a s
 events — topic creation, broker failures and restarts, preferred elections, ISR shrinks — and every
 broker writes what Kafka 3.9 writes for them: the controller its ``[Controller id=C epoch=E]`` lines,
 each broker its ``[Broker id=B]`` LeaderAndIsr / become-leader / become-follower / metadata lines.
-Lines are rendered by :mod:`kops.pipeline.samples` (the formats the parser is tested on). Files are
+Lines are rendered by ``tests/logsamples.py`` (the formats the parser is tested on). Files are
 rotated hourly like Kafka's ``DailyRollingFileAppender`` (``state-change.log.yyyy-MM-dd-HH``; the last
 hour is ``state-change.log``), one directory per broker: ``OUT/broker-N/state-change.log*``.
 
@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from kops.pipeline import samples as s  # noqa: E402
+from tests import logsamples as s  # noqa: E402
 
 
 def parse_size(v: str) -> int:

@@ -7,7 +7,7 @@ exits 3 when there is anything critical or a problem (``--fail-on warning`` to i
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,10 +134,3 @@ def check_health(topo: Topology, *, default_min_isr: int = 1) -> HealthReport:
 
     rep.findings.sort(key=lambda f: (_ORDER[f.severity], f.check, f.topic or "", f.partition or -1, f.broker or -1))
     return rep
-
-
-def by_check(findings: list[Finding]) -> dict[str, list[Finding]]:
-    out: dict[str, list[Finding]] = defaultdict(list)
-    for f in findings:
-        out[f.check].append(f)
-    return out

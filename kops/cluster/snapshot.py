@@ -93,7 +93,3 @@ def load_topology(path: str | Path) -> Topology:
 
     data = read_json(str(path), what="--topology")
     return parse_topology(data, source=f"--topology {path}")
-
-
-def save_topology(topo: Topology, path: str | Path) -> None:
-    Path(path).write_text(topo.to_json() + "\n", encoding="utf-8")

@@ -16,7 +16,7 @@ loggers name their writer as ``[KafkaController id=N]``, ``[QuorumController id=
 The message texts matched below were taken from Kafka 3.9 (``kafka/controller/*StateMachine.scala``,
 ``ControllerChannelManager.scala``, ``KafkaController.scala``, ``kafka/cluster/Partition.scala``,
 ``kafka/server/ReplicaManager.scala``, ``ZkMetadataCache.scala``) and, for KRaft, checked against
-lines captured from a Kafka 4.1 KRaft sandbox (``kops.pipeline.samples.KRAFT_*``): KRaft brokers
+lines captured from a Kafka 4.1 KRaft sandbox (``tests/logsamples.py``: ``KRAFT_*``): KRaft brokers
 write ``[Broker id=N]`` lines to state-change.log (``ReplicaManager.applyDelta``: transitions,
 become-leader / become-follower, partitions created and deleted); the KRaft controller writes no
 state-change.log lines at all, its partition history is in controller.log

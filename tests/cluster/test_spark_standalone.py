@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from kops.pipeline import samples as s
+from tests import logsamples as s
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 180  # a loaded 2-core machine: two JVMs and the registration of the worker

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from kops.pipeline import logformat as lf
-from kops.pipeline import samples as s
+from tests import logsamples as s
 from kops.pipeline import statechange as sc
 
 # Lines captured from the kops sandbox (Kafka 3.9.1, ZooKeeper mode), see docs/logs-pipeline.md.
@@ -197,7 +197,7 @@ def test_kraft_broker_and_real_controller_log_lines():
     assert (p.event, p.broker) == ("leader_election", 5)
 
 
-# -- KRaft (Kafka 4.1): real lines captured from the KRaft sandbox (kops.pipeline.samples) -------------
+# -- KRaft (Kafka 4.1): real lines captured from the KRaft sandbox (tests/logsamples.py) -------------
 def _kraft(substr: str) -> lf.ParsedLine:
     lines = [ln for v in s.KRAFT_BROKER_LINES.values() for ln in v] + s.KRAFT_CONTROLLER_LINES
     (ln,) = [x for x in lines if substr in x]

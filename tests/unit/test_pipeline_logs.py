@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from kops.pipeline import baseline, linecols, localscan, order
-from kops.pipeline import samples as s
+from tests import logsamples as s
 from kops.pipeline import statechange as sc
 
 

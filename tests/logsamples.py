@@ -1,7 +1,7 @@
 """Renderers of Kafka 3.9 state-change.log / controller.log lines (ZooKeeper mode, and KRaft brokers),
 and real Kafka 4.1 KRaft lines (``KRAFT_BROKER_LINES``, ``KRAFT_CONTROLLER_LINES``).
 
-Used by the unit tests and by ``bench/gen_logs.py``. The texts follow the message formats of Kafka 3.9
+Test data, not part of the kops package: used by the unit tests and by ``bench/gen_logs.py``. The texts follow the message formats of Kafka 3.9
 (checked against lines captured from the sandbox cluster, see docs/logs-pipeline.md); the layout is
 ``[%d] %p %m (%c)``.
 """
