@@ -385,7 +385,8 @@ class ContainerNodes(Nodes):
 
     def cleanup(self) -> None:
         """Remove the containers and the network (data and logs stay in the work dir), unmount the
-        data disks, forget the faults (they went with the containers), stop a private dockerd."""
+        data disks, forget the faults (they went with the containers), stop the private dockerd
+        the sandbox started unless other containers still run on it."""
         try:
             for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}={self.prefix}"}):
                 c.remove(force=True)
@@ -396,7 +397,7 @@ class ContainerNodes(Nodes):
             self.faults.forget()
             daemon = self._daemon or self._recorded_daemon()
             if daemon is not None:
-                daemon.stop()
+                daemon.stop_if_idle()
 
     def _recorded_daemon(self) -> engine.PrivateDaemon | None:
         rec = self.state.extras.get("engine_daemon")

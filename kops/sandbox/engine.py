@@ -73,7 +73,9 @@ def ensure(root: Path | None = None, *, log=None) -> PrivateDaemon | None:
     """Make sure an engine answers: the one at ``$DOCKER_HOST`` or the default socket, else a
     private dockerd under ``root`` (default ``<kops cache>/docker/engine``), whose address is
     then put in ``$DOCKER_HOST`` for this process and its children. Returns the daemon this call
-    started (the caller stops it), or None when one already answered."""
+    started (the caller stops it), or None when one already answered -- also a private dockerd
+    of ours that another kops process (another test run, ``kops sandbox up``) started: that one
+    is used and left running, since its containers may be that other process's."""
     configure_testcontainers()
     if answers():
         return None
@@ -84,6 +86,9 @@ def ensure(root: Path | None = None, *, log=None) -> PrivateDaemon | None:
 
         root = cache_root() / "docker" / "engine"
     daemon = PrivateDaemon(Path(root))
+    if daemon.running_elsewhere():
+        os.environ["DOCKER_HOST"] = daemon.host
+        return None
     if log:
         log(f"no Docker engine answers: starting dockerd ({daemon.host}, images kept in {daemon.root})")
     daemon.start()
@@ -132,7 +137,7 @@ class PrivateDaemon:
             return self
         stale = _read_pid(pidfile)
         if stale and alive(stale):
-            _stop_pid(stale, 20.0)  # an earlier daemon of ours that no longer answers
+            _stop_pid(stale, 20.0)  # an earlier daemon of ours that no longer answers (running_elsewhere: 30 s)
         for leftover in (self.sock, pidfile):
             leftover.unlink(missing_ok=True)
         cmd = [dockerd, "--data-root", str(data_root), "--exec-root", str(exec_root), "--pidfile", str(pidfile),
@@ -150,6 +155,38 @@ class PrivateDaemon:
                 raise ClusterError(f"dockerd did not answer within {timeout_s:.0f}s", details=_tail(self.log_file))
             time.sleep(0.2)
         return self
+
+    def running_elsewhere(self, patience_s: float = 30.0) -> bool:
+        """A daemon of ours under this root runs already (its pid alive): it answers, if need be
+        within ``patience_s`` (a daemon busy with another process's containers may answer a
+        ping late; it is not killed as stale for that)."""
+        pid = _read_pid(self.sock.parent / "dockerd.pid")
+        if not pid or not alive(pid):
+            return False
+        deadline = time.monotonic() + patience_s
+        while not answers(self.host):
+            if not alive(pid) or time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+        return True
+
+    def stop_if_idle(self, timeout_s: float = 30.0) -> bool:
+        """Stop the daemon unless containers still run on it (another sandbox's, another test
+        run's: they would die with it); returns whether it was stopped."""
+        import docker
+
+        try:
+            c = docker.DockerClient(base_url=self.host, timeout=10)
+            try:
+                busy = c.containers.list()
+            finally:
+                c.close()
+        except Exception:  # noqa: BLE001 - not answering: nothing of anyone's can run on it
+            busy = []
+        if busy:
+            return False
+        self.stop(timeout_s)
+        return True
 
     def stop(self, timeout_s: float = 30.0) -> None:
         if self.pid and alive(self.pid):

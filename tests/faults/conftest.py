@@ -77,7 +77,7 @@ def docker_engine():
                 os.environ.pop("DOCKER_HOST", None)
             else:
                 os.environ["DOCKER_HOST"] = old
-            daemon.stop()
+            daemon.stop_if_idle()  # (another test run's containers may still run on it)
 
 
 def _docker_sandbox(tmp_path_factory, request, **config):
