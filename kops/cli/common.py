@@ -413,50 +413,9 @@ def load_topology(ctx: Context, topology_file: str | None, *, with_zookeeper: bo
 
 def refuse(c: Context, problems, cluster_problems: Callable[[Any], list[str]], *,
            topology_file: str | None = None):
-    """Raise ``problems`` (a :class:`kops.inputs.Problems` found without the cluster: exit 2,
-    nothing changed), with the problems only a topology shows added when one is at hand: the
-    ``--topology`` snapshot, or the live cluster when its bootstrap port accepts a connection
-    within a second. That read changes nothing; a cluster that does not answer at once is not
-    waited for, so bad input is refused as fast without a cluster as with one."""
-    from kops.errors import ClusterError
+    """:func:`kops.cluster.references.refuse` with this command's cluster: its ``--topology``
+    snapshot, or its bootstrap server when it answers at once."""
+    from kops.cluster.references import refuse as refuse_with
 
-    unchecked = "nothing was changed; not checked against the cluster ({}): topics, partitions and brokers"
-    note = "nothing was changed"
-    try:
-        if topology_file:
-            from kops.cluster.snapshot import load_topology as _load
-
-            problems.extend(cluster_problems(_load(topology_file)))
-        elif c.bootstrap_server and _answers_at_once(c.bootstrap_server):
-            from kops.cluster.topology import ReadOptions, read_topology
-
-            with c.connection() as conn:
-                topo = read_topology(conn, ReadOptions(with_configs=False, with_sizes=False,
-                                                       with_reassignments=False))
-            problems.extend(cluster_problems(topo))
-        else:
-            note = unchecked.format("not reachable at once" if c.bootstrap_server else "no --bootstrap-server")
-    except BadInput as e:  # the snapshot or the client configuration is bad too
-        problems.add("", e.message)
-        problems.extend(e.details)
-    except ClusterError as e:
-        note = unchecked.format(e)
-    except Exception as e:  # noqa: BLE001 - a best-effort read: the bad input is the answer
-        note = unchecked.format(f"{type(e).__name__}: {e}")
-    raise problems.error(note)
-
-
-def _answers_at_once(bootstrap: str, timeout_s: float = 1.0) -> bool:
-    """Does any bootstrap server accept a TCP connection within ``timeout_s``?"""
-    import socket
-
-    for hp in bootstrap.split(","):
-        host, _, port = hp.strip().rpartition(":")
-        if not port.isdigit() or not host:
-            continue
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-                return True
-        except (OSError, ValueError, OverflowError):
-            continue
-    return False
+    refuse_with(problems, cluster_problems, topology_file=topology_file, bootstrap=c.bootstrap_server,
+                connect=c.connection)
