@@ -1,4 +1,4 @@
-"""Errors that map onto kops' exit codes (see DESIGN.md, CLI contract).
+"""Errors that map onto kops' exit codes (docs/architecture.md, "The contracts every command keeps").
 
 0 success / complete / healthy; 1 runtime failure; 2 bad input (nothing changed);
 3 not done yet / problems found.

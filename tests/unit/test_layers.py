@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md, checked on the source: pure planning, adapters, side effects, CLI.
+"""The layering of docs/architecture.md, checked on the source: pure planning, adapters, side effects, CLI.
 
 Every ``import`` in kops is read from the source (module level and inside functions alike; only
 ``if TYPE_CHECKING:`` blocks are skipped, as they never run), so a function-level import cannot
