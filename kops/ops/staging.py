@@ -25,11 +25,11 @@ from dataclasses import replace
 
 from kops.errors import BadInput
 from kops.model import Topology
+from kops.ops.move import Move
 from kops.ops.validate import (
     DEFAULT_DISK_RESERVE_PCT,
     DEFAULT_DISK_THRESHOLD_PCT,
     DiskCheck,
-    Move,
     _norm,
     check_disk,
     landing_dir,

@@ -259,7 +259,7 @@ def _wave_runner(monkeypatch, usable):
     from kops.cluster.topology import LogDirRead
     from kops.ops import journal as J
     from kops.ops import reassign as R
-    from kops.ops.validate import Move
+    from kops.ops.move import Move
 
     a = Move("t", 0, (1, 2), (1, 3), size_bytes=10 * GB)
     b = Move("t", 1, (1, 2), (1, 3), size_bytes=10 * GB)

@@ -10,7 +10,8 @@ import pytest
 from kops.errors import BadInput
 from kops.model import Broker, LogDir, Partition, PlanEntry, ReassignmentPlan, Topic, Topology
 from kops.ops.staging import plan_disk
-from kops.ops.validate import Move, validate_plan
+from kops.ops.move import Move
+from kops.ops.validate import validate_plan
 
 GB = 1_000_000_000
 

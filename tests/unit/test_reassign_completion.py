@@ -21,7 +21,7 @@ from kops.ops.reassign import (
     settle,
     status_exit_code,
 )
-from kops.ops.validate import Move
+from kops.ops.move import Move
 
 D1, D2 = "/data/d1", "/data/d2"
 

@@ -14,7 +14,7 @@ from kops.cli.progress import LineReporter
 from kops.ops.progress import Snapshot, poll
 from kops.ops.reassign import health_problems, next_wave, partition_statuses, settle, status_exit_code
 from kops.ops.throttle import ThrottleState
-from kops.ops.validate import Move
+from kops.ops.move import Move
 
 
 def mv(p, original, target, topic="t"):

@@ -9,7 +9,8 @@ from kops.errors import BadInput
 from kops.model import ReassignmentPlan, Topology
 from kops.ops import journal as J
 from kops.ops.staging import plan_disk
-from kops.ops.validate import DiskCheck, Move, validate_plan
+from kops.ops.move import Move
+from kops.ops.validate import DiskCheck, validate_plan
 from kops.ops.reassign import admin as A
 from kops.ops.reassign.guard import cluster_id_of, refuse_if_active
 from kops.ops.reassign.options import ExecuteOptions, HealthStop

@@ -11,7 +11,7 @@ from typing import Any
 from kops.errors import EXIT_FAILURE, EXIT_NOT_DONE, EXIT_OK
 from kops.model import Topology, TopicPartition
 from kops.ops import journal as J
-from kops.ops.validate import Move
+from kops.ops.move import Move
 from kops.ops.reassign.options import SETTLE_S
 
 def next_wave(
