@@ -1,7 +1,7 @@
 """The unit of a reassignment: one partition's move from its current replicas to its target.
 
 A plain value (no I/O): validation makes one per plan entry (:func:`kops.ops.validate.validate_plan`),
-the disk check sizes them and puts them in stages (:mod:`kops.ops.staging`), the journal
+the disk check sizes them and puts them in stages (:mod:`kops.ops.disk_fit`), the journal
 stores them, and the engine starts them in waves (:mod:`kops.ops.reassign`).
 """
 
@@ -24,7 +24,7 @@ class Move:
     target: tuple[int, ...]
     log_dirs: tuple[str, ...] | None = None
     size_bytes: int | None = None
-    #: disk stage (:mod:`kops.ops.staging`): a move starts once every move of an earlier stage
+    #: disk stage (:func:`kops.ops.disk_fit.stage_moves`): a move starts once every move of an earlier stage
     #: has ended, so that the space those free on full brokers is there before data arrives
     stage: int = 0
 

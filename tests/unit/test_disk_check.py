@@ -14,7 +14,8 @@ from kops.cluster.snapshot import parse_topology, topology_schema
 from kops.cluster.topology import _describe_log_dirs
 from kops.errors import BadInput
 from kops.model import Broker, LogDir, Partition, PlanEntry, ReassignmentPlan, Topic, Topology
-from kops.ops.validate import DEFAULT_DISK_RESERVE_PCT, check_disk, validate_disk, validate_plan
+from kops.ops.disk_fit import DEFAULT_DISK_RESERVE_PCT, check_disk, validate_disk
+from kops.ops.validate import validate_plan
 
 DATA = Path(__file__).parent / "data"
 GB = 1_000_000_000
@@ -334,7 +335,7 @@ def test_the_threshold_holds_the_peak_of_the_move_below_a_share_of_the_volume():
     """--disk-threshold (default 80 %, as the planners): used bytes plus everything arriving
     (the plan's and what is still in flight; nothing freed before a move ends) stay under the
     threshold; the tighter of reserve and threshold wins; refused with the figures."""
-    from kops.ops.validate import DEFAULT_DISK_THRESHOLD_PCT
+    from kops.ops.disk_fit import DEFAULT_DISK_THRESHOLD_PCT
 
     assert DEFAULT_DISK_THRESHOLD_PCT == 80.0
     topo = _topo({3: (LogDir("/data/3", 100 * GB, 45 * GB),)}, adding={2: (3,)})  # 55 GB used

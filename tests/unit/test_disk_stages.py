@@ -1,4 +1,4 @@
-"""Disk stages (kops.ops.staging): a plan that shuffles data between full brokers runs in an
+"""Disk stages (kops.ops.disk_fit): a plan that shuffles data between full brokers runs in an
 order that frees space before it is needed, or is refused when no order fits; the waves keep
 the stages (kops.ops.reassign.next_wave), and a later stage waits for the space the brokers
 free when they delete the moved-away replicas (no cluster)."""
@@ -9,7 +9,7 @@ import pytest
 
 from kops.errors import BadInput
 from kops.model import Broker, LogDir, Partition, PlanEntry, ReassignmentPlan, Topic, Topology
-from kops.ops.staging import plan_disk
+from kops.ops.disk_fit import plan_disk
 from kops.ops.move import Move
 from kops.ops.validate import validate_plan
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from kops.errors import BadInput
 from kops.model import ReassignmentPlan, Topology
 from kops.ops import journal as J
-from kops.ops.staging import plan_disk
+from kops.ops.disk_fit import DiskCheck, plan_disk
 from kops.ops.move import Move
-from kops.ops.validate import DiskCheck, validate_plan
+from kops.ops.validate import validate_plan
 from kops.ops.reassign import admin as A
 from kops.ops.reassign.guard import cluster_id_of, refuse_if_active
 from kops.ops.reassign.options import ExecuteOptions, HealthStop

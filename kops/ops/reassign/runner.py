@@ -13,8 +13,8 @@ from kops.ops import failpoints
 from kops.ops import journal as J
 from kops.ops import throttle as T
 from kops.ops.progress import NullReporter, Snapshot, poll
+from kops.ops.disk_fit import check_disk
 from kops.ops.move import Move
-from kops.ops.validate import check_disk
 from kops.ops.reassign import admin as A
 from kops.ops.reassign.options import (
     ENDING_SOON_S,

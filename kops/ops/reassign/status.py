@@ -28,7 +28,7 @@ def next_wave(
     replica removals) are free. If nothing is in flight the first move always starts, so a
     plan never deadlocks on a limit smaller than one move.
 
-    Disk stages (:mod:`kops.ops.staging`): a move starts only once every move of an earlier
+    Disk stages (:func:`kops.ops.disk_fit.stage_moves`): a move starts only once every move of an earlier
     stage has ended (none is pending or in flight).
     """
     pending, in_flight = list(pending), list(in_flight)
