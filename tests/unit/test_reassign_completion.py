@@ -22,6 +22,7 @@ from kops.ops.reassign import (
     status_exit_code,
 )
 from kops.ops.move import Move
+from tests.unit.engine_fakes import AdminConn
 
 D1, D2 = "/data/d1", "/data/d2"
 
@@ -178,43 +179,10 @@ def test_poll_interval_includes_the_tick_and_wake_errors_are_not_fatal():
 # -- throttles are effective before moves start -----------------------------------------------
 
 
-class _Future:
-    def __init__(self, log, name):
-        self.log, self.name = log, name
-
-    def result(self, timeout=None):
-        self.log.append(("done", self.name))
-
-
-class _Admin:
-    def __init__(self):
-        self.log = []
-
-    def incremental_alter_configs(self, resources, request_timeout=None):
-        out = {}
-        for r in resources:
-            self.log.append(("sent", r.name))
-            out[r] = _Future(self.log, r.name)
-        return out
-
-
-class _Conn:
-    timeout_s = 5.0
-
-    def __init__(self):
-        self.a = _Admin()
-
-    def admin(self):
-        return self.a
-
-    def wait(self, fut, what, timeout=None):
-        return fut.result()
-
-
 def test_topic_lists_are_applied_before_broker_rates():
     from kops.ops import throttle as T
 
-    conn = _Conn()
+    conn = AdminConn()
     changes = [T.Change("broker", "1", T.FOLLOWER_RATE, "100"), T.Change("topic", "t", T.FOLLOWER_REPLICAS, "0:1"),
                T.Change("broker", "2", T.LEADER_RATE, "100")]
     assert T.apply_changes(conn, changes) == []
@@ -222,7 +190,7 @@ def test_topic_lists_are_applied_before_broker_rates():
     # the topic request completes before any broker request is sent
     assert log.index(("done", "t")) < min(log.index(("sent", "1")), log.index(("sent", "2")))
     # lifting throttles keeps no order: every request goes out at once
-    conn = _Conn()
+    conn = AdminConn()
     T.apply_changes(conn, [T.Change("broker", "1", T.FOLLOWER_RATE, None), T.Change("topic", "t", T.FOLLOWER_REPLICAS, None)])
     assert [e[0] for e in conn.a.log] == ["sent", "sent", "done", "done"]
 
@@ -315,7 +283,7 @@ def test_wake_up_checks_rarely_while_every_move_has_long_to_go(monkeypatch):
     assert runner.moves_finished() is False and len(calls) == 2
 
 
-def test_a_move_is_ending_soon_when_little_is_left_to_copy(monkeypatch):
+def test_the_runner_sees_a_move_ending_soon(monkeypatch):
     mb = 1_000_000
     m = Move("t", 0, (1, 2), (1, 3), size_bytes=100 * mb)
     j = J.Journal(id="x", cluster_id="c", moves=[m])
@@ -372,6 +340,27 @@ def test_a_lift_put_off_is_done_once_the_rest_stops_ending_soon_or_after_a_bound
     runner._lift_deferred_at -= R.LIFT_DEFER_MAX_S + 1  # b stalls: not forever
     runner.tick()
     assert len(syncs) == 1 and runner._lift_deferred_at is None
+
+
+def test_a_move_is_ending_soon_when_little_is_left_to_copy():
+    from kops.ops.reassign.status import copying
+
+    mb = 1_000_000
+    m = Move("t", 0, (1, 2), (1, 3), size_bytes=100 * mb)
+    other = Move("t", 1, (1, 2), (1, 4), size_bytes=100 * mb)
+    c = copying([m], {("t", 0, 3): 10 * mb}, throttle=1 * mb)  # 90 s left at 1 MB/s
+    assert c.copied == {"t-0": 10 * mb} and not c.ending_soon and not c.all_ending_soon
+    c = copying([m, other], {("t", 0, 3): 98 * mb}, throttle=1 * mb)  # 2 s left for t-0, 100 s for t-1
+    assert c.ending_soon and not c.all_ending_soon
+    c = copying([m, other], {("t", 0, 3): 98 * mb, ("t", 1, 4): 96 * mb}, throttle=1 * mb)
+    assert c.ending_soon and c.all_ending_soon
+    c = copying([m], {("t", 0, 3): 200 * mb}, throttle=None)  # a replica bigger than planned: counted up to the size
+    assert c.copied == {"t-0": 100 * mb} and c.all_ending_soon
+    c = copying([m], {("t", 0, 3): 94 * mb}, throttle=None)  # no throttle: 5 % of the bytes is "soon"
+    assert not c.ending_soon
+    c = copying([m], {}, throttle=1 * mb)  # sizes unknown: it may end any moment, but not all surely
+    assert c.ending_soon and not c.all_ending_soon
+    assert copying([], {}, throttle=None).copied == {}
 
 
 def test_poll_while_progressing_waits_as_long_as_lagging_metadata_catches_up():

@@ -8,6 +8,18 @@ from typing import Any
 from kops.ops import journal as J
 
 
+@dataclass(frozen=True)
+class Halt:
+    """Why an execution stopped starting waves (the moves in flight continue)."""
+
+    #: what stopped it: :data:`~kops.ops.reassign.options.HALT_HEALTH` or ``HALT_DISK``
+    by: str
+    #: one line per offending partition or disk
+    reasons: list[str]
+    #: what the operator is told at once
+    note: str
+
+
 @dataclass
 class Outcome:
     journal: J.Journal

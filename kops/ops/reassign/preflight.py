@@ -14,7 +14,7 @@ from kops.ops.validate import validate_plan
 from kops.ops.reassign import admin as A
 from kops.ops.reassign.guard import cluster_id_of, refuse_if_active
 from kops.ops.reassign.options import ExecuteOptions, HealthStop
-from kops.ops.reassign.status import health_problems
+from kops.ops.reassign.status import alive, health_problems
 
 @dataclass
 class Prepared:
@@ -53,11 +53,6 @@ class Prepared:
 
     def brokers(self) -> list[int]:
         return sorted({b for m in self.work for b in (*m.original, *m.target)})
-
-
-def alive(topo: Topology, broker: int) -> bool:
-    b = topo.broker(broker)
-    return b is not None and b.alive
 
 
 def _warm_up_journal_writer(conn) -> None:

@@ -33,11 +33,11 @@ from kops.ops.reassign.options import (
     ExecuteOptions,
 )
 from kops.ops.reassign.outcome import Outcome
-from kops.ops.reassign.preflight import alive
 from kops.ops.reassign.status import (
     LOG_DIR_DONE,
     LOG_DIR_ELSEWHERE,
     LOG_DIR_MOVING,
+    alive,
     health_problems,
     log_dir_states,
     next_wave,
