@@ -16,6 +16,7 @@ from kops.errors import BadInput
 from kops.model import Broker, LogDir, Partition, PlanEntry, ReassignmentPlan, Topic, Topology
 from kops.ops.disk_fit import DEFAULT_DISK_RESERVE_PCT, check_disk, validate_disk
 from kops.ops.validate import validate_plan
+from tests.unit.engine_fakes import Store
 
 DATA = Path(__file__).parent / "data"
 GB = 1_000_000_000
@@ -249,12 +250,7 @@ def test_unknown_capacities_and_sizes_warn_and_never_refuse():
 # -- before each later wave (the execution's wave loop, with the cluster stood in) ----------------
 
 
-class _Store:
-    def save(self, j):
-        pass
-
-
-def _wave_runner(monkeypatch, usable):
+def _wave_runner(monkeypatch, usable, opts=None):
     """An execution with t-0 (10 GB) in flight to broker 3, 4 GB of it copied, and t-1 (10 GB)
     waiting for the next wave, also to broker 3, whose volume (100 GB) has ``usable`` bytes."""
     from kops.cluster.topology import LogDirRead
@@ -286,10 +282,10 @@ def _wave_runner(monkeypatch, usable):
     j = J.Journal(id="x", cluster_id="c", moves=[a, b])
     j.progress[a.name] = J.IN_FLIGHT
     j.submitted_at[a.name] = time.time()
-    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(), None, None)
+    runner = R.Runner(object(), Store(), j, opts or R.ExecuteOptions())
     started = []
-    monkeypatch.setattr(runner, "_start_wave", lambda topo, in_flight, wave: started.append([m.name for m in wave]))
-    monkeypatch.setattr(runner, "_sync_throttles", lambda *a, **kw: [])
+    monkeypatch.setattr(R.admin, "submit", lambda conn, targets: started.append([f"{t}-{p}" for t, p in targets])
+                        or {tp: None for tp in targets})
     return runner, started, asked
 
 
@@ -300,7 +296,7 @@ def test_a_disk_filling_mid_move_stops_the_next_wave_and_says_so(monkeypatch):
     usable = [12 * GB]  # 6 GB still to come for t-0 + 10 GB for t-1 > 12 - 5 GB
     runner, started, asked = _wave_runner(monkeypatch, usable)
     outcome = runner.run()  # without --wait: one tick
-    assert started == [] and runner.j.state == J.HALTED and runner.halted_by == "disk check"
+    assert started == [] and runner.j.state == J.HALTED and runner.halt.by == "disk check"
     assert asked == [([1, 2, 3], ["t"])]
     assert outcome.exit_code == EXIT_FAILURE and not outcome.finished
     assert "halted by the disk check: broker 3 log dir /d: needs 16000000000 bytes" in outcome.message
@@ -319,10 +315,9 @@ def test_a_disk_filling_mid_move_stops_the_next_wave_and_says_so(monkeypatch):
 def test_the_wave_check_follows_the_execution_reserve_and_degrades_to_a_note(monkeypatch):
     from kops.ops import reassign as R
 
-    runner, started, _ = _wave_runner(monkeypatch, [12 * GB])
-    runner.opts = R.ExecuteOptions(disk_reserve_pct=0)  # 16 GB > 12 GB: still too much
-    runner.tick()
-    assert started == [] and runner.halted_by == "disk check"
+    runner, started, _ = _wave_runner(monkeypatch, [12 * GB], R.ExecuteOptions(disk_reserve_pct=0))
+    runner.tick()  # 16 GB > 12 GB: still too much
+    assert started == [] and runner.halt.by == "disk check"
 
     runner, started, _ = _wave_runner(monkeypatch, [12 * GB])
     monkeypatch.setattr("kops.cluster.topology.log_dir_usage", lambda conn, brokers, topics=(): None)

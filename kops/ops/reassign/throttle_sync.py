@@ -112,8 +112,8 @@ class ThrottleSync:
             wait_s = self._wait_s()
             late = T.await_lifted(self.conn, records, topo, timeout_s=wait_s)
             if late:
-                self.record.note(f"broker(s) {late} still showed a throttle rate kops removed after {wait_s:.0f} s "
-                                 "(brokers apply config changes asynchronously)")
+                self.record.note(f"broker(s) {late} still showed a throttle rate kops removed after "
+                                 f"{wait_s:.0f} s (brokers apply config changes asynchronously)")
 
     def _remove(self, state: T.ThrottleState, topo: Topology) -> Topology:
         """Remove the throttles of ``state``; a removal that failed (a broker slow or cut off) is
