@@ -297,24 +297,9 @@ def check_disk(
     return DiskCheck(tuple(figures), tuple(warnings), reserve_pct, threshold_pct, tuple(exempt))
 
 
-def validate_disk(
-    moves: Iterable[Move],
-    topo: Topology,
-    *,
-    reserve_pct: float = DEFAULT_DISK_RESERVE_PCT,
-    threshold_pct: float | None = DEFAULT_DISK_THRESHOLD_PCT,
-    on_disk: Mapping[tuple[str, int, int], tuple[str | None, int]] | None = None,
-    source: str = "reassignment plan",
-) -> DiskCheck:
-    """:func:`check_disk`, raising :class:`BadInput` (exit 2, nothing changed) that names every
-    destination log dir the plan would overflow, with its figures."""
-    check = check_disk(moves, topo, reserve_pct=reserve_pct, threshold_pct=threshold_pct, on_disk=on_disk)
-    if check.overflows:
-        raise _refusal(check, source)
-    return check
-
-
 def _refusal(check: DiskCheck, source: str) -> BadInput:
+    """A plan the disks take in no order: exit 2, nothing changed, every overflowing dir named
+    with its figures."""
     brokers = sorted({f.broker for f in check.overflows})
     return BadInput(
         f"{source}: the data would not fit on the disk of destination broker"
