@@ -115,6 +115,7 @@ class Runner:
         self._last_topo = topo
         reassigning = A.ongoing_in(topo)
         changed = self.refresh(topo, reassigning)
+        # what moves_finished() watches until the next check, and metadata lagging the controller
         self.lag.saw(j.moves_in(J.IN_FLIGHT), topo, reassigning, time.monotonic())
         in_flight = j.moves_in(J.IN_FLIGHT)
         pending = j.moves_in(J.PENDING)
@@ -129,6 +130,7 @@ class Runner:
                     return self.snapshot()
                 changed = True  # halted, or waiting for disk space
 
+        # the throttles of finished moves: lifted now, or put off while the rest ends within seconds
         if self.throttles.lift_due(changed, in_flight=bool(in_flight), pending=bool(pending),
                                    all_ending_soon=self._copying.all_ending_soon, now=time.monotonic()):
             saves = self.record.saves
