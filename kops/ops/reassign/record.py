@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from kops.ops import journal as J
+from kops.ops.journal import Journal, JournalStore
 from kops.ops.progress import NullReporter
 from kops.ops.throttle import ThrottleState
 
@@ -20,7 +20,7 @@ class Recorder:
     ``known``: notes said before the execution started (the preflight's disk warnings, shown
     before the confirmation): kept and journaled, not shown again."""
 
-    def __init__(self, store: J.JournalStore, journal: J.Journal, reporter=None, *, known: Iterable[str] = ()):
+    def __init__(self, store: JournalStore, journal: Journal, reporter=None, *, known: Iterable[str] = ()):
         self.store = store
         self.journal = journal
         self.reporter = reporter or NullReporter()

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 
 from kops.errors import ClusterError
 from kops.model import Topology
-from kops.ops import throttle as T
+from kops.ops import throttle
 from kops.ops.move import Move
-from kops.ops.reassign import admin as A
+from kops.ops.reassign import admin
 from kops.ops.reassign.options import LIFT_ATTEMPTS, LIFT_DEFER_MAX_S
 from kops.ops.reassign.record import Recorder
 
@@ -49,15 +49,15 @@ class ThrottleSync:
         """How long to wait for the brokers to apply a change (they do so asynchronously)."""
         return max(5.0, getattr(self.conn, "timeout_s", 10.0))
 
-    def desired(self, moves: Sequence[Move]) -> T.Desired:
-        return T.desired_throttles(moves, rate=self.rate, log_dir_rate=self.log_dir_rate)
+    def desired(self, moves: Sequence[Move]) -> throttle.Desired:
+        return throttle.desired_throttles(moves, rate=self.rate, log_dir_rate=self.log_dir_rate)
 
-    def sync(self, topo: Topology, moves: Sequence[Move], *, save: bool = True) -> list[T.Change]:
+    def sync(self, topo: Topology, moves: Sequence[Move], *, save: bool = True) -> list[throttle.Change]:
         """Bring the throttles to what ``moves`` need. ``save=False``: the caller saves the
         journal soon after (the write-ahead record already names every throttle that may be in
         place, so nothing is lost if kops dies in between)."""
         j = self._journal
-        state, notes, changes = T.sync(self.conn, j.throttles, self.desired(moves), topo,
+        state, notes, changes = throttle.sync(self.conn, j.throttles, self.desired(moves), topo,
                                        before_apply=self.record.write_ahead)
         changed = state.to_dict() != j.throttles.to_dict()
         j.throttles = state
@@ -77,7 +77,7 @@ class ThrottleSync:
         changes = self.sync(topo, moving, save=False)
         if any(c.kind == "broker" and c.value is not None for c in changes):
             wait_s = self._wait_s()
-            late = T.await_rates(self.conn, self.desired(moving), topo, timeout_s=wait_s)
+            late = throttle.await_rates(self.conn, self.desired(moving), topo, timeout_s=wait_s)
             if late:
                 self.record.note(f"broker(s) {late} did not show the throttle rates kops set within "
                                  f"{wait_s:.0f} s; starting the moves anyway")
@@ -104,34 +104,35 @@ class ThrottleSync:
         if not (records.brokers or not records.empty):
             return
         if not records.empty or topo is None:
-            topo = A.read(self.conn, topics=self.topics)
+            topo = admin.read(self.conn, topics=self.topics)
         if not records.empty:
             topo = self._remove(records, topo)
         if records.brokers:
             # "removed" means the brokers have applied it, not only that it was written
             wait_s = self._wait_s()
-            late = T.await_lifted(self.conn, records, topo, timeout_s=wait_s)
+            late = throttle.await_lifted(self.conn, records, topo, timeout_s=wait_s)
             if late:
                 self.record.note(f"broker(s) {late} still showed a throttle rate kops removed after "
                                  f"{wait_s:.0f} s (brokers apply config changes asynchronously)")
 
-    def _remove(self, state: T.ThrottleState, topo: Topology) -> Topology:
+    def _remove(self, state: throttle.ThrottleState, topo: Topology) -> Topology:
         """Remove the throttles of ``state``; a removal that failed (a broker slow or cut off) is
         sent again while the broker is up, so that a run that ends well leaves none behind.
         Returns the last topology read."""
         for attempt in range(1, LIFT_ATTEMPTS + 1):
-            state, notes, changes = T.remove_all(self.conn, state, topo, before_apply=self.record.write_ahead)
+            state, notes, changes = throttle.remove_all(self.conn, state, topo,
+                                                        before_apply=self.record.write_ahead)
             self._journal.throttles = state
             if changes:
                 self.record.event("throttles removed: " + "; ".join(str(c) for c in changes))
-            if state.empty or attempt == LIFT_ATTEMPTS or not T.plan_sync(
-                    state, T.Desired({}, {}), topo, final=True).changes:
+            if state.empty or attempt == LIFT_ATTEMPTS or not throttle.plan_sync(
+                    state, throttle.Desired({}, {}), topo, final=True).changes:
                 for n in notes:
                     self.record.note(n)
                 break
             time.sleep(1)
             try:
-                topo = A.read(self.conn, topics=self.topics)
+                topo = admin.read(self.conn, topics=self.topics)
             except ClusterError as e:  # the journal keeps the records: verify/resume lift them
                 for n in notes:
                     self.record.note(n)
