@@ -16,7 +16,11 @@ with Kafka's own ``kafka-reassign-partitions.sh``; and data moved by ``kops reas
      subprocess: validation, lock, journal, throttles, moves, cleanup, Python start-up);
    - **Kafka**: ``kafka-reassign-partitions.sh --execute --throttle N``, then ``--verify`` every
      ``P`` seconds until it reports every partition complete (that ``--verify`` also removes the
-     throttles), each a JVM from the sandbox's jars (:func:`kops.sandbox.dist.java_tool`).
+     throttles), each a JVM from the sandbox's jars (:func:`kops.sandbox.dist.java_tool`);
+   - **base** (``--kops-base EXE``): another kops, run as **kops** is (e.g. a worktree of an
+     earlier commit with its own ``.venv``): ``--tools kops,base`` compares two versions of
+     kops side by side (the summary's ``kops_vs_base``: ratios of the medians of wall time and
+     of the kops process's CPU time).
 
    Wall time is from the start of the first command to the exit of the last one. A sampler
    thread (its own connection) watches the cluster meanwhile every ``--sample-interval`` s:
@@ -151,22 +155,34 @@ class Sampler(threading.Thread):
 # ------------------------------------------------------------------------------------------
 
 
-def run_kops(bootstrap: str, plan_file: str, throttle: int, poll: float, timeout: float) -> dict:
-    cmd = [str(ROOT / ".venv/bin/kops"), "reassign", "execute", "--reassignment-json-file", plan_file,
+def run_kops(bootstrap: str, plan_file: str, throttle: int, poll: float, timeout: float, *,
+             exe: str | None = None) -> dict:
+    """``exe``: another checkout's ``kops`` (``--kops-base``) instead of this one's."""
+    cmd = [exe or str(ROOT / ".venv/bin/kops"), "reassign", "execute", "--reassignment-json-file", plan_file,
            "--throttle", str(throttle), "--wait", "--yes", "--poll-interval", str(poll),
            "--timeout", str(timeout), "--bootstrap-server", bootstrap, "--output", "json"]
+    cpu0 = _children_cpu()
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 120)
     wall = time.monotonic() - t0
+    cpu = _children_cpu() - cpu0
     doc = {}
     try:
         doc = json.loads(r.stdout)
     except ValueError:
         pass
     ok = r.returncode == 0 and doc.get("state") == "complete"
-    return {"ok": ok, "wall_s": wall, "exit": r.returncode, "state": doc.get("state"),
+    return {"ok": ok, "wall_s": wall, "cpu_s": round(cpu, 2), "exit": r.returncode, "state": doc.get("state"),
             "kops_elapsed_s": doc.get("elapsed_s"), "throttles_left": doc.get("throttles_left"),
             "stderr_tail": r.stderr.strip().splitlines()[-8:]}
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the child processes that have ended (the kops process)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def run_kafka(bootstrap: str, plan_file: str, throttle: int, poll: float, timeout: float) -> dict:
@@ -251,7 +267,11 @@ def main() -> int:
                          "records in 1 MB batches) make Kafka's quota deliver less, see docs/benchmarks.md")
     ap.add_argument("--poll-interval", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3, help="ABBA rounds; each runs both tools once")
-    ap.add_argument("--tools", default="kops,kafka", help="comma-separated: kops, kafka")
+    ap.add_argument("--tools", default="kops,kafka", help="comma-separated: kops, kafka, base")
+    ap.add_argument("--kops-base", metavar="EXE",
+                    help="tool 'base': this kops executable (another checkout's .venv/bin/kops, e.g. a "
+                         "worktree of an earlier commit) run exactly as 'kops', to compare two versions "
+                         "side by side (--tools kops,base)")
     ap.add_argument("--sample-interval", type=float, default=0.25)
     ap.add_argument("--window", type=float, default=5.0, help="seconds for the peak-rate figure")
     ap.add_argument("--timeout", type=float, default=600)
@@ -278,6 +298,8 @@ def main() -> int:
 
     bs = args.bootstrap_server
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    if "base" in tools and not args.kops_base:
+        ap.error("--tools base needs --kops-base EXE")
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_topics([NewTopic(args.topic, args.partitions, 3)])[args.topic].result(30)
     time.sleep(2)
@@ -332,8 +354,11 @@ def main() -> int:
             sampler.start()
             t0 = time.monotonic()
             sampler.t0 = t0
-            runner = run_kops if tool == "kops" else run_kafka
-            res = runner(bs, plan_file, args.throttle, args.poll_interval, args.timeout)
+            if tool == "kafka":
+                res = run_kafka(bs, plan_file, args.throttle, args.poll_interval, args.timeout)
+            else:
+                res = run_kops(bs, plan_file, args.throttle, args.poll_interval, args.timeout,
+                               exe=args.kops_base if tool == "base" else None)
             time.sleep(max(0.0, 2 * args.sample_interval))
             sampler.stop()
             res.update(sampler.report(final_sizes, args.window))
@@ -391,7 +416,8 @@ def main() -> int:
 
 
 def _line(r: dict) -> str:
-    return (f"{r['tool']:5s} {r['plan']:4s} wall {r['wall_s']:6.2f}s  bound {r.get('lower_bound_s')}s  "
+    return (f"{r['tool']:5s} {r['plan']:4s} wall {r['wall_s']:6.2f}s  cpu {r.get('cpu_s')}s  "
+            f"bound {r.get('lower_bound_s')}s  "
             f"ratio {r.get('ratio')}  copy {r.get('copy_s')}s ({r.get('copy_ratio')}x)  "
             f"submit@{r.get('submitted_seen_s')} first@{r.get('first_byte_s')} last@{r.get('last_byte_s')} "
             f"done@{r.get('finished_seen_s')}  1st-s max {r.get('max_first_second_bytes', 0) / 1e6:.1f} MB  "
@@ -411,7 +437,11 @@ def _summary(runs: list[dict]) -> dict:
 
         out[tool] = {"runs": len(rs), "median_wall_s": med("wall_s"), "median_ratio": med("ratio"),
                      "median_copy_s": med("copy_s"), "median_copy_ratio": med("copy_ratio"),
-                     "within_goal": sum(1 for r in rs if r.get("within_goal"))}
+                     "median_cpu_s": med("cpu_s"), "within_goal": sum(1 for r in rs if r.get("within_goal"))}
+    if "kops" in out and "base" in out:  # this checkout against --kops-base, side by side
+        out["kops_vs_base"] = {k: round(out["kops"][f"median_{k}"] / out["base"][f"median_{k}"], 3)
+                               for k in ("wall_s", "cpu_s")
+                               if out["kops"][f"median_{k}"] and out["base"][f"median_{k}"]}
     return out
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from kops.errors import BadInput, ClusterError
 from kops.ops.throttle import ThrottleState
-from kops.ops.validate import Move
+from kops.ops.move import Move
 
 JOURNAL_TOPIC = "__kops_journal"
 ZK_ROOT = "/kops/reassign"

@@ -14,7 +14,9 @@ from kops.cluster.snapshot import parse_topology, topology_schema
 from kops.cluster.topology import _describe_log_dirs
 from kops.errors import BadInput
 from kops.model import Broker, LogDir, Partition, PlanEntry, ReassignmentPlan, Topic, Topology
-from kops.ops.validate import DEFAULT_DISK_RESERVE_PCT, check_disk, validate_disk, validate_plan
+from kops.ops.disk_fit import DEFAULT_DISK_RESERVE_PCT, check_disk, plan_disk
+from kops.ops.validate import validate_plan
+from tests.unit.engine_fakes import Store
 
 DATA = Path(__file__).parent / "data"
 GB = 1_000_000_000
@@ -132,7 +134,7 @@ def _moves(topo, *entries):
 def test_a_plan_that_fits_passes_with_figures_per_destination():
     topo = _topo()
     moves = _moves(topo, (0, [0, 1, 3]), (1, [0, 1, 3]), (2, [4, 1, 2]))
-    check = validate_disk(moves, topo)
+    _, check = plan_disk(moves, topo)
     assert check.warnings == () and check.overflows == []
     by = {f.broker: f for f in check.figures}
     assert sorted(by) == [3, 4]
@@ -148,7 +150,7 @@ def test_a_plan_that_does_not_fit_is_refused_naming_every_overflowing_broker():
     # 3 receives 10+20+30 = 60 GB > 40-5; 4 receives 30 GB > 32-5; 5 receives 10 GB: fits
     moves = _moves(topo, (0, [3, 1, 5]), (1, [0, 3, 2]), (2, [3, 4, 2]))
     with pytest.raises(BadInput) as ei:
-        validate_disk(moves, topo)
+        plan_disk(moves, topo)
     e = ei.value
     assert e.exit_code == 2 and "nothing was changed" in e.message and "brokers 3,4" in e.message
     lines = [d for d in e.details if d.startswith("broker ")]
@@ -232,7 +234,7 @@ def test_explicit_log_dir_against_any():
 def test_unknown_capacities_and_sizes_warn_and_never_refuse():
     topo = _topo({3: (), 4: (LogDir("/data/4", None, None),)})
     moves = _moves(topo, (0, [3, 4, 5]), (1, [3, 4, 5]))
-    check = validate_disk(moves, topo)  # no exception
+    _, check = plan_disk(moves, topo)  # no exception
     assert [f.broker for f in check.figures] == [5]
     assert any("broker 3 unknown" in w for w in check.warnings)
     assert any("broker 4 does not report the free space" in w and "Kafka 3.3" in w for w in check.warnings)
@@ -248,18 +250,13 @@ def test_unknown_capacities_and_sizes_warn_and_never_refuse():
 # -- before each later wave (the execution's wave loop, with the cluster stood in) ----------------
 
 
-class _Store:
-    def save(self, j):
-        pass
-
-
-def _wave_runner(monkeypatch, usable):
+def _wave_runner(monkeypatch, usable, opts=None):
     """An execution with t-0 (10 GB) in flight to broker 3, 4 GB of it copied, and t-1 (10 GB)
     waiting for the next wave, also to broker 3, whose volume (100 GB) has ``usable`` bytes."""
     from kops.cluster.topology import LogDirRead
     from kops.ops import journal as J
     from kops.ops import reassign as R
-    from kops.ops.validate import Move
+    from kops.ops.move import Move
 
     a = Move("t", 0, (1, 2), (1, 3), size_bytes=10 * GB)
     b = Move("t", 1, (1, 2), (1, 3), size_bytes=10 * GB)
@@ -285,10 +282,10 @@ def _wave_runner(monkeypatch, usable):
     j = J.Journal(id="x", cluster_id="c", moves=[a, b])
     j.progress[a.name] = J.IN_FLIGHT
     j.submitted_at[a.name] = time.time()
-    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(), None, None)
+    runner = R.Runner(object(), Store(), j, opts or R.ExecuteOptions())
     started = []
-    monkeypatch.setattr(runner, "_start_wave", lambda topo, in_flight, wave: started.append([m.name for m in wave]))
-    monkeypatch.setattr(runner, "_sync_throttles", lambda *a, **kw: [])
+    monkeypatch.setattr(R.admin, "submit", lambda conn, targets: started.append([f"{t}-{p}" for t, p in targets])
+                        or {tp: None for tp in targets})
     return runner, started, asked
 
 
@@ -299,7 +296,7 @@ def test_a_disk_filling_mid_move_stops_the_next_wave_and_says_so(monkeypatch):
     usable = [12 * GB]  # 6 GB still to come for t-0 + 10 GB for t-1 > 12 - 5 GB
     runner, started, asked = _wave_runner(monkeypatch, usable)
     outcome = runner.run()  # without --wait: one tick
-    assert started == [] and runner.j.state == J.HALTED and runner.halted_by == "disk check"
+    assert started == [] and runner.j.state == J.HALTED and runner.halt.by == "disk check"
     assert asked == [([1, 2, 3], ["t"])]
     assert outcome.exit_code == EXIT_FAILURE and not outcome.finished
     assert "halted by the disk check: broker 3 log dir /d: needs 16000000000 bytes" in outcome.message
@@ -318,10 +315,9 @@ def test_a_disk_filling_mid_move_stops_the_next_wave_and_says_so(monkeypatch):
 def test_the_wave_check_follows_the_execution_reserve_and_degrades_to_a_note(monkeypatch):
     from kops.ops import reassign as R
 
-    runner, started, _ = _wave_runner(monkeypatch, [12 * GB])
-    runner.opts = R.ExecuteOptions(disk_reserve_pct=0)  # 16 GB > 12 GB: still too much
-    runner.tick()
-    assert started == [] and runner.halted_by == "disk check"
+    runner, started, _ = _wave_runner(monkeypatch, [12 * GB], R.ExecuteOptions(disk_reserve_pct=0))
+    runner.tick()  # 16 GB > 12 GB: still too much
+    assert started == [] and runner.halt.by == "disk check"
 
     runner, started, _ = _wave_runner(monkeypatch, [12 * GB])
     monkeypatch.setattr("kops.cluster.topology.log_dir_usage", lambda conn, brokers, topics=(): None)
@@ -334,7 +330,7 @@ def test_the_threshold_holds_the_peak_of_the_move_below_a_share_of_the_volume():
     """--disk-threshold (default 80 %, as the planners): used bytes plus everything arriving
     (the plan's and what is still in flight; nothing freed before a move ends) stay under the
     threshold; the tighter of reserve and threshold wins; refused with the figures."""
-    from kops.ops.validate import DEFAULT_DISK_THRESHOLD_PCT
+    from kops.ops.disk_fit import DEFAULT_DISK_THRESHOLD_PCT
 
     assert DEFAULT_DISK_THRESHOLD_PCT == 80.0
     topo = _topo({3: (LogDir("/data/3", 100 * GB, 45 * GB),)}, adding={2: (3,)})  # 55 GB used
@@ -343,7 +339,7 @@ def test_the_threshold_holds_the_peak_of_the_move_below_a_share_of_the_volume():
     assert check_disk(_moves(topo, (0, [0, 1, 3])), topo, threshold_pct=None).figures[0].fits  # 40 <= 45 - 5
     assert check_disk(_moves(topo, (0, [0, 1, 3])), topo, threshold_pct=95).figures[0].fits
     with pytest.raises(BadInput) as ei:
-        validate_disk(_moves(topo, (0, [0, 1, 3])), topo)
+        plan_disk(_moves(topo, (0, [0, 1, 3])), topo)
     e = ei.value
     assert e.exit_code == 2 and "destination broker 3" in e.message and "nothing was changed" in e.message
     assert "at most 80 % full at the peak of the move, --disk-threshold" in e.message
@@ -361,12 +357,12 @@ def test_brokers_sharing_one_volume_are_held_to_the_reserve_only():
     dirs = {b: (LogDir("/data", 100 * GB, 15 * GB),) for b in range(6)}  # 85 % used, by all of them
     topo = Topology(brokers=tuple(Broker(b, "abc"[b // 2], host="10.0.0.1", log_dirs=dirs[b]) for b in range(6)),
                     topics=_topo().topics)
-    check = validate_disk(_moves(topo, (0, [0, 1, 3])), topo)  # 10 GB of 15 - 5: fits
+    _, check = plan_disk(_moves(topo, (0, [0, 1, 3])), topo)  # 10 GB of 15 - 5: fits
     (f,) = check.figures
     assert f.threshold_pct is None and f.fits and check.shared == (3,)
     assert "not applied to broker 3: a volume other brokers of the host share" in check.rule()
     with pytest.raises(BadInput, match="keeping 5 % of each volume free"):
-        validate_disk(_moves(topo, (1, [0, 1, 3])), topo)  # 20 GB: the reserve refuses it
+        plan_disk(_moves(topo, (1, [0, 1, 3])), topo)  # 20 GB: the reserve refuses it
 
 
 def test_execute_options_keep_the_threshold_in_the_journal():
@@ -398,5 +394,5 @@ def test_offline_on_a_snapshot_with_log_dirs():
     topo = parse_topology(json.loads(json.dumps(doc)))
     plan = ReassignmentPlan((PlanEntry("t", 2, (0, 1, 3)),))  # 30 GB onto broker 3
     with pytest.raises(BadInput) as ei:
-        validate_disk(validate_plan(plan, topo), topo)
+        plan_disk(validate_plan(plan, topo), topo)
     assert ei.value.details[0].startswith(f"broker 3 log dir /data/3: needs {30 * GB} bytes")

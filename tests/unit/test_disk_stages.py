@@ -1,4 +1,4 @@
-"""Disk stages (kops.ops.staging): a plan that shuffles data between full brokers runs in an
+"""Disk stages (kops.ops.disk_fit): a plan that shuffles data between full brokers runs in an
 order that frees space before it is needed, or is refused when no order fits; the waves keep
 the stages (kops.ops.reassign.next_wave), and a later stage waits for the space the brokers
 free when they delete the moved-away replicas (no cluster)."""
@@ -9,8 +9,10 @@ import pytest
 
 from kops.errors import BadInput
 from kops.model import Broker, LogDir, Partition, PlanEntry, ReassignmentPlan, Topic, Topology
-from kops.ops.staging import plan_disk
-from kops.ops.validate import Move, validate_plan
+from kops.ops.disk_fit import plan_disk
+from kops.ops.move import Move
+from kops.ops.validate import validate_plan
+from tests.unit.engine_fakes import Store
 
 GB = 1_000_000_000
 
@@ -99,16 +101,13 @@ def test_a_later_stage_waits_for_the_space_its_earlier_stages_free_then_halts(mo
         entries=[(("t", 1, 1), "/d", 10 * GB, False), (("t", 1, 2), "/d", 10 * GB, False)],
         dirs={b: (LogDir("/d", 100 * GB, usable[0] if b == 3 else 80 * GB),) for b in (1, 2, 3)}))
 
-    class Store:
-        def save(self, j):
-            pass
-
     j = J.Journal(id="x", cluster_id="c", moves=[a, b])
     j.progress[a.name] = J.DONE
-    runner = R.Runner(object(), Store(), j, R.ExecuteOptions(), None, None)
+    runner = R.Runner(object(), Store(), j, R.ExecuteOptions())
     started = []
-    monkeypatch.setattr(runner, "_start_wave", lambda topo, in_flight, wave: started.append([m.name for m in wave]))
-    monkeypatch.setattr(runner, "_sync_throttles", lambda *a, **kw: [])
+    monkeypatch.setattr(R.admin, "submit", lambda conn, targets: started.append([f"{t}-{p}" for t, p in targets])
+                        or {tp: None for tp in targets})
+    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: {})
     clock = [1000.0]
     monkeypatch.setattr(R.runner.time, "monotonic", lambda: clock[0])
     runner.tick()
@@ -125,10 +124,8 @@ def test_a_later_stage_waits_for_the_space_its_earlier_stages_free_then_halts(mo
     j2 = J.Journal(id="y", cluster_id="c", moves=[a, b])
     j2.progress[a.name] = J.DONE
     usable[0] = 25 * GB
-    runner = R.Runner(object(), Store(), j2, R.ExecuteOptions(), None, None)
-    monkeypatch.setattr(runner, "_start_wave", lambda topo, in_flight, wave: started.append([m.name for m in wave]))
-    monkeypatch.setattr(runner, "_sync_throttles", lambda *a, **kw: [])
+    runner = R.Runner(object(), Store(), j2, R.ExecuteOptions())
     runner.tick()
     clock[0] += R.options.SPACE_WAIT_S + 1
     runner.tick()
-    assert j2.state == J.HALTED and runner.halted_by == "disk check"
+    assert j2.state == J.HALTED and runner.halt.by == "disk check"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kops.model import Broker, LogDir, Partition, Topic, Topology
 from kops.ops.dryrun import simulate
 from kops.ops.reassign import ExecuteOptions, Prepared
-from kops.ops.validate import Move
+from kops.ops.move import Move
 
 MIB = 1024 * 1024
 

@@ -21,7 +21,8 @@ from kops.ops.reassign import (
     settle,
     status_exit_code,
 )
-from kops.ops.validate import Move
+from kops.ops.move import Move
+from tests.unit.engine_fakes import AdminConn, Store
 
 D1, D2 = "/data/d1", "/data/d2"
 
@@ -78,14 +79,6 @@ def test_statuses_with_log_dirs():
     assert st({1: LOG_DIR_WAITING}).state == "in_progress"  # DescribeLogDirs unanswered: not complete
 
 
-class _Store:
-    def __init__(self):
-        self.saved = 0
-
-    def save(self, j):
-        self.saved += 1
-
-
 def _runner(monkeypatch, dirs_seq, alter_results):
     """A Runner over one log-dir move, with DescribeLogDirs / AlterReplicaLogDirs stood in."""
     m = Move("t", 0, (1, 2), (1, 2), log_dirs=(D2, "any"), size_bytes=10)
@@ -101,7 +94,7 @@ def _runner(monkeypatch, dirs_seq, alter_results):
         return {k: alter_results.get(k) for k in reqs}
 
     monkeypatch.setattr(R.admin, "alter_log_dirs", alter)
-    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(), None, None)
+    runner = R.Runner(object(), Store(), j, R.ExecuteOptions())
     return runner, m, sent
 
 
@@ -115,10 +108,10 @@ def test_runner_waits_for_the_log_dir_move(monkeypatch):
     topo = _topo()
     runner.refresh(topo, {})
     assert runner.j.progress[m.name] == J.IN_FLIGHT
-    runner._log_dirs(runner.j.moves_in(J.IN_FLIGHT))
+    runner.log_dirs.drive(runner.j.moves_in(J.IN_FLIGHT), runner.record)
     assert sent == [{k: D2}]
     runner.refresh(topo, {})
-    runner._log_dirs(runner.j.moves_in(J.IN_FLIGHT))
+    runner.log_dirs.drive(runner.j.moves_in(J.IN_FLIGHT), runner.record)
     assert runner.j.progress[m.name] == J.IN_FLIGHT and len(sent) == 1  # moving: not sent again
     assert runner.refresh(topo, {}) is True
     assert runner.j.progress[m.name] == J.DONE
@@ -130,7 +123,7 @@ def test_runner_marks_a_missing_log_dir_as_mismatch(monkeypatch):
                               {k: "LogDirNotFoundError"})
     topo = _topo()
     runner.refresh(topo, {})
-    runner._log_dirs(runner.j.moves_in(J.IN_FLIGHT))
+    runner.log_dirs.drive(runner.j.moves_in(J.IN_FLIGHT), runner.record)
     assert any("has no log dir /data/d2" in n for n in runner.notes)
     runner.refresh(topo, {}, mismatch_after_s=0)
     assert runner.j.progress[m.name] == J.MISMATCH
@@ -178,43 +171,10 @@ def test_poll_interval_includes_the_tick_and_wake_errors_are_not_fatal():
 # -- throttles are effective before moves start -----------------------------------------------
 
 
-class _Future:
-    def __init__(self, log, name):
-        self.log, self.name = log, name
-
-    def result(self, timeout=None):
-        self.log.append(("done", self.name))
-
-
-class _Admin:
-    def __init__(self):
-        self.log = []
-
-    def incremental_alter_configs(self, resources, request_timeout=None):
-        out = {}
-        for r in resources:
-            self.log.append(("sent", r.name))
-            out[r] = _Future(self.log, r.name)
-        return out
-
-
-class _Conn:
-    timeout_s = 5.0
-
-    def __init__(self):
-        self.a = _Admin()
-
-    def admin(self):
-        return self.a
-
-    def wait(self, fut, what, timeout=None):
-        return fut.result()
-
-
 def test_topic_lists_are_applied_before_broker_rates():
     from kops.ops import throttle as T
 
-    conn = _Conn()
+    conn = AdminConn()
     changes = [T.Change("broker", "1", T.FOLLOWER_RATE, "100"), T.Change("topic", "t", T.FOLLOWER_REPLICAS, "0:1"),
                T.Change("broker", "2", T.LEADER_RATE, "100")]
     assert T.apply_changes(conn, changes) == []
@@ -222,7 +182,7 @@ def test_topic_lists_are_applied_before_broker_rates():
     # the topic request completes before any broker request is sent
     assert log.index(("done", "t")) < min(log.index(("sent", "1")), log.index(("sent", "2")))
     # lifting throttles keeps no order: every request goes out at once
-    conn = _Conn()
+    conn = AdminConn()
     T.apply_changes(conn, [T.Change("broker", "1", T.FOLLOWER_RATE, None), T.Change("topic", "t", T.FOLLOWER_REPLICAS, None)])
     assert [e[0] for e in conn.a.log] == ["sent", "sent", "done", "done"]
 
@@ -281,97 +241,25 @@ def test_await_lifted_waits_until_no_broker_shows_a_rate_kops_set(monkeypatch):
     assert T.await_lifted(object(), records, topo, timeout_s=0.05, interval_s=0.01) == [2]
 
 
-def test_wake_up_while_metadata_lags_behind_the_controller(monkeypatch):
-    runner, m, _ = _runner(monkeypatch, [], {})
-    monkeypatch.setattr(R.admin, "ongoing", lambda conn: {("t", 0): {}})
-    runner._watch = {("t", 0)}
-    assert runner.moves_finished() is False  # still reassigning
-    monkeypatch.setattr(R.admin, "ongoing", lambda conn: {})
-    assert runner.moves_finished() is False  # asked the cluster WAKE_SOON_S ago: not yet again
-    runner._woke_at -= R.WAKE_SOON_S
-    assert runner.moves_finished() is True  # the controller finished it
-    runner._watch = set()
-    runner._lagging = {("t", 0): time.monotonic()}  # ... but the last metadata read was behind
-    runner._ticked_at = time.monotonic()
-    assert runner.moves_finished() is False  # the tick that saw it was a moment ago
-    runner._ticked_at -= R.LAG_RECHECK_EVERY_S
-    assert runner.moves_finished() is True
-    runner._lagging = {("t", 0): time.monotonic() - R.LAG_RECHECK_S - 1}  # long enough: a mismatch
-    assert runner.moves_finished() is False
+def test_a_move_is_ending_soon_when_little_is_left_to_copy():
+    from kops.ops.reassign.status import copying
 
-
-def test_wake_up_checks_rarely_while_every_move_has_long_to_go(monkeypatch):
-    """Between ticks the cluster is asked every WAKE_S seconds, every WAKE_SOON_S only when a
-    move may end soon (its sizes say so)."""
-    runner, m, _ = _runner(monkeypatch, [], {})
-    calls = []
-    monkeypatch.setattr(R.admin, "ongoing", lambda conn: calls.append(1) or {("t", 0): {}})
-    runner._watch = {("t", 0)}
-    runner._ending_soon = False
-    assert runner.moves_finished() is False and len(calls) == 1
-    runner._woke_at -= R.WAKE_SOON_S
-    assert runner.moves_finished() is False and len(calls) == 1  # not due yet
-    runner._ending_soon = True
-    assert runner.moves_finished() is False and len(calls) == 2
-
-
-def test_a_move_is_ending_soon_when_little_is_left_to_copy(monkeypatch):
     mb = 1_000_000
     m = Move("t", 0, (1, 2), (1, 3), size_bytes=100 * mb)
-    j = J.Journal(id="x", cluster_id="c", moves=[m])
-    j.progress[m.name] = J.IN_FLIGHT
-    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(throttle=1 * mb), None, None)
-    copied = {}
-    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: dict(copied))
-    copied[("t", 0, 3)] = 10 * mb  # 90 s left at 1 MB/s
-    assert runner.snapshot().bytes_done == 10 * mb and runner._ending_soon is False
-    copied[("t", 0, 3)] = 98 * mb  # 2 s left
-    assert runner.snapshot().bytes_done == 98 * mb and runner._ending_soon is True
-    copied.clear()  # sizes unknown: it may end any moment
-    runner.snapshot()
-    assert runner._ending_soon is True
-
-
-def _two_moves_one_finished(monkeypatch, sizes):
-    """A Runner over t-0 (finished: at its target, no longer reassigning) and t-1 (still
-    reassigning, ``sizes`` copied), its throttle syncs recorded instead of applied."""
-    from kops.model import Broker
-
-    a, b = Move("t", 0, (1, 2), (1, 3), size_bytes=10), Move("t", 1, (1, 2), (1, 4), size_bytes=10)
-    topo = Topology(brokers=tuple(Broker(i) for i in range(1, 5)),
-                    topics=(Topic("t", (Partition("t", 0, (1, 3)), Partition("t", 1, (1, 2, 4)))),))
-    monkeypatch.setattr(R.admin, "read", lambda conn, topics=None, sizes=False: topo)
-    monkeypatch.setattr(R.admin, "ongoing", lambda conn: {("t", 1): {"adding_replicas": [4], "removing_replicas": [2]}})
-    monkeypatch.setattr("kops.cluster.topology.replica_sizes", lambda conn, brokers, topics: dict(sizes))
-    j = J.Journal(id="x", cluster_id="c", moves=[a, b])
-    j.progress[a.name] = j.progress[b.name] = J.IN_FLIGHT
-    runner = R.Runner(object(), _Store(), j, R.ExecuteOptions(throttle=1000), None, None)
-    syncs = []
-    monkeypatch.setattr(runner, "_sync_throttles", lambda topo, in_flight, **kw: syncs.append(in_flight) or [])
-    return runner, a, b, syncs
-
-
-def test_throttles_of_finished_moves_lifted_at_once_unless_the_rest_end_within_seconds(monkeypatch):
-    """A move finishes: its throttles are lifted at that tick; but while every other move in
-    flight is about to end too (and no wave waits), they are lifted all together at the end."""
-    for all_ending_soon, lifted in ((False, 1), (True, 0)):
-        runner, a, b, syncs = _two_moves_one_finished(monkeypatch, {})
-        runner._all_ending_soon = all_ending_soon
-        runner.tick()
-        assert runner.j.progress[a.name] == J.DONE and runner.j.progress[b.name] == J.IN_FLIGHT
-        assert len(syncs) == lifted, all_ending_soon
-
-
-def test_a_lift_put_off_is_done_once_the_rest_stops_ending_soon_or_after_a_bound(monkeypatch):
-    runner, a, b, syncs = _two_moves_one_finished(monkeypatch, {("t", 1, 4): 9})
-    runner._all_ending_soon = True
-    runner.tick()  # a finished, b 1 byte from its end: put off
-    assert syncs == [] and runner._all_ending_soon  # (the snapshot still says b ends soon)
-    runner.tick()
-    assert syncs == []  # still ending soon, within the bound
-    runner._lift_deferred_at -= R.LIFT_DEFER_MAX_S + 1  # b stalls: not forever
-    runner.tick()
-    assert len(syncs) == 1 and runner._lift_deferred_at is None
+    other = Move("t", 1, (1, 2), (1, 4), size_bytes=100 * mb)
+    c = copying([m], {("t", 0, 3): 10 * mb}, throttle=1 * mb)  # 90 s left at 1 MB/s
+    assert c.copied == {"t-0": 10 * mb} and not c.ending_soon and not c.all_ending_soon
+    c = copying([m, other], {("t", 0, 3): 98 * mb}, throttle=1 * mb)  # 2 s left for t-0, 100 s for t-1
+    assert c.ending_soon and not c.all_ending_soon
+    c = copying([m, other], {("t", 0, 3): 98 * mb, ("t", 1, 4): 96 * mb}, throttle=1 * mb)
+    assert c.ending_soon and c.all_ending_soon
+    c = copying([m], {("t", 0, 3): 200 * mb}, throttle=None)  # a replica bigger than planned: counted up to the size
+    assert c.copied == {"t-0": 100 * mb} and c.all_ending_soon
+    c = copying([m], {("t", 0, 3): 94 * mb}, throttle=None)  # no throttle: 5 % of the bytes is "soon"
+    assert not c.ending_soon
+    c = copying([m], {}, throttle=1 * mb)  # sizes unknown: it may end any moment, but not all surely
+    assert c.ending_soon and not c.all_ending_soon
+    assert copying([], {}, throttle=None).copied == {}
 
 
 def test_poll_while_progressing_waits_as_long_as_lagging_metadata_catches_up():

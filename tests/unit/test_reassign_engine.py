@@ -14,7 +14,7 @@ from kops.cli.progress import LineReporter
 from kops.ops.progress import Snapshot, poll
 from kops.ops.reassign import health_problems, next_wave, partition_statuses, settle, status_exit_code
 from kops.ops.throttle import ThrottleState
-from kops.ops.validate import Move
+from kops.ops.move import Move
 
 
 def mv(p, original, target, topic="t"):
@@ -162,113 +162,6 @@ def test_rich_reporter_renders_without_a_cluster():
     r.stop()
     out = buf.getvalue()
     assert "partitions" in out and "4/4" in out and "wave 2 started" in out
-
-
-def test_runner_stops_waiting_when_every_move_waits_on_a_down_broker():
-    from kops.ops.reassign import ExecuteOptions, Runner
-
-    m = mv(0, (0, 1), (0, 2))
-    j = J.Journal(id="x", cluster_id="c", moves=[m])
-    j.progress[m.name] = J.IN_FLIGHT
-    r = Runner(conn=None, store=None, journal=j, opts=ExecuteOptions(stall_after_s=0.0))
-    topo = Topology(brokers=(Broker(0), Broker(1), Broker(2, alive=False)), topics=())
-    r._check_stall(topo, [m])
-    assert not r.stalled and r.notes == ["every move in flight waits on down broker(s) [2]"]
-    r._check_stall(topo, [m])
-    assert r.stalled  # run() ends the wait (exit 3) instead of hanging
-    up = Topology(brokers=(Broker(0), Broker(1), Broker(2)), topics=())
-    r2 = Runner(conn=None, store=None, journal=j, opts=ExecuteOptions(stall_after_s=0.0))
-    r2._check_stall(up, [m])
-    r2._check_stall(up, [m])
-    assert not r2.stalled
-
-
-def test_a_kept_replica_on_a_down_broker_stalls_a_move_too():
-    """Kafka completes a move only once every target replica is in the ISR: a move whose new
-    replica is on a live broker but which keeps a replica on a dead one waits as long as one
-    whose destination is dead (found by the fault lab); moving off a dead broker does not."""
-    from kops.ops.reassign import ExecuteOptions, Runner
-
-    keeps_dead = mv(0, (0, 1, 2), (0, 3, 2))  # broker 2 stays, and is down
-    into_dead = mv(1, (0, 1, 3), (0, 4, 3))  # destination 4 is down
-    off_dead = mv(2, (0, 1, 2), (0, 1, 5))  # moves off the dead broker 2: completes without it
-    topo = Topology(brokers=(Broker(0), Broker(1), Broker(2, alive=False), Broker(3), Broker(4, alive=False),
-                             Broker(5)), topics=())
-    for moves, stalls in (([keeps_dead, into_dead], True), ([keeps_dead, off_dead], False)):
-        j = J.Journal(id="x", cluster_id="c", moves=list(moves))
-        for m in moves:
-            j.progress[m.name] = J.IN_FLIGHT
-        r = Runner(conn=None, store=None, journal=j, opts=ExecuteOptions(stall_after_s=0.0))
-        r._check_stall(topo, list(moves))
-        r._check_stall(topo, list(moves))
-        assert r.stalled is stalls, moves
-        if stalls:
-            assert r.notes == ["every move in flight waits on down broker(s) [2, 4]"]
-
-
-def test_moves_that_copy_nothing_with_every_broker_up_end_the_wait(monkeypatch):
-    """CI run G: a follower fetching from a broker that kept a deleted topic's log got
-    INCONSISTENT_TOPIC_ID for good; every broker was up, so `rebalance step` (no --timeout)
-    waited for 5 minutes without a word until the test killed it. A move whose new replicas copy
-    nothing for the window (longer at a very low throttle) is stuck; when every move in flight
-    is, the wait ends (exit 3, resumable) and says why."""
-    from kops.ops import reassign as R
-
-    m = mv(0, (0, 1), (0, 2))
-    j = J.Journal(id="x", cluster_id="c", moves=[m])
-    j.progress[m.name] = J.IN_FLIGHT
-    up = Topology(brokers=(Broker(0), Broker(1), Broker(2)), topics=())
-    clock = [1000.0]
-    monkeypatch.setattr(R.runner.time, "monotonic", lambda: clock[0])
-    r = R.Runner(conn=None, store=None, journal=j, opts=R.ExecuteOptions(throttle=50 << 20))
-    r._copied[m.name] = (0, clock[0])  # what snapshot() records from the destination's replica size
-    r._check_stall(up, [m])
-    assert not r.stalled
-    clock[0] += R.NO_PROGRESS_S - 1
-    r._check_stall(up, [m])
-    assert not r.stalled
-    clock[0] += 2
-    r._check_stall(up, [m])
-    assert r.stalled and "no data copied for 120 s" in r.stalled_reason and m.name in r.stalled_reason
-    # at 1 KB/s a follower's 1 MiB fetch takes ~17 min: that is not a stall yet
-    slow = R.Runner(conn=None, store=None, journal=j, opts=R.ExecuteOptions(throttle=1024))
-    slow._copied[m.name] = (0, clock[0])
-    clock[0] += R.NO_PROGRESS_S * 10
-    slow._check_stall(up, [m])
-    assert not slow.stalled
-    # a move that copies is never stalled, however long it takes
-    busy = R.Runner(conn=None, store=None, journal=j, opts=R.ExecuteOptions(throttle=50 << 20))
-    busy._copied[m.name] = (10, clock[0] - 1)
-    busy._check_stall(up, [m])
-    assert not busy.stalled
-
-
-def test_moves_that_finish_are_progress_though_the_others_copy_nothing(monkeypatch):
-    """Scale bench (10,000 partitions, 4,003 moves of 16 KiB partitions submitted at once): the
-    new replicas held their bytes within seconds, then the controller completed ~10 moves a
-    second; with no byte copied by any move still in flight for 120 s, the wait ended (exit 3)
-    while 1,550 moves were still finishing. A move finished within the window is progress."""
-    from kops.ops import reassign as R
-
-    moves = [mv(i, (0, 1), (0, 2)) for i in range(3)]
-    j = J.Journal(id="x", cluster_id="c", moves=moves)
-    for m in moves:
-        j.progress[m.name] = J.IN_FLIGHT
-    up = Topology(brokers=(Broker(0), Broker(1), Broker(2)), topics=())
-    clock = [1000.0]
-    monkeypatch.setattr(R.runner.time, "monotonic", lambda: clock[0])
-    r = R.Runner(conn=None, store=None, journal=j, opts=R.ExecuteOptions(throttle=50 << 20))
-    for m in moves:
-        r._copied[m.name] = (16 << 10, clock[0])  # all copied at once, none finished yet
-    r._check_stall(up, moves)
-    for k in range(2):  # one move finishes every 100 s: never 120 s without progress
-        clock[0] += 100
-        j.progress[moves[k].name] = J.DONE
-        r._check_stall(up, moves[k + 1:])
-        assert not r.stalled
-    clock[0] += R.NO_PROGRESS_S + 1  # then nothing finishes, nothing copies: stalled
-    r._check_stall(up, moves[2:])
-    assert r.stalled and moves[2].name in r.stalled_reason
 
 
 class _Store:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kops.model import Broker, Partition, Topic, Topology
 from kops.ops import throttle as T
-from kops.ops.validate import Move
+from kops.ops.move import Move
 
 
 def topo(broker_cfg=None, topic_cfg=None, down=()) -> Topology:

@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 from kops.errors import BadInput
 from kops.model import Broker, Partition, PlanEntry, ReassignmentPlan, Topic, Topology
-from kops.ops.validate import Move, plan_problems, validate_plan
+from kops.ops.move import Move
+from kops.ops.validate import plan_problems, validate_plan
 
 
 def topo(down=(), reassigning=None) -> Topology:

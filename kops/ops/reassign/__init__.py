@@ -14,8 +14,13 @@ Where things are (each module has one job; this package re-exports the public na
   log-dir moves
 * :mod:`.guard` — one execution per cluster: journal store, lock, owners that died
 * :mod:`.preflight` — the plan checked against the live cluster (:func:`prepare`)
-* :mod:`.outcome` — what an execution ends with (:class:`Outcome`)
-* :mod:`.runner` — :class:`Runner`, the engine of one journaled execution
+* :mod:`.outcome` — what an execution ends with (:class:`Outcome`), and why it halted
+* :mod:`.runner` — :class:`Runner`, the engine of one journaled execution: a coordinator that
+  holds the trackers below, each with its own state and unit tests
+* :mod:`.throttle_sync`, :mod:`.log_dirs`, :mod:`.disk_stages`, :mod:`.stall`, :mod:`.lag` — the
+  trackers: throttles set and lifted, log-dir moves, the disk check before a later wave, when
+  waiting is pointless, metadata trailing the controller; :mod:`.record` — notes, journal
+  events and saves
 * :mod:`.execution` — :func:`start` and :func:`resume`
 * :mod:`.verify_cancel` — :func:`verify`, :func:`cancel`, :func:`list_all`
 """

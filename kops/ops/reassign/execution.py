@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from kops.errors import EXIT_OK, BadInput
 from kops.ops import failpoints
 from kops.ops import journal as J
@@ -32,11 +31,7 @@ def start(conn, prepared: Prepared, opts: ExecuteOptions, *, reporter=None) -> O
     except Exception:
         lock.release(journal.id)
         raise
-    runner = Runner(conn, store, journal, opts, reporter, lock)
-    runner.fresh = (topo, prepared.read_at)
-    for w in prepared.disk.warnings if prepared.disk is not None else ():
-        runner.notes.append(f"disk check: {w}")  # shown before the confirmation already
-        journal.event(f"disk check: {w}")
+    runner = Runner.after_preflight(conn, store, journal, opts, prepared, reporter=reporter, lock=lock)
     if not runner.work_left:
         runner.finish()
         return Outcome(journal, True, EXIT_OK, "nothing to do: every partition is already at its target",
@@ -58,7 +53,7 @@ def resume(conn, opts: ExecuteOptions, *, execution_id: str | None = None, repor
     lock = ClusterLock(conn)
     if j.finished:
         if not j.throttles.empty:
-            runner = Runner(conn, store, j, opts.with_journal(j.options), reporter, lock)
+            runner = Runner(conn, store, j, opts.with_journal(j.options), reporter=reporter, lock=lock)
             runner.finish(final_state=j.state)
             return Outcome(j, True, EXIT_OK, f"execution {j.id} was already {j.state}; leftover throttles removed",
                            runner.notes)
@@ -79,7 +74,7 @@ def resume(conn, opts: ExecuteOptions, *, execution_id: str | None = None, repor
         j.state = J.RUNNING
     j.event(f"resumed by {me} (previous owner {prev})")
     store.save(j)
-    runner = Runner(conn, store, j, opts.with_journal(j.options), reporter, lock)
+    runner = Runner(conn, store, j, opts.with_journal(j.options), reporter=reporter, lock=lock)
     return runner.run()
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kops.errors import EXIT_FAILURE, BadInput, KopsError
-from kops.ops.validate import DEFAULT_DISK_RESERVE_PCT, DEFAULT_DISK_THRESHOLD_PCT
+from kops.ops.disk_fit import DEFAULT_DISK_RESERVE_PCT, DEFAULT_DISK_THRESHOLD_PCT
 
 #: after a submission, a partition that is not reassigning and not at its target yet is given
 #: this long before it counts as a mismatch (metadata propagates asynchronously)

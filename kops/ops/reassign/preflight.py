@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from kops.errors import BadInput
 from kops.model import ReassignmentPlan, Topology
 from kops.ops import journal as J
-from kops.ops.staging import plan_disk
-from kops.ops.validate import DiskCheck, Move, validate_plan
+from kops.ops.disk_fit import DiskCheck, plan_disk
+from kops.ops.move import Move
+from kops.ops.validate import validate_plan
 from kops.ops.reassign import admin as A
 from kops.ops.reassign.guard import cluster_id_of, refuse_if_active
 from kops.ops.reassign.options import ExecuteOptions, HealthStop
-from kops.ops.reassign.status import health_problems
+from kops.ops.reassign.status import alive, health_problems
 
 @dataclass
 class Prepared:
@@ -52,11 +53,6 @@ class Prepared:
 
     def brokers(self) -> list[int]:
         return sorted({b for m in self.work for b in (*m.original, *m.target)})
-
-
-def alive(topo: Topology, broker: int) -> bool:
-    b = topo.broker(broker)
-    return b is not None and b.alive
 
 
 def _warm_up_journal_writer(conn) -> None:

@@ -1,5 +1,6 @@
 """Pure helpers (unit-tested, no cluster): which wave starts next, cluster health during a
-move, log-dir states, when a move counts as settled, and per-partition status for verify."""
+move, log-dir states, when a move counts as settled, how far the moves in flight have copied,
+and per-partition status for verify."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 from kops.errors import EXIT_FAILURE, EXIT_NOT_DONE, EXIT_OK
 from kops.model import Topology, TopicPartition
 from kops.ops import journal as J
-from kops.ops.validate import Move
-from kops.ops.reassign.options import SETTLE_S
+from kops.ops.move import Move
+from kops.ops.reassign.options import ENDING_SOON_S, SETTLE_S
 
 def next_wave(
     pending: Iterable[Move],
@@ -28,7 +29,7 @@ def next_wave(
     replica removals) are free. If nothing is in flight the first move always starts, so a
     plan never deadlocks on a limit smaller than one move.
 
-    Disk stages (:mod:`kops.ops.staging`): a move starts only once every move of an earlier
+    Disk stages (:func:`kops.ops.disk_fit.stage_moves`): a move starts only once every move of an earlier
     stage has ended (none is pending or in flight).
     """
     pending, in_flight = list(pending), list(in_flight)
@@ -56,6 +57,11 @@ def next_wave(
         for b in m.involved:
             load[b] = load.get(b, 0) + 1
     return wave
+
+
+def alive(topo: Topology, broker: int) -> bool:
+    b = topo.broker(broker)
+    return b is not None and b.alive
 
 
 def health_problems(topo: Topology, *, baseline_offline: Iterable[TopicPartition] = ()) -> list[str]:
@@ -149,6 +155,37 @@ def moving_replicas(move: Move) -> tuple[int, ...]:
     """The replica set Kafka shows while ``move`` is under way: the target, then the replicas
     being removed (KIP-455)."""
     return tuple(dict.fromkeys((*move.target, *move.original)))
+
+
+@dataclass(frozen=True)
+class Copying:
+    """How far the moves in flight have copied, from their new replicas' sizes."""
+
+    #: per move: what its new replicas hold (each counted up to the partition's size)
+    copied: Mapping[str, int]
+    #: a move may end any moment (so it is looked at more often between checks)
+    ending_soon: bool = True
+    #: every move in flight ends within seconds
+    all_ending_soon: bool = False
+
+
+def copying(in_flight: Iterable[Move], sizes: Mapping[tuple[str, int, int], int], *,
+            throttle: int | None) -> Copying:
+    """``sizes``: replica ``(topic, partition, broker)`` -> bytes (DescribeLogDirs; empty when
+    unanswered, which says nothing about progress: every move may then end any moment). A move
+    ends soon when it has less than :data:`ENDING_SOON_S` of copying left at the throttle, or
+    under 5 % of the largest move's bytes."""
+    in_flight = list(in_flight)
+    if not in_flight:
+        return Copying({})
+    copied, left = {}, []
+    for m in in_flight:
+        each = [min(sizes.get((m.topic, m.partition, b), 0), m.size_bytes or 0) for b in m.adding]
+        copied[m.name] = sum(each)
+        left.append(max(((m.size_bytes or 0) - c for c in each), default=0))
+    soon = max(ENDING_SOON_S * (throttle or 0), 0.05 * max(m.size_bytes or 0 for m in in_flight))
+    return Copying(copied, ending_soon=(not sizes) or min(left) <= soon,
+                   all_ending_soon=bool(sizes) and max(left) <= soon)
 
 
 @dataclass(frozen=True)

@@ -61,15 +61,14 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
     notes: list[str] = []
     removed: list[str] = []
     if j is not None:
-        runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), None, None)
         from kops.ops.lock import ClusterLock
 
-        runner.lock = ClusterLock(conn)
+        runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), lock=ClusterLock(conn))
         topo = A.read(conn, topics=topics)
         reassigning = A.ongoing_in(topo)
         if not j.finished:
             runner.refresh(topo, reassigning, mismatch_after_s=3600)
-            if runner._mismatch_seen:  # confirm with a second read (metadata may lag)
+            if runner.lag.mismatch_pending:  # confirm with a second read (metadata may lag)
                 time.sleep(2.5)
                 topo = A.read(conn, topics=topics)
                 reassigning = A.ongoing_in(topo)
@@ -77,14 +76,14 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
             in_flight = j.moves_in(J.IN_FLIGHT)
             if not preserve_throttles and in_flight:
                 before = j.throttles.describe()
-                runner._sync_throttles(topo, in_flight)  # lift throttles of finished moves
+                runner.throttles.sync(topo, in_flight)  # lift throttles of finished moves
                 removed = sorted(set(before) - set(j.throttles.describe()))
             if not runner.work_left:
                 before = j.throttles.describe()
                 runner.finish(preserve_throttles=preserve_throttles)
                 removed = sorted(set(removed) | (set(before) - set(j.throttles.describe())))
             else:
-                runner.save()
+                runner.record.save()
         elif not preserve_throttles and not j.throttles.empty:
             before = j.throttles.describe()
             runner.finish(final_state=j.state)
@@ -192,7 +191,7 @@ def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
     if j is not None:
         from kops.ops.lock import ClusterLock
 
-        runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), None, ClusterLock(conn))
+        runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), lock=ClusterLock(conn))
         for m in j.moves:
             st = j.progress.get(m.name)
             if st == J.PENDING:
