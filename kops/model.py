@@ -14,8 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kops.inputs import Problems, guarded
-from kops.inputs import values as V
-
+from kops.inputs import values as input_values
 TopicPartition = tuple[str, int]
 
 
@@ -549,7 +548,7 @@ def parse_plan(data: Any, *, source: str = "reassignment JSON", allow_empty: boo
         return ParsedPlan(ReassignmentPlan(()), problems, ())
     version = data.get("version", 1)
     if isinstance(version, bool) or version != 1:
-        problems.add("version", f"unsupported version {V.show(version)} (only 1)")
+        problems.add("version", f"unsupported version {input_values.show(version)} (only 1)")
     parts = data.get("partitions")
     if not isinstance(parts, list):
         problems.add("partitions", "missing or not a list" if parts is None else "must be a list")
@@ -562,7 +561,7 @@ def parse_plan(data: Any, *, source: str = "reassignment JSON", allow_empty: boo
     for i, p in enumerate(parts):
         where = f"partitions[{i}]"
         if not isinstance(p, dict):
-            problems.add(where, f'expected an object {{"topic", "partition", "replicas"}}, not {V.show(p)}')
+            problems.add(where, f'expected an object {{"topic", "partition", "replicas"}}, not {input_values.show(p)}')
             continue
         n = len(problems)
         topic, part, reps, log_dirs = p.get("topic"), p.get("partition"), p.get("replicas"), p.get("log_dirs")
@@ -573,8 +572,8 @@ def parse_plan(data: Any, *, source: str = "reassignment JSON", allow_empty: boo
         else:
             for j, r in enumerate(reps):
                 try:
-                    good_reps.append(V.broker_id(r, text=False))
-                except V.Invalid as e:
+                    good_reps.append(input_values.broker_id(r, text=False))
+                except input_values.Invalid as e:
                     problems.add(f"{where}.replicas[{j}]", str(e))
             dups = sorted({b for b in good_reps if good_reps.count(b) > 1})
             if dups:
@@ -602,12 +601,12 @@ def _entry_tp(e: dict, i: int, problems: Problems, first: dict[TopicPartition, i
     entry whose partition came before (``first``) is a problem too: Kafka refuses duplicates."""
     where = f"partitions[{i}]"
     topic, part = e.get("topic"), e.get("partition")
-    why = V.topic_problem(topic)
+    why = input_values.topic_problem(topic)
     if why:
         problems.add(f"{where}.topic", why if "topic" in e else "missing")
     try:
-        V.integer(part, what="a partition number", text=False)
-    except V.Invalid as err:
+        input_values.integer(part, what="a partition number", text=False)
+    except input_values.Invalid as err:
         problems.add(f"{where}.partition", str(err) if "partition" in e else "missing")
         return None
     if why:
@@ -630,14 +629,14 @@ def parse_topics_to_move(data: Any, *, source: str = "topics-to-move JSON") -> l
         problems.raise_if_any("")
     version = data.get("version", 1)
     if isinstance(version, bool) or version != 1:
-        problems.add("version", f"unsupported version {V.show(version)} (only 1)")
+        problems.add("version", f"unsupported version {input_values.show(version)} (only 1)")
     names: list[str] = []
     for i, t in enumerate(topics):
         name = t.get("topic") if isinstance(t, dict) else None
         if not isinstance(t, dict) or "topic" not in t:
-            problems.add(f"topics[{i}]", f'expected {{"topic": NAME}}, not {V.show(t)}')
+            problems.add(f"topics[{i}]", f'expected {{"topic": NAME}}, not {input_values.show(t)}')
             continue
-        why = V.topic_problem(name)
+        why = input_values.topic_problem(name)
         if why:
             problems.add(f"topics[{i}].topic", why)
         elif name not in names:
@@ -662,7 +661,7 @@ def parse_election(data: Any, *, source: str = "election JSON") -> tuple[list[To
     first: dict[TopicPartition, int] = {}
     for i, e in enumerate(parts):
         if not isinstance(e, dict):
-            problems.add(f"partitions[{i}]", f'expected {{"topic": NAME, "partition": N}}, not {V.show(e)}')
+            problems.add(f"partitions[{i}]", f'expected {{"topic": NAME, "partition": N}}, not {input_values.show(e)}')
             continue
         n = len(problems)
         tp = _entry_tp(e, i, problems, first)
@@ -675,4 +674,4 @@ def parse_election(data: Any, *, source: str = "election JSON") -> tuple[list[To
 
 def parse_broker_list(text: str, *, option: str = "--broker-list") -> list[int]:
     """``"0,1,2"`` -> ``[0, 1, 2]`` with a clear error naming the option."""
-    return V.check(option, V.broker_ids, text)
+    return input_values.check(option, input_values.broker_ids, text)

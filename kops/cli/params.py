@@ -22,13 +22,13 @@ class Checked(ParamType):
         self._kwargs = kwargs
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        from kops.inputs import values as V
+        from kops.inputs import values
 
         # a bound named by its constant ("INT64_MAX") is looked up now, with the layer
-        kwargs = {k: getattr(V, v) if isinstance(v, str) and v.isupper() else v for k, v in self._kwargs.items()}
+        kwargs = {k: getattr(values, v) if isinstance(v, str) and v.isupper() else v for k, v in self._kwargs.items()}
         try:
-            return getattr(V, self._convert)(value, **kwargs)
-        except V.Invalid as e:
+            return getattr(values, self._convert)(value, **kwargs)
+        except values.Invalid as e:
             self.fail(str(e), param, ctx)
 
 

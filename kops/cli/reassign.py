@@ -172,9 +172,8 @@ def execute(
     wave started (follow with verify; resume drives further waves). Exit 0 done/started, 1
     failure or halted by the health or disk check, 2 bad plan, 3 not done in --timeout or
     another execution is running."""
-    from kops.ops import reassign as R
-
-    opts = R.ExecuteOptions(
+    from kops.ops import reassign
+    opts = reassign.ExecuteOptions(
         throttle=throttle, log_dir_throttle=replica_alter_log_dirs_throttle,
         max_moves_per_broker=max_moves_per_broker, max_moves_in_flight=max_moves_in_flight,
         wait=wait, timeout_s=timeout, allow_offline=allow_offline, poll_interval_s=poll_interval,
@@ -185,14 +184,14 @@ def execute(
     with c.connection() as conn:
         if opts.via == "zookeeper":
             conn.require_zookeeper_mode("--via zookeeper")  # KRaft: exit 2 before anything else
-        prepared = R.prepare(conn, plan, opts)
+        prepared = reassign.prepare(conn, plan, opts)
         if dry_run:
             from kops.ops.dryrun import simulate
 
             _render_dry_run(c, simulate(prepared, opts), prepared, opts)
             raise typer.Exit(0)
         _confirm(c, prepared, opts, yes)
-        outcome = R.start(conn, prepared, opts, reporter=_reporter(c))
+        outcome = reassign.start(conn, prepared, opts, reporter=_reporter(c))
     _render_outcome(c, outcome)
     raise typer.Exit(outcome.exit_code)
 
@@ -310,11 +309,10 @@ def verify(
     """Per partition: complete, in progress, waiting for a later wave, or mismatch. Lifts the
     throttles kops set as their moves finish (never others'). Exit 0 complete, 3 in progress,
     1 mismatch."""
-    from kops.ops import reassign as R
-
+    from kops.ops import reassign
     plan = _read_plan(c, reassignment_json_file) if reassignment_json_file else None
     with c.connection() as conn:
-        res = R.verify(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id)
+        res = reassign.verify(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id)
     if c.json:
         emit_json(res.to_dict())
     else:
@@ -344,11 +342,10 @@ def cancel(
     """Cancel what kops started (its current execution), or the plan's partitions: moves in
     flight roll back to their original replicas (KIP-455), including moves that only add
     replicas; waves not started are dropped; kops' throttles are lifted."""
-    from kops.ops import reassign as R
-
+    from kops.ops import reassign
     plan = _read_plan(c, reassignment_json_file) if reassignment_json_file else None
     with c.connection() as conn:
-        res = R.cancel(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id,
+        res = reassign.cancel(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id,
                        timeout_s=timeout)
     if c.json:
         emit_json(res.to_dict())
@@ -391,12 +388,11 @@ def resume(
     """Continue an execution that was interrupted (kops killed, --timeout, health or disk
     stop) from its journal in the cluster: re-applies its throttles, starts the remaining
     waves (each after the health and disk checks), waits, and lifts the throttles at the end."""
-    from kops.ops import reassign as R
-
-    opts = R.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, poll_interval_s=poll_interval,
+    from kops.ops import reassign
+    opts = reassign.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, poll_interval_s=poll_interval,
                             disk_reserve_pct=disk_reserve, disk_threshold_pct=disk_threshold)
     with c.connection() as conn:
-        outcome = R.resume(conn, opts, execution_id=execution_id, reporter=_reporter(c), force=force)
+        outcome = reassign.resume(conn, opts, execution_id=execution_id, reporter=_reporter(c), force=force)
     _render_outcome(c, outcome)
     raise typer.Exit(outcome.exit_code)
 
@@ -408,10 +404,9 @@ def list_(
     c: Context,
 ) -> None:
     """Ongoing reassignments (replicas, adding, removing) and which kops execution started them."""
-    from kops.ops import reassign as R
-
+    from kops.ops import reassign
     with c.connection() as conn:
-        doc = R.list_all(conn)
+        doc = reassign.list_all(conn)
     if c.json:
         emit_json(doc)
         return

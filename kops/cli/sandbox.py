@@ -307,9 +307,8 @@ def status(c: Context, workdir: WorkdirOpt = None) -> None:
 
 
 def _size_bytes(value: str, what: str) -> int:
-    from kops.inputs import values as V
-
-    return V.check(what, V.size, value)
+    from kops.inputs import values
+    return values.check(what, values.size, value)
 
 
 def _data_disks(specs: list[str]) -> dict[int, int]:

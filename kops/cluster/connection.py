@@ -202,11 +202,10 @@ class Connection:
         cfg = ClientConfig.load(command_config)
         zk_auth = ZookeeperAuth.load(zookeeper_auth_file)
         if bootstrap_server:  # (the CLI checks it as an option already; library callers too)
-            from kops.inputs import values as V
-
+            from kops.inputs import values
             try:
-                V.host_ports(bootstrap_server)
-            except V.Invalid as e:
+                values.host_ports(bootstrap_server)
+            except values.Invalid as e:
                 raise BadInput(f"--bootstrap-server: {e}") from None
         return cls(bootstrap_server, cfg, zookeeper, timeout_s, zk_auth)
 

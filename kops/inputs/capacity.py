@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from kops.inputs import Problems, guarded
-from kops.inputs import values as V
+from kops.inputs import values
 from kops.inputs.files import json_path, read_json
 
 MIB = 1 << 20
@@ -50,8 +50,8 @@ def parse_capacities(data: Any, *, source: str):
             problems.add(where, "not an object")
             continue
         try:
-            broker = V.integer(e.get("brokerId"), lo=-1, what="a broker id")
-        except V.Invalid as err:
+            broker = values.integer(e.get("brokerId"), lo=-1, what="a broker id")
+        except values.Invalid as err:
             problems.add(json_path("brokerCapacities", i, "brokerId"), str(err))
             continue
         if broker in out:
@@ -105,8 +105,8 @@ def _figure(key: str, value: Any, at: str, problems: Problems) -> float | None:
 
 def _number(value: Any, at: str, problems: Problems) -> float | None:
     try:
-        n = V.number(value, lo=0, hi=float(V.INT64_MAX), what="a number")
-    except V.Invalid as err:
+        n = values.number(value, lo=0, hi=float(values.INT64_MAX), what="a number")
+    except values.Invalid as err:
         problems.add(at, str(err))
         return None
     return n

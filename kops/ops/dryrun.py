@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kops.ops import throttle as T
-
-
+from kops.ops import throttle
 def _throttles(moves: list, rate: int | None, log_dir_rate: int | None) -> dict[str, Any]:
-    d = T.desired_throttles(moves, rate=rate, log_dir_rate=log_dir_rate)
+    d = throttle.desired_throttles(moves, rate=rate, log_dir_rate=log_dir_rate)
     return {
         "brokers": {str(b): dict(sorted(v.items())) for b, v in sorted(d.brokers.items())},
-        "topics": {t: {k: T.format_replicas(v) for k, v in sorted(kv.items())} for t, kv in sorted(d.topics.items())},
+        "topics": {t: {k: throttle.format_replicas(v) for k, v in sorted(kv.items())} for t, kv in sorted(d.topics.items())},
     }
 
 

@@ -519,7 +519,7 @@ class DemotionStore:
         if not self.path.exists():
             return {}
         from kops.inputs import Problems
-        from kops.inputs import values as V
+        from kops.inputs import values
         from kops.inputs.files import read_json
 
         doc = read_json(str(self.path), what="demotion record")
@@ -531,12 +531,12 @@ class DemotionStore:
         for i, e in enumerate(entries or []):
             try:
                 if not isinstance(e, dict):
-                    raise V.Invalid("not an object")
-                tp = (V.topic(e.get("topic")), V.integer(e.get("partition"), text=False))
-                lists = [V.broker_ids(e.get(k), allow_empty=k == "brokers", text=False)
+                    raise values.Invalid("not an object")
+                tp = (values.topic(e.get("topic")), values.integer(e.get("partition"), text=False))
+                lists = [values.broker_ids(e.get(k), allow_empty=k == "brokers", text=False)
                          for k in ("original", "demoted", "brokers")]
                 out[tp] = DemotionRecord(tuple(lists[0]), tuple(lists[1]), frozenset(lists[2]))
-            except V.Invalid as err:
+            except values.Invalid as err:
                 problems.add(f"partitions[{i}]", str(err))
         problems.raise_if_any("restore it from a backup, or move it aside: `kops leader restore` then gives "
                               "leadership back with preferred elections (without the original orders)")

@@ -364,8 +364,7 @@ MAX_PARTITION_FILTER = 1_000_000
 
 def parse_partitions(value: str) -> list[int]:
     """``0,1,2`` (also ranges ``0-3``) -> sorted distinct ids; duplicates are an error like in Kafka."""
-    from kops.inputs import values as V
-
+    from kops.inputs import values
     out: list[int] = []
     seen: set[int] = set()
     dups: set[int] = set()
@@ -375,9 +374,9 @@ def parse_partitions(value: str) -> list[int]:
             continue
         a, dash, b = part.partition("-")
         try:
-            lo = V.integer(a, what="a partition id")
-            hi = V.integer(b, what="a partition id") if dash else lo
-        except V.Invalid as e:
+            lo = values.integer(a, what="a partition id")
+            hi = values.integer(b, what="a partition id") if dash else lo
+        except values.Invalid as e:
             raise ValueError(f"bad partition {part!r}: {e}") from None
         if hi < lo:
             raise ValueError(f"bad partition range {part!r}")

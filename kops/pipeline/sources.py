@@ -66,11 +66,10 @@ def expand_sources(specs: list[str], *, include_controller: bool = False) -> lis
         broker = None
         m = _EXPLICIT.match(spec)
         if m:
-            from kops.inputs import values as V
-
+            from kops.inputs import values
             try:
-                broker, spec = V.broker_id(m.group(1)), m.group(2)
-            except V.Invalid as e:
+                broker, spec = values.broker_id(m.group(1)), m.group(2)
+            except values.Invalid as e:
                 raise LogInputError(f"--logs {spec[:60]!r}: {e}") from None
         if _is_remote(spec):
             paths = [spec + STATE_CHANGE_GLOB] if spec.endswith("/") else [spec]
@@ -116,12 +115,11 @@ def validate_filters(
     """The filters, checked (:class:`LogInputError`); the regexes (``--topic-regex``,
     ``--broker-of``) by Java's rules, as Spark will run them (:class:`~kops.errors.BadInput`)."""
     from kops.inputs import javaregex
-    from kops.inputs import values as V
-
+    from kops.inputs import values
     if topic and topic_regex:
         raise LogInputError("give --topic or --topic-regex, not both")
     if topic:
-        why = V.topic_problem(topic)
+        why = values.topic_problem(topic)
         if why:
             raise LogInputError(f"--topic: {why}")
     regexes = {k: v for k, v in (("--topic-regex", topic_regex), ("--broker-of", broker_of)) if v is not None}
@@ -152,7 +150,7 @@ def validate_filters(
     br = None
     if brokers:
         try:
-            br = sorted(V.broker_ids(brokers))
-        except V.Invalid as e:
+            br = sorted(values.broker_ids(brokers))
+        except values.Invalid as e:
             raise LogInputError(f"bad --brokers: {e}") from None
     return Filters(topic=topic, topic_regex=topic_regex, partitions=parts, start=start, end=end, events=ev, brokers=br)

@@ -37,8 +37,7 @@ from typing import Any
 
 from kops.errors import BadInput
 from kops.inputs import guarded
-from kops.inputs import values as V
-
+from kops.inputs import values as input_values
 PARAM_TYPES = ("str", "int", "bool", "broker", "brokers", "rack", "duration", "bytes", "topic")
 _REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -131,52 +130,52 @@ def convert(kind: str, value: Any) -> Any:
     finite and in range: no negative timeouts, throttles or move limits."""
     if kind in ("str", "step"):
         if not isinstance(value, (str, int)) or isinstance(value, bool) or str(value) == "":
-            raise V.Invalid(f"{V.show(value)} is not a non-empty string")
+            raise input_values.Invalid(f"{input_values.show(value)} is not a non-empty string")
         return str(value)
     if kind == "id":
-        return V.ident(value, what="a step id")
+        return input_values.ident(value, what="a step id")
     if kind == "rack":
-        return V.rack(str(value) if isinstance(value, int) and not isinstance(value, bool) else value)
+        return input_values.rack(str(value) if isinstance(value, int) and not isinstance(value, bool) else value)
     if kind == "topic":
-        return V.topic(value)
+        return input_values.topic(value)
     if kind == "int":
-        return V.integer(value, lo=-V.INT64_MAX - 1, hi=V.INT64_MAX)
+        return input_values.integer(value, lo=-input_values.INT64_MAX - 1, hi=input_values.INT64_MAX)
     if kind == "broker":
-        return V.broker_id(value)
+        return input_values.broker_id(value)
     if kind == "count":
-        return V.integer(value, lo=1)
+        return input_values.integer(value, lo=1)
     if kind == "limit":
-        return V.integer(value, lo=0)
+        return input_values.integer(value, lo=0)
     if kind == "bool":
-        return V.flag(value) if isinstance(value, str) else V.boolean(value)
+        return input_values.flag(value) if isinstance(value, str) else input_values.boolean(value)
     if kind == "duration":
-        return V.duration(value)
+        return input_values.duration(value)
     if kind == "period":
-        return V.duration(value, lo=0.1)
+        return input_values.duration(value, lo=0.1)
     if kind == "bytes":
-        return V.size(value)
+        return input_values.size(value)
     if kind == "rate":
-        return V.size(value, lo=1)
+        return input_values.size(value, lo=1)
     if kind == "brokers":
-        return V.broker_ids(value)
+        return input_values.broker_ids(value)
     if kind == "list":
         if isinstance(value, str):
             return [s.strip() for s in value.split(",") if s.strip()]
         if not isinstance(value, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
-            raise V.Invalid(f"{V.show(value)} is not a list of names")
+            raise input_values.Invalid(f"{input_values.show(value)} is not a list of names")
         return [str(v) for v in value]
     if kind.startswith("choice:"):
         choices = kind.split(":", 1)[1].split("|")
         if not isinstance(value, str) or value not in choices:
-            raise V.Invalid(f"{V.show(value)} is not one of {', '.join(choices)}")
+            raise input_values.Invalid(f"{input_values.show(value)} is not one of {', '.join(choices)}")
         return value
-    raise V.Invalid(f"unknown kind {kind}")  # pragma: no cover
+    raise input_values.Invalid(f"unknown kind {kind}")  # pragma: no cover
 
 
 def convert_param(ptype: str, value: Any) -> Any:
     """A parameter's value, from ``--param KEY=VALUE`` (text) or the playbook's ``default``."""
     if ptype == "bool":
-        return V.flag(value) if isinstance(value, str) else V.boolean(value)
+        return input_values.flag(value) if isinstance(value, str) else input_values.boolean(value)
     return convert(ptype, value)
 
 
@@ -224,11 +223,11 @@ def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
 
     for key in data:
         if key not in ("name", "description", "params", "steps"):
-            at(top.get(key, (root,))[0], f"unknown top-level field {V.show(key)} (expected name, description, params, steps)")
+            at(top.get(key, (root,))[0], f"unknown top-level field {input_values.show(key)} (expected name, description, params, steps)")
     name = data.get("name")
     try:
-        name = V.ident(name, what="a playbook name")
-    except V.Invalid as e:
+        name = input_values.ident(name, what="a playbook name")
+    except input_values.Invalid as e:
         at(node_of("name"), f"'name': {e}")
         name = "playbook"
     description = data.get("description", "")
@@ -243,7 +242,7 @@ def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
     pnodes = _mapping_nodes(node_of("params", None))
     for pname, spec in raw_params.items():
         node = pnodes.get(pname, (None, node_of("params")))[1]
-        label = f"parameter {V.show(pname)}"
+        label = f"parameter {input_values.show(pname)}"
         if not isinstance(pname, str) or not _PARAM_NAME.fullmatch(pname):
             at(node, f"{label}: a parameter name is a word (letters, digits, _), as in {{name}}")
             continue
@@ -257,8 +256,8 @@ def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
         if unknown:
             at(node, f"{label}: unknown fields {sorted(map(str, unknown))} (allowed: type, required, default, help)")
         try:
-            required = V.boolean(spec.get("required", False))
-        except V.Invalid as e:
+            required = input_values.boolean(spec.get("required", False))
+        except input_values.Invalid as e:
             at(fnodes.get("required", (node, node))[1], f"{label}: 'required': {e}")
             required = True
         help_text = spec.get("help", "")
@@ -267,13 +266,13 @@ def _parse(text: str, data: Any, root: Any, *, source: str) -> Playbook:
             help_text = ""
         ptype = spec.get("type", "str")
         if not isinstance(ptype, str) or ptype not in PARAM_TYPES:
-            at(fnodes.get("type", (node, node))[1], f"{label}: unknown type {V.show(ptype)} (one of {', '.join(PARAM_TYPES)})")
+            at(fnodes.get("type", (node, node))[1], f"{label}: unknown type {input_values.show(ptype)} (one of {', '.join(PARAM_TYPES)})")
             continue
         default = spec.get("default")
         if default is not None:
             try:
                 convert_param(ptype, default)
-            except V.Invalid as e:
+            except input_values.Invalid as e:
                 at(fnodes.get("default", (node, node))[1], f"{label}: default {e}")
         params[pname] = ParamSpec(pname, ptype, required, default, str(help_text))
 
@@ -306,10 +305,10 @@ def _parse_steps(raw_steps: list[Any], snode: Any, names: set[str], at, *,
             continue
         fnodes = {k: kn for k, (kn, _v) in _mapping_nodes(node).items()}
         sid, stype = step.get("id"), step.get("type")
-        label = f"step {V.show(sid)}" if isinstance(sid, str) and sid else f"step {i + 1}"
+        label = f"step {input_values.show(sid)}" if isinstance(sid, str) and sid else f"step {i + 1}"
         try:
             sid = convert("id", sid)
-        except V.Invalid as e:
+        except input_values.Invalid as e:
             at(fnodes.get("id", node), f"{label}: 'id': {e}")
             sid = f"#{i + 1}"
         else:
@@ -317,7 +316,7 @@ def _parse_steps(raw_steps: list[Any], snode: Any, names: set[str], at, *,
                 at(node, f"{label}: duplicate id (first used on line {seen[sid]})")
         seen.setdefault(sid, _line(node))
         if not isinstance(stype, str) or stype not in STEP_FIELDS:
-            at(fnodes.get("type", node), f"{label}: unknown step type {V.show(stype)} (known: {', '.join(STEP_FIELDS)})")
+            at(fnodes.get("type", node), f"{label}: unknown step type {input_values.show(stype)} (known: {', '.join(STEP_FIELDS)})")
             continue
         if stype == "for_each" and in_body:
             at(node, f"{label}: a for_each step cannot hold another for_each")
@@ -328,7 +327,7 @@ def _parse_steps(raw_steps: list[Any], snode: Any, names: set[str], at, *,
         fields: dict[str, Any] = {}
         for key, value in step.items():
             if key not in allowed:
-                at(fnodes.get(key, node), f"{label}: unknown field {V.show(key)} for a {stype} step "
+                at(fnodes.get(key, node), f"{label}: unknown field {input_values.show(key)} for a {stype} step "
                    f"(allowed: {', '.join(sorted(set(allowed) - {'id', 'type'}))})")
                 continue
             if key == "description" and not isinstance(value, str):
@@ -351,11 +350,11 @@ def _parse_steps(raw_steps: list[Any], snode: Any, names: set[str], at, *,
             if not refs:
                 try:
                     # a boolean written in the file is a YAML boolean: "false" (a string) is refused
-                    V.boolean(value) if kind == "bool" else convert(kind, value)
-                except V.Invalid as e:
+                    input_values.boolean(value) if kind == "bool" else convert(kind, value)
+                except input_values.Invalid as e:
                     at(fnodes.get(key, node), f"{label}: field {key!r}: {e}")
             if kind == "step" and not refs and value not in seen and value not in (outer_seen or {}):
-                at(fnodes.get(key, node), f"{label}: field {key!r} refers to step {V.show(value)}, which does not come before it")
+                at(fnodes.get(key, node), f"{label}: field {key!r} refers to step {input_values.show(value)}, which does not come before it")
             fields[key] = value
         for key, (_kind, required) in STEP_FIELDS[stype].items():
             if required and key not in step:

@@ -66,10 +66,10 @@ class RunState:
         """The state of run ``run_id`` (an id, never a path); a missing or damaged state file is
         bad input (exit 2) that says how to recover."""
         from kops.inputs import Problems
-        from kops.inputs import values as V
+        from kops.inputs import values
         from kops.inputs.files import read_json
 
-        V.check("--resume", V.ident, run_id, what="a run id")
+        values.check("--resume", values.ident, run_id, what="a run id")
         path = runs_dir() / f"{run_id}.json"
         if not path.is_file():
             known = sorted(p.stem for p in runs_dir().glob("*.json"))[-5:]

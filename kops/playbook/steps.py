@@ -311,9 +311,8 @@ def _execute_options(f: dict[str, Any]):
 
 @step("execute")
 def _execute(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    from kops.ops import journal as J
-    from kops.ops import reassign as R
-
+    from kops.ops import journal
+    from kops.ops import reassign
     plan = _plan_of(f, ctx)
     if not plan.entries:
         return {"summary": "the plan moves nothing", "partitions_moved": 0}
@@ -330,14 +329,14 @@ def _execute(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
                 "partitions_moved": len(moves), "applied_plan": plan.to_dict()}
     with ctx.connection() as conn:
         # idempotent: an unfinished execution of this very plan (kops was killed) is resumed
-        store = J.JournalStore(conn, R.cluster_id_of(R.cluster_identity(conn)))
-        earlier = R.find_journal(store, plan=plan, unfinished_only=True)
+        store = journal.JournalStore(conn, reassign.cluster_id_of(reassign.cluster_identity(conn)))
+        earlier = reassign.find_journal(store, plan=plan, unfinished_only=True)
         if earlier is not None:
             ctx.say(f"  resuming execution {earlier.id} of this plan")
-            outcome = R.resume(conn, opts, execution_id=earlier.id)
+            outcome = reassign.resume(conn, opts, execution_id=earlier.id)
         else:
-            prepared = R.prepare(conn, plan, opts)  # validates the whole plan before any write
-            outcome = R.start(conn, prepared, opts)
+            prepared = reassign.prepare(conn, plan, opts)  # validates the whole plan before any write
+            outcome = reassign.start(conn, prepared, opts)
     result = {"execution_id": outcome.journal.id, "partitions_moved": len(outcome.journal.moves),
               "bytes_moved": outcome.bytes_total, "summary": outcome.message}
     if outcome.exit_code != 0 or not outcome.finished:
@@ -347,15 +346,14 @@ def _execute(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 @step("verify")
 def _verify(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    from kops.ops import reassign as R
-
+    from kops.ops import reassign
     plan = _plan_of(f, ctx)
     if ctx.dry_run:
         return {"summary": f"would verify {len(plan.entries)} partitions"}
     deadline = time.monotonic() + float(f.get("timeout", 600))
     while True:
         with ctx.connection() as conn:
-            res = R.verify(conn, plan)
+            res = reassign.verify(conn, plan)
         states = res.to_dict()["summary"]
         if res.exit_code == 0:
             return {"summary": f"complete: {states}", "throttles_removed": len(res.throttles_removed)}
@@ -431,22 +429,21 @@ def _plan(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 # -- leadership steps (through kops.ops.leader_rebalance: one demotion record per cluster) ---------
 def _leadership(action: str, f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    from kops.ops import leader_rebalance as L
-
+    from kops.ops import leader_rebalance
     broker = [int(f["broker"])] if f.get("broker") is not None else None
     rack = [f["rack"]] if f.get("rack") is not None else None
     if ctx.dry_run and ctx.topology_file:  # offline: the pure plan only
         from kops.placement.leadership import plan_demote
 
         topo = ctx.topology()
-        ids = L.resolve_brokers(topo, broker, rack)
+        ids = leader_rebalance.resolve_brokers(topo, broker, rack)
         if action == "restore":
             return {"summary": f"would give leadership back to brokers {ids} (from the demotion record)"}
         move = plan_demote(topo, ids)
         return {"summary": f"would reorder {len(move.reorder)} and elect {len(move.elect)} partitions; "
                            f"{len(move.unmovable)} cannot be moved", "leaders_moved": len(move.elect)}
     with ctx.connection() as conn:
-        fn = L.demote if action == "demote" else L.restore
+        fn = leader_rebalance.demote if action == "demote" else leader_rebalance.restore
         res = fn(conn, broker=broker, rack=rack, dry_run=ctx.dry_run)
     out = {"summary": res.summary(), "leaders_moved": 0 if ctx.dry_run else len(res.elections.elected if res.elections else []),
            "unmovable": [u.to_dict() for u in res.move.unmovable][:50]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kops.errors import EXIT_OK, BadInput
 from kops.ops import failpoints
-from kops.ops import journal as J
+from kops.ops.journal import HALTED, Journal, JournalStore, RUNNING, new_execution_id, owner_identity
 from kops.ops.reassign.guard import cluster_id_of, cluster_identity, find_journal, owner_alive, refuse_if_active
 from kops.ops.reassign.options import ExecuteOptions
 from kops.ops.reassign.outcome import Outcome
@@ -17,12 +17,12 @@ def start(conn, prepared: Prepared, opts: ExecuteOptions, *, reporter=None) -> O
     from kops.ops.lock import ClusterLock
 
     topo = prepared.topology
-    store = J.JournalStore(conn, cluster_id_of(topo))
+    store = JournalStore(conn, cluster_id_of(topo))
     lock = ClusterLock(conn)
     refuse_if_active(store, lock)
     options = opts.to_dict()
     options["baseline_offline"] = sorted([list(p.tp) for p in topo.partitions() if p.offline])
-    journal = J.Journal(id=J.new_execution_id(), cluster_id=cluster_id_of(topo), moves=prepared.moves, options=options)
+    journal = Journal(id=new_execution_id(), cluster_id=cluster_id_of(topo), moves=prepared.moves, options=options)
     lock.acquire(journal.id, journal.owner)
     failpoints.reach("execute.lock-taken")
     try:
@@ -46,7 +46,7 @@ def resume(conn, opts: ExecuteOptions, *, execution_id: str | None = None, repor
     from kops.ops.lock import ClusterLock, LockHeld
 
     topo = cluster_identity(conn)
-    store = J.JournalStore(conn, cluster_id_of(topo))
+    store = JournalStore(conn, cluster_id_of(topo))
     j = find_journal(store, execution_id=execution_id, unfinished_only=execution_id is None)
     if j is None:
         raise BadInput("nothing to resume: no unfinished kops execution on this cluster")
@@ -63,15 +63,15 @@ def resume(conn, opts: ExecuteOptions, *, execution_id: str | None = None, repor
     holder = lock.holder()
     if holder is not None and holder.get("execution_id") not in (None, j.id):
         raise LockHeld(holder)
-    me = J.owner_identity()
+    me = owner_identity()
     prev = j.owner
     j.owner = me
     if holder is None:
         lock.acquire(j.id, me)
     else:
         lock.update_owner(j.id, me)
-    if j.state == J.HALTED:
-        j.state = J.RUNNING
+    if j.state == HALTED:
+        j.state = RUNNING
     j.event(f"resumed by {me} (previous owner {prev})")
     store.save(j)
     runner = Runner(conn, store, j, opts.with_journal(j.options), reporter=reporter, lock=lock)

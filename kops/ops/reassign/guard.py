@@ -11,9 +11,7 @@ from typing import Any
 
 from kops.errors import BadInput
 from kops.model import ReassignmentPlan, Topology
-from kops.ops import journal as J
-
-
+from kops.ops import journal
 def cluster_id_of(topo: Topology) -> str:
     return topo.cluster_id or "unknown-cluster"
 
@@ -28,7 +26,7 @@ def cluster_identity(conn):
     return _ClusterIdOnly(conn.cluster_id())
 
 
-def refuse_if_active(store: J.JournalStore, lock) -> None:
+def refuse_if_active(store: journal.JournalStore, lock) -> None:
     """A second execution is refused with the first one's identity."""
     active = store.unfinished()
     if active:
@@ -65,7 +63,7 @@ def lock_stale_without_journal(holder: Mapping[str, Any], *, grace_s: float = 60
     return (datetime.now(timezone.utc) - taken).total_seconds() > grace_s
 
 
-def raise_held(j: J.Journal, lock=None):
+def raise_held(j: journal.Journal, lock=None):
     from kops.ops.lock import LockHeld
 
     holder = {"execution_id": j.id, "owner": j.owner, "acquired_at": j.created_at}
@@ -75,8 +73,8 @@ def raise_held(j: J.Journal, lock=None):
 
 
 
-def find_journal(store: J.JournalStore, *, execution_id: str | None = None,
-                 plan: ReassignmentPlan | None = None, unfinished_only: bool = False) -> J.Journal | None:
+def find_journal(store: journal.JournalStore, *, execution_id: str | None = None,
+                 plan: ReassignmentPlan | None = None, unfinished_only: bool = False) -> journal.Journal | None:
     if execution_id:
         j = store.load(execution_id)
         if j is None:
@@ -110,7 +108,7 @@ def _process_gone(owner: Mapping[str, Any]) -> bool:
     return False
 
 
-def owner_alive(j: J.Journal, interval_s: float) -> bool:
+def owner_alive(j: journal.Journal, interval_s: float) -> bool:
     o = j.owner or {}
     if o.get("host") == socket.gethostname() and isinstance(o.get("pid"), int):
         if o["pid"] == os.getpid() or _process_gone(o):

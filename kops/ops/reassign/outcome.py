@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kops.errors import EXIT_FAILURE, EXIT_NOT_DONE, EXIT_OK
-from kops.ops import journal as J
+from kops.ops.journal import COMPLETE, DONE, FAILED, HALTED, IN_FLIGHT, Journal, MISMATCH, PENDING, REJECTED
 from kops.ops.reassign.options import HALT_HEALTH
 
 
@@ -24,7 +24,7 @@ class Halt:
 
 @dataclass
 class Outcome:
-    journal: J.Journal
+    journal: Journal
     finished: bool
     exit_code: int
     message: str
@@ -33,20 +33,20 @@ class Outcome:
     elapsed_s: float = 0.0
 
     @classmethod
-    def of(cls, j: J.Journal, *, waited: bool, halt: Halt | None, stalled: str | None, notes: list[str],
+    def of(cls, j: Journal, *, waited: bool, halt: Halt | None, stalled: str | None, notes: list[str],
            bytes_total: int | None, elapsed_s: float) -> Outcome:
         """Where a run of the engine left the execution ``j``: finished (complete or failed),
         halted (``halt``), started without ``--wait`` (``waited`` False), or not done while
         waiting (``stalled``: why the wait ended early; None: it timed out)."""
         if j.finished:
-            code = EXIT_OK if j.state == J.COMPLETE else EXIT_FAILURE
-            msg = (f"execution {j.id} {j.state}: {len(j.moves_in(J.DONE))}/{len(j.moves)} "
+            code = EXIT_OK if j.state == COMPLETE else EXIT_FAILURE
+            msg = (f"execution {j.id} {j.state}: {len(j.moves_in(DONE))}/{len(j.moves)} "
                    "partitions at their target")
-            if j.state == J.FAILED:
-                bad = [m.name for m in j.moves_in(J.MISMATCH, J.REJECTED)]
+            if j.state == FAILED:
+                bad = [m.name for m in j.moves_in(MISMATCH, REJECTED)]
                 msg += f"; not at target: {', '.join(bad[:20])}"
             return cls(j, True, code, msg, notes, bytes_total, elapsed_s)
-        if j.state == J.HALTED:
+        if j.state == HALTED:
             by, reasons = (halt.by, halt.reasons) if halt is not None else (HALT_HEALTH, [])
             return cls(j, False, EXIT_FAILURE,
                        f"execution {j.id} halted by the {by}: " + "; ".join(reasons[:5])
@@ -55,9 +55,9 @@ class Outcome:
                        notes, bytes_total, elapsed_s)
         c = j.counts()
         if not waited:
-            msg = (f"execution {j.id} started: {c.get(J.IN_FLIGHT, 0)} moving, {c.get(J.PENDING, 0)} "
+            msg = (f"execution {j.id} started: {c.get(IN_FLIGHT, 0)} moving, {c.get(PENDING, 0)} "
                    "waiting for later waves. Follow it with `kops reassign verify`; "
-                   + ("drive the remaining waves with `kops reassign resume`." if c.get(J.PENDING) else
+                   + ("drive the remaining waves with `kops reassign resume`." if c.get(PENDING) else
                       "verify removes the throttles once it completes."))
             return cls(j, False, EXIT_OK, msg, notes, bytes_total, elapsed_s)
         return cls(j, False, EXIT_NOT_DONE,

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 from kops.errors import BadInput
 from kops.model import ReassignmentPlan, Topology
-from kops.ops import journal as J
+from kops.ops import journal
 from kops.ops.disk_fit import DiskCheck, plan_disk
 from kops.ops.move import Move
 from kops.ops.validate import validate_plan
-from kops.ops.reassign import admin as A
+from kops.ops.reassign import admin
 from kops.ops.reassign.guard import cluster_id_of, refuse_if_active
 from kops.ops.reassign.options import ExecuteOptions, HealthStop
 from kops.ops.reassign.status import alive, health_problems
@@ -61,7 +61,7 @@ def _warm_up_journal_writer(conn) -> None:
     journal write (the lock record), which lies on the way to the first submission (0.5-1 s on
     a busy machine). Nothing is written here."""
     try:
-        J.TopicStore(conn)._producer()
+        journal.TopicStore(conn)._producer()
     except Exception:  # noqa: BLE001 - only an optimisation; the first write reports real errors
         pass
 
@@ -74,16 +74,16 @@ def prepare(conn, plan: ReassignmentPlan, opts: ExecuteOptions) -> Prepared:
         conn.warm_up()  # kafka-python (validation lists reassignments with it): first of all
     _warm_up_journal_writer(conn)
     # the whole cluster (validation and the health check need it), sizes of the plan's topics
-    topo = A.read(conn, sizes={e.topic for e in plan.entries})
+    topo = admin.read(conn, sizes={e.topic for e in plan.entries})
     # a second execution is refused first, naming the one in progress
-    refuse_if_active(J.JournalStore(conn, cluster_id_of(topo)), ClusterLock(conn))
+    refuse_if_active(journal.JournalStore(conn, cluster_id_of(topo)), ClusterLock(conn))
     opts.check(zookeeper=bool(conn.zookeeper))
     if opts.via == "zookeeper":
-        legacy = A.zk_reassign_pending(conn)
+        legacy = admin.zk_reassign_pending(conn)
         if legacy is not None:
             names = ", ".join(f"{p.get('topic')}-{p.get('partition')}" for p in legacy[:10])
             raise BadInput(
-                f"{A.ZK_REASSIGN} exists: a legacy reassignment is still running ({names or 'empty'}); "
+                f"{admin.ZK_REASSIGN} exists: a legacy reassignment is still running ({names or 'empty'}); "
                 "wait for it to finish (the controller deletes the znode); nothing was changed"
             )
     # the read above listed the reassignments in progress: the topology carries them

@@ -25,10 +25,22 @@ from typing import Any
 from kops.errors import ClusterError
 from kops.model import Topology, TopicPartition
 from kops.ops import failpoints
-from kops.ops import journal as J
+from kops.ops.journal import (
+    COMPLETE,
+    DONE,
+    FAILED,
+    HALTED,
+    IN_FLIGHT,
+    Journal,
+    JournalStore,
+    MISMATCH,
+    PENDING,
+    REJECTED,
+    RUNNING,
+)
 from kops.ops.move import Move
 from kops.ops.progress import Snapshot, poll
-from kops.ops.reassign import admin as A
+from kops.ops.reassign import admin
 from kops.ops.reassign.disk_stages import DiskStages
 from kops.ops.reassign.lag import LagWatch
 from kops.ops.reassign.log_dirs import LogDirMoves
@@ -49,7 +61,7 @@ class Runner:
     operator saw before the execution started (kept in the outcome and the journal, not shown
     again). :meth:`after_preflight` builds a new execution's runner from its preflight."""
 
-    def __init__(self, conn, store: J.JournalStore, journal: J.Journal, opts: ExecuteOptions, *,
+    def __init__(self, conn, store: JournalStore, journal: Journal, opts: ExecuteOptions, *,
                  reporter=None, lock=None, fresh: tuple[Topology, float] | None = None,
                  said: Iterable[str] = ()):
         from kops.cluster import topology as cluster  # DescribeLogDirs (lazily: cron start-up)
@@ -73,7 +85,7 @@ class Runner:
                                       topics=self.topics)
         self.log_dirs = LogDirMoves(
             describe=lambda brokers, topics: cluster.replica_log_dirs(conn, brokers, topics),
-            alter=lambda requests: A.alter_log_dirs(conn, requests),
+            alter=lambda requests: admin.alter_log_dirs(conn, requests),
         )
         self.disk = DiskStages(lambda brokers, topics: cluster.log_dir_usage(conn, brokers, topics),
                                moves=journal.moves, reserve_pct=opts.reserve_pct, threshold_pct=opts.threshold_pct)
@@ -81,7 +93,7 @@ class Runner:
         self.lag = LagWatch()
 
     @classmethod
-    def after_preflight(cls, conn, store: J.JournalStore, journal: J.Journal, opts: ExecuteOptions,
+    def after_preflight(cls, conn, store: JournalStore, journal: Journal, opts: ExecuteOptions,
                         prepared: Prepared, *, reporter=None, lock=None) -> Runner:
         """The runner of an execution just created from ``prepared``: its first wave uses the
         preflight's read, and the disk check's warnings (shown before the confirmation) are
@@ -96,37 +108,37 @@ class Runner:
 
     @property
     def work_left(self) -> bool:
-        return bool(self.j.moves_in(J.IN_FLIGHT, J.PENDING))
+        return bool(self.j.moves_in(IN_FLIGHT, PENDING))
 
     # -- one check ----------------------------------------------------------------------
     def tick(self, *, start_waves: bool = True) -> Snapshot:
         j = self.j
         # when a wave is about to start, read the whole cluster once (its health check needs
         # it) instead of the execution's topics first and everything again
-        wave_likely = (start_waves and j.state == J.RUNNING
-                       and bool(self._next_wave(j.moves_in(J.PENDING), j.moves_in(J.IN_FLIGHT))))
+        wave_likely = (start_waves and j.state == RUNNING
+                       and bool(self._next_wave(j.moves_in(PENDING), j.moves_in(IN_FLIGHT))))
         self.lag.checking(time.monotonic())
         fresh, self._fresh = self._fresh, None
         validated = wave_likely and fresh is not None and time.monotonic() - fresh[1] < FRESH_S
         if validated:
             topo = fresh[0]  # validated a moment ago (execute --yes): no second read for wave 1
         else:
-            topo = A.read(self.conn) if wave_likely else A.read(self.conn, topics=self.topics)
+            topo = admin.read(self.conn) if wave_likely else admin.read(self.conn, topics=self.topics)
         self._last_topo = topo
-        reassigning = A.ongoing_in(topo)
+        reassigning = admin.ongoing_in(topo)
         changed = self.refresh(topo, reassigning)
         # what moves_finished() watches until the next check, and metadata lagging the controller
-        self.lag.saw(j.moves_in(J.IN_FLIGHT), topo, reassigning, time.monotonic())
-        in_flight = j.moves_in(J.IN_FLIGHT)
-        pending = j.moves_in(J.PENDING)
+        self.lag.saw(j.moves_in(IN_FLIGHT), topo, reassigning, time.monotonic())
+        in_flight = j.moves_in(IN_FLIGHT)
+        pending = j.moves_in(PENDING)
 
-        if start_waves and pending and j.state == J.RUNNING:
+        if start_waves and pending and j.state == RUNNING:
             wave = self._next_wave(pending, in_flight)
             if wave:
-                full = topo if wave_likely else A.read(self.conn)
+                full = topo if wave_likely else admin.read(self.conn)
                 if self._wave_may_start(full, wave, checked_whole=validated):
                     self._start_wave(full, in_flight, wave)
-                    self.log_dirs.drive(j.moves_in(J.IN_FLIGHT), self.record)
+                    self.log_dirs.drive(j.moves_in(IN_FLIGHT), self.record)
                     return self.snapshot()
                 changed = True  # halted, or waiting for disk space
 
@@ -138,7 +150,7 @@ class Runner:
             changed = self.record.saves == saves  # lifting throttles journaled the new states already
         self.log_dirs.drive(in_flight, self.record)
         for text in self.stall.check(topo, in_flight, pending=bool(pending),
-                                     finished=len(j.moves_in(J.DONE, J.MISMATCH)), now=time.monotonic()):
+                                     finished=len(j.moves_in(DONE, MISMATCH)), now=time.monotonic()):
             self.record.note(text)
         self.record.save(force=changed)
         return self.snapshot()
@@ -156,26 +168,26 @@ class Runner:
         seen for ``mismatch_after_s``."""
         now = time.time()
         changed = False
-        in_flight = self.j.moves_in(J.IN_FLIGHT)
+        in_flight = self.j.moves_in(IN_FLIGHT)
         self.log_dirs.read(in_flight, reassigning)
         for m in in_flight:
             s = settle(m, topo, reassigning, submitted_at=self.j.submitted_at.get(m.name), now=now,
                        log_dirs=self.log_dirs.states(m))
             failed = self.log_dirs.failed(m)
-            if s == J.IN_FLIGHT and failed and m.tp not in reassigning:
-                s = J.MISMATCH  # the replicas are there, a requested log dir never will be
-            if s != J.MISMATCH:
+            if s == IN_FLIGHT and failed and m.tp not in reassigning:
+                s = MISMATCH  # the replicas are there, a requested log dir never will be
+            if s != MISMATCH:
                 self.lag.settled(m.name)
             elif not self.lag.confirmed(m.name, time.monotonic(), mismatch_after_s):
                 continue
-            if s == J.IN_FLIGHT:
+            if s == IN_FLIGHT:
                 continue
             self.j.progress[m.name] = s
             changed = True
-            if s == J.MISMATCH and failed:
+            if s == MISMATCH and failed:
                 self.record.note(f"{m.name}: replicas at the target, but the log dir move failed on broker(s) "
                                  + ", ".join(failed))
-            elif s == J.MISMATCH:
+            elif s == MISMATCH:
                 p = topo.partition(m.topic, m.partition)
                 self.record.note(
                     f"{m.name}: no longer reassigning, but its replicas are "
@@ -208,17 +220,17 @@ class Runner:
     def _halt(self, halt: Halt) -> None:
         """Nothing new starts; the moves in flight continue."""
         self.halt = halt
-        self.j.state = J.HALTED
+        self.j.state = HALTED
         self.record.note(halt.note)
 
     def _start_wave(self, topo: Topology, in_flight: list[Move], wave: list[Move]) -> None:
         self.throttles.before_wave(topo, in_flight + [m for m in wave if m.moves_data])  # saved below
         if self.opts.via == "zookeeper":
-            results = A.submit_zk(self.conn, {m.tp: m.target for m in wave})
+            results = admin.submit_zk(self.conn, {m.tp: m.target for m in wave})
         else:
-            results = A.submit(self.conn, {m.tp: m.target for m in wave})
+            results = admin.submit(self.conn, {m.tp: m.target for m in wave})
         failpoints.reach("wave.submitted")
-        if results and all(e == A.BUSY for e in results.values()):
+        if results and all(e == admin.BUSY for e in results.values()):
             self.record.note("/admin/reassign_partitions still exists: the next wave waits until it is gone")
             self.record.save()
             return
@@ -228,11 +240,11 @@ class Runner:
         for m in wave:
             err = results.get(m.tp)
             if err is None:
-                self.j.progress[m.name] = J.IN_FLIGHT
+                self.j.progress[m.name] = IN_FLIGHT
                 self.j.submitted_at[m.name] = now
                 started.append(m.name)
             else:
-                self.j.progress[m.name] = J.REJECTED
+                self.j.progress[m.name] = REJECTED
                 self.record.note(f"{m.name}: the controller refused the reassignment: {err}")
         self.record.event(f"wave {self.j.waves}: started {len(started)} move(s): {', '.join(started[:20])}")
         self.record.save()
@@ -241,11 +253,11 @@ class Runner:
         """Progress for the reporter; also what the stall and lag watches and the throttle lift
         learn from the new replicas' sizes (one DescribeLogDirs of the destinations)."""
         j = self.j
-        in_flight = j.moves_in(J.IN_FLIGHT)
+        in_flight = j.moves_in(IN_FLIGHT)
         bytes_done = None
         self._copying = Copying({})
         if self.bytes_total:
-            bytes_done = sum(m.bytes_to_move for m in j.moves_in(J.DONE))
+            bytes_done = sum(m.bytes_to_move for m in j.moves_in(DONE))
             if in_flight:
                 from kops.cluster.topology import replica_sizes
 
@@ -256,13 +268,13 @@ class Runner:
                 if sizes:  # (an unanswered read says nothing about progress)
                     self.stall.copied(self._copying.copied, time.monotonic())
         return Snapshot(
-            done=len(j.moves_in(J.DONE, J.MISMATCH, J.REJECTED)),
+            done=len(j.moves_in(DONE, MISMATCH, REJECTED)),
             total=len(j.moves),
             in_flight=len(in_flight),
-            pending=len(j.moves_in(J.PENDING)),
+            pending=len(j.moves_in(PENDING)),
             bytes_done=bytes_done,
             bytes_total=self.bytes_total,
-            note="halted" if j.state == J.HALTED else ("stalled" if self.stall.waiting_on_down else ""),
+            note="halted" if j.state == HALTED else ("stalled" if self.stall.waiting_on_down else ""),
         )
 
     def moves_finished(self) -> bool:
@@ -270,7 +282,7 @@ class Runner:
         finished one of the moves that were reassigning at the last tick? Then the next tick
         runs at once, to lift throttles, start the next wave or end, without waiting out the
         poll interval."""
-        return self.lag.wake(time.monotonic(), lambda: A.ongoing(self.conn), ending_soon=self._copying.ending_soon)
+        return self.lag.wake(time.monotonic(), lambda: admin.ongoing(self.conn), ending_soon=self._copying.ending_soon)
 
     # -- end --------------------------------------------------------------------------------
     def finish(self, *, preserve_throttles: bool = False, final_state: str | None = None) -> None:
@@ -279,10 +291,10 @@ class Runner:
             self.throttles.lift_all(self._last_topo)
         if final_state:
             self.j.state = final_state
-        elif self.j.moves_in(J.MISMATCH, J.REJECTED):
-            self.j.state = J.FAILED
+        elif self.j.moves_in(MISMATCH, REJECTED):
+            self.j.state = FAILED
         else:
-            self.j.state = J.COMPLETE
+            self.j.state = COMPLETE
         self.record.event(f"execution {self.j.state}")
         self.record.save()
         if self.lock is not None:
@@ -299,7 +311,7 @@ class Runner:
         try:
             if self.opts.wait:
                 def done(_s: Snapshot) -> bool:
-                    return (not self.work_left) or self.j.state == J.HALTED or self.stall.stalled
+                    return (not self.work_left) or self.j.state == HALTED or self.stall.stalled
 
                 def step() -> Snapshot:
                     s = self.tick()
@@ -320,7 +332,7 @@ class Runner:
         finally:
             reporter.stop()
         elapsed = time.monotonic() - t0
-        if not self.work_left and self.j.state in (J.RUNNING, J.HALTED):
+        if not self.work_left and self.j.state in (RUNNING, HALTED):
             self.finish()
         return Outcome.of(self.j, waited=self.opts.wait, halt=self.halt,
                           stalled=self.stall.reason if self.stall.stalled else None,

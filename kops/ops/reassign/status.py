@@ -11,7 +11,7 @@ from typing import Any
 
 from kops.errors import EXIT_FAILURE, EXIT_NOT_DONE, EXIT_OK
 from kops.model import Topology, TopicPartition
-from kops.ops import journal as J
+from kops.ops import journal
 from kops.ops.move import Move
 from kops.ops.reassign.options import ENDING_SOON_S, SETTLE_S
 
@@ -133,22 +133,22 @@ def settle(
     with log dirs is done only once its replicas are at the target *and* every replica lives in
     its requested dir (a log-dir move goes on after the reassignment itself has completed)."""
     if move.tp in reassigning:
-        return J.IN_FLIGHT
+        return journal.IN_FLIGHT
     p = topo.partition(move.topic, move.partition)
     if p is None:
-        return J.MISMATCH
+        return journal.MISMATCH
     if tuple(p.replicas) == move.target:
         if move.log_dir_moves and (log_dirs is None or any(v != LOG_DIR_DONE for v in log_dirs.values())):
-            return J.IN_FLIGHT
-        return J.DONE
+            return journal.IN_FLIGHT
+        return journal.DONE
     if submitted_at is not None and now - submitted_at < settle_s:
-        return J.IN_FLIGHT
+        return journal.IN_FLIGHT
     if tuple(p.replicas) == moving_replicas(move):
         # the controller has finished, the metadata of the broker that answered still shows the
         # reassignment under way (its UpdateMetadata lags: over 15 s with 4,000 moves in flight);
         # a cancelled or changed move shows another set
-        return J.IN_FLIGHT
-    return J.MISMATCH
+        return journal.IN_FLIGHT
+    return journal.MISMATCH
 
 
 def moving_replicas(move: Move) -> tuple[int, ...]:

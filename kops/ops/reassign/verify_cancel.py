@@ -8,10 +8,20 @@ from typing import Any, Callable
 
 from kops.errors import EXIT_FAILURE, EXIT_OK, BadInput
 from kops.model import ReassignmentPlan, Topology
-from kops.ops import journal as J
-from kops.ops import throttle as T
+from kops.ops.journal import (
+    CANCELLED,
+    DROPPED,
+    HALTED,
+    IN_FLIGHT,
+    Journal,
+    JournalStore,
+    PENDING,
+    ROLLED_BACK,
+    RUNNING,
+)
+from kops.ops import throttle
 from kops.ops.progress import poll, poll_while_progressing
-from kops.ops.reassign import admin as A
+from kops.ops.reassign import admin
 from kops.ops.reassign.guard import cluster_id_of, cluster_identity, find_journal
 from kops.ops.reassign.options import ExecuteOptions
 from kops.ops.reassign.runner import Runner
@@ -26,7 +36,7 @@ MISMATCH_SETTLE_MAX_S = 60.0
 class VerifyResult:
     statuses: list[PartitionStatus]
     exit_code: int
-    journal: J.Journal | None
+    journal: Journal | None
     notes: list[str]
     throttles_removed: list[str]
     throttles_present: list[str]
@@ -52,7 +62,7 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
     """Per-partition states of ``plan`` (or of kops' latest execution); finishes kops'
     execution (lifts its throttles) when nothing of it is moving any more."""
     topo0 = cluster_identity(conn)
-    store = J.JournalStore(conn, cluster_id_of(topo0))
+    store = JournalStore(conn, cluster_id_of(topo0))
     j = find_journal(store, execution_id=execution_id, plan=plan)
     if plan is None and j is None:
         raise BadInput("nothing to verify: give --reassignment-json-file, or run it after a kops execution")
@@ -64,16 +74,16 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
         from kops.ops.lock import ClusterLock
 
         runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), lock=ClusterLock(conn))
-        topo = A.read(conn, topics=topics)
-        reassigning = A.ongoing_in(topo)
+        topo = admin.read(conn, topics=topics)
+        reassigning = admin.ongoing_in(topo)
         if not j.finished:
             runner.refresh(topo, reassigning, mismatch_after_s=3600)
             if runner.lag.mismatch_pending:  # confirm with a second read (metadata may lag)
                 time.sleep(2.5)
-                topo = A.read(conn, topics=topics)
-                reassigning = A.ongoing_in(topo)
+                topo = admin.read(conn, topics=topics)
+                reassigning = admin.ongoing_in(topo)
                 runner.refresh(topo, reassigning, mismatch_after_s=2.0)
-            in_flight = j.moves_in(J.IN_FLIGHT)
+            in_flight = j.moves_in(IN_FLIGHT)
             if not preserve_throttles and in_flight:
                 before = j.throttles.describe()
                 runner.throttles.sync(topo, in_flight)  # lift throttles of finished moves
@@ -89,18 +99,18 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
             runner.finish(final_state=j.state)
             removed = sorted(set(before) - set(j.throttles.describe()))
         notes.extend(runner.notes)
-        pending = [m.tp for m in j.moves_in(J.PENDING)]
+        pending = [m.tp for m in j.moves_in(PENDING)]
     else:
         pending = []
     # requested log dirs (plan entries or the execution's moves): verified with DescribeLogDirs
     wanted = ({e.tp: {b: d for b, d in zip(e.replicas, e.log_dirs) if d != "any"} for e in plan.entries
                if e.log_dirs} if plan else {m.tp: m.log_dir_moves for m in j.moves})
     wanted = {tp: w for tp, w in wanted.items() if w}
-    driving = [m.tp for m in j.moves_in(J.IN_FLIGHT)] if j is not None and not j.finished else []
+    driving = [m.tp for m in j.moves_in(IN_FLIGHT)] if j is not None and not j.finished else []
 
     def statuses_now() -> tuple[Topology, list[PartitionStatus]]:
-        topo = A.read(conn, topics=topics)
-        reassigning = A.ongoing_in(topo)
+        topo = admin.read(conn, topics=topics)
+        reassigning = admin.ongoing_in(topo)
         states = None
         if wanted:
             from kops.cluster.topology import replica_log_dirs
@@ -116,8 +126,8 @@ def verify(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
     topo, statuses = poll_while_progressing(
         statuses_now, lambda r: sum(1 for s in r[1] if s.state == "mismatch"),
         timeout_s=MISMATCH_SETTLE_MAX_S, quiet_s=2.5)
-    present = T.throttles_in(topo, topics)
-    if j is not None and pending and j.state in (J.RUNNING, J.HALTED):
+    present = throttle.throttles_in(topo, topics)
+    if j is not None and pending and j.state in (RUNNING, HALTED):
         notes.append(f"{len(pending)} partition(s) wait for later waves of execution {j.id}: run "
                      "`kops reassign resume` to start them")
     if j is None and present:
@@ -132,7 +142,7 @@ class CancelResult:
     dropped: list[str]
     reordered: list[str]
     errors: list[str]
-    journal: J.Journal | None
+    journal: Journal | None
     notes: list[str]
     throttles_removed: list[str]
 
@@ -159,7 +169,7 @@ def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
     """KIP-455 cancel (rollback to the original replicas) of what kops started — or of the
     plan's partitions — including reassignments that only add replicas."""
     topo0 = cluster_identity(conn)
-    store = J.JournalStore(conn, cluster_id_of(topo0))
+    store = JournalStore(conn, cluster_id_of(topo0))
     j = find_journal(store, execution_id=execution_id, plan=plan, unfinished_only=True)
     if j is None and plan is None:
         raise BadInput("nothing to cancel: no unfinished kops execution; give --reassignment-json-file "
@@ -168,18 +178,18 @@ def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
         tps = [m.tp for m in j.moves]
     else:
         tps = [e.tp for e in plan.entries]
-    reassigning = A.ongoing(conn)
+    reassigning = admin.ongoing(conn)
     # Scala semantics (2.6-3.6): reassigning = adding or removing non-empty
     active = [tp for tp in tps if tp in reassigning and (
         reassigning[tp].get("adding_replicas") or reassigning[tp].get("removing_replicas"))]
-    results = A.submit(conn, {tp: None for tp in active})
+    results = admin.submit(conn, {tp: None for tp in active})
     cancelled = sorted(f"{t}-{p}" for (t, p), e in results.items() if e is None or "NoReassignmentInProgress" in e)
     errors = sorted(f"{t}-{p}: {e}" for (t, p), e in results.items() if e is not None and "NoReassignmentInProgress" not in e)
     active_set = set(active)
     not_active = sorted(f"{t}-{p}" for t, p in tps if (t, p) not in active_set)
 
     def settled() -> bool:
-        now = A.ongoing(conn)
+        now = admin.ongoing(conn)
         return not any(tp in now for tp in active)
 
     if active:
@@ -194,30 +204,30 @@ def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
         runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), lock=ClusterLock(conn))
         for m in j.moves:
             st = j.progress.get(m.name)
-            if st == J.PENDING:
-                j.progress[m.name] = J.DROPPED
+            if st == PENDING:
+                j.progress[m.name] = DROPPED
                 dropped.append(m.name)
-            elif st == J.IN_FLIGHT and m.name in cancelled:
-                j.progress[m.name] = J.ROLLED_BACK
+            elif st == IN_FLIGHT and m.name in cancelled:
+                j.progress[m.name] = ROLLED_BACK
         # KIP-455 cancel restores the original replica *set* (KRaft keeps the target's order for
         # the replicas both share); put back the original order too. The brokers' metadata trails
         # the controller, so wait until it shows the rolled-back sets before comparing orders.
-        rolled = {m.tp: m.original for m in j.moves if j.progress.get(m.name) == J.ROLLED_BACK}
+        rolled = {m.tp: m.original for m in j.moves if j.progress.get(m.name) == ROLLED_BACK}
         shown, _ = (_await_replicas(conn, rolled, lambda now, want: set(now) == set(want), timeout_s)
                     if rolled else ({}, True))
         fix = {tp: orig for tp, orig in rolled.items()
                if tp in (shown or {}) and shown[tp] != orig and set(shown[tp]) == set(orig)}
         if fix:
-            res = A.submit(conn, fix)
+            res = admin.submit(conn, fix)
             reordered = sorted(f"{t}-{p}" for (t, p), e in res.items() if e is None)
-            poll(lambda: not any(tp in A.ongoing(conn) for tp in fix), bool, interval_s=0.5, timeout_s=timeout_s)
+            poll(lambda: not any(tp in admin.ongoing(conn) for tp in fix), bool, interval_s=0.5, timeout_s=timeout_s)
             _, shown_ok = _await_replicas(conn, fix, lambda now, want: now == want, timeout_s)
             if not shown_ok:
                 notes.append("the original replica orders were submitted but the brokers' metadata did "
                              f"not show them within {timeout_s:.0f} s; check with `kops reassign verify`")
         before = j.throttles.describe()
         j.event(f"cancelled: {len(cancelled)} rolled back, {len(dropped)} pending dropped")
-        runner.finish(preserve_throttles=preserve_throttles, final_state=J.CANCELLED)
+        runner.finish(preserve_throttles=preserve_throttles, final_state=CANCELLED)
         removed = sorted(set(before) - set(j.throttles.describe()))
         notes.extend(runner.notes)
     return CancelResult(cancelled, not_active, dropped, reordered, errors, j, notes, removed)
@@ -231,7 +241,7 @@ def _await_replicas(conn, want: dict[tuple[str, int], tuple[int, ...]],
     topics = sorted({t for t, _ in want})
 
     def shown() -> dict[tuple[str, int], tuple[int, ...]]:
-        topo = A.read(conn, topics=topics)
+        topo = admin.read(conn, topics=topics)
         out = {}
         for t, p in want:
             part = topo.partition(t, p)
@@ -246,14 +256,14 @@ def _await_replicas(conn, want: dict[tuple[str, int], tuple[int, ...]],
 def list_all(conn) -> dict[str, Any]:
     """Ongoing reassignments, marked with the kops execution that started them."""
     topo0 = cluster_identity(conn)
-    store = J.JournalStore(conn, cluster_id_of(topo0))
+    store = JournalStore(conn, cluster_id_of(topo0))
     active = store.unfinished()
     by_tp = {}
     for j in active:
-        for m in j.moves_in(J.IN_FLIGHT):
+        for m in j.moves_in(IN_FLIGHT):
             by_tp[m.tp] = j.id
     rows = []
-    for (t, p), r in sorted(A.ongoing(conn).items()):
+    for (t, p), r in sorted(admin.ongoing(conn).items()):
         rows.append({
             "topic": t, "partition": p,
             "replicas": list(r.get("replicas", [])),
