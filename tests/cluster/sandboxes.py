@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from kops.errors import KopsError
+
 
 def own_sandbox(cls, tmp_path_factory, request, name: str, label: str, *, brokers: int, setup=None, **config):
     """Yield a running ``cls`` (the JVM or the containerised sandbox) with ``brokers`` brokers
@@ -23,15 +25,21 @@ def own_sandbox(cls, tmp_path_factory, request, name: str, label: str, *, broker
     sb = cls(cfg, log=lambda m: print(f"[{label}] {m}", flush=True))
     watchdog = spawn_watchdog(workdir)
     failed_before = request.session.testsfailed
+    started = False
     try:
-        sb.up(timeout_s=240)
+        try:
+            sb.up(timeout_s=240)
+        except KopsError as e:  # pytest shows str(e) only: the logs' tails go into it
+            raise type(e)("\n".join([e.message, *e.details]), details=e.details) from e
         if setup is not None:
             setup(sb)
+        started = True
         yield sb
     finally:
         try:
             sb.down()
         finally:
             stop_watchdog(watchdog)
-        if not (os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before):
+        # kept for its logs: a sandbox that did not start, or whose tests failed
+        if started and not (os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before):
             shutil.rmtree(workdir, ignore_errors=True)

@@ -49,11 +49,11 @@ def test_an_old_kafka_in_containers_is_read_and_takes_a_network_fault(old_dsandb
     admin(bs).create_topics([NewTopic(topic, 6, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
     wait_for(lambda: fully_replicated(bs), 60, what="the topic fully replicated")
     cut = set(sb.brokers_in_rack("b"))
-    # asked of the brokers on the other side: a cut-off broker still answers this host, from its
-    # own stale view of the cluster
+    # cut off from this host too: a cut-off broker would otherwise still answer the ISR asked for
+    # here, from its own stale view of the cluster (a client asks any broker it knows)
     rest = ",".join(sb.broker_address(b) for b in sb.broker_ids if b not in cut)
     try:
-        sb.partition(rack="b")
+        sb.partition(rack="b", from_host=True)
         # the fault bites: the cut-off brokers drop out of the ISR of the partitions they follow
         wait_for(lambda: not any(isr & cut for isr in _isr(rest, topic).values()), 90,
                  what=f"brokers {sorted(cut)} out of every ISR")
