@@ -43,6 +43,10 @@ class Nodes:
     def running(self, node: Node) -> bool:
         raise NotImplementedError
 
+    def why_not_running(self, node: Node) -> str:
+        """Why :meth:`running` says no (for an error message)."""
+        return "not running"
+
     def pid(self, node: Node) -> int | None:
         rec = self.state.procs.get(self.state.key(node))
         return rec.get("pid") if rec else None
@@ -135,6 +139,10 @@ class LocalNodes(Nodes):
         if not rec or not rec.get("pid"):
             return False
         return procs.is_ours(rec["pid"], marker=self.marker(node), started=rec.get("started"))
+
+    def why_not_running(self, node: Node) -> str:
+        rec = self.state.procs.get(self.state.key(node)) or {}
+        return procs.why_not_ours(rec.get("pid"), marker=self.marker(node), started=rec.get("started"))
 
     def signal_and_wait(self, nodes: list[Node], sig: int, t_end: float, timeout_s: float) -> None:
         pids = {n: self.pid(n) for n in nodes if self.running(n)}

@@ -133,7 +133,8 @@ class KraftMode(MetadataMode):
         while True:
             for c in cfg.controller_ids:
                 if not self.nodes.running(c) and st.key(c) in st.started_now:
-                    raise ClusterError(f"KRaft controller {c} exited during start-up", details=failure_details(cfg, c))
+                    raise ClusterError(f"KRaft controller {c} exited during start-up",
+                                       details=[self.nodes.why_not_running(c), *failure_details(cfg, c)])
             live = self.live_brokers(absent)
             ids: set[int] = set()
             if live:

@@ -119,7 +119,8 @@ class ZooKeeperMode(MetadataMode):
             self.nodes.launch("zookeeper", classpath)
         while not probe.zk_ruok(cfg.host, cfg.zookeeper_port):
             if not self.nodes.running("zookeeper"):
-                raise ClusterError("ZooKeeper exited during start-up", details=failure_details(cfg, "zookeeper"))
+                raise ClusterError("ZooKeeper exited during start-up",
+                                   details=[self.nodes.why_not_running("zookeeper"), *failure_details(cfg, "zookeeper")])
             if time.monotonic() > deadline:
                 raise ClusterError("ZooKeeper did not come up in time", details=failure_details(cfg, "zookeeper"))
             time.sleep(0.1)

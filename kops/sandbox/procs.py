@@ -96,6 +96,23 @@ def is_ours(pid: int | None, *, marker: str, started: int | None = None) -> bool
     return True
 
 
+def why_not_ours(pid: int | None, *, marker: str, started: int | None = None) -> str:
+    """Why :func:`is_ours` is false for ``pid`` (for an error message)."""
+    if not pid:
+        return "no process recorded"
+    child = _CHILDREN.get(pid)
+    code = child.poll() if child is not None else None
+    st = _state(pid)
+    if st is None or st in ("Z", "X"):
+        return f"process {pid} has exited" + (f" (exit status {code})" if code is not None else "")
+    cmd = cmdline(pid)
+    if marker not in cmd:
+        return f"process {pid} (state {st}) is not ours: its command line lacks {marker!r}: {cmd[:300]!r}"
+    if started is not None and start_time(pid) != started:
+        return f"process {pid} started at tick {start_time(pid)}, not {started}: another process took its pid"
+    return f"process {pid} runs (state {st})"
+
+
 def signal_pid(pid: int, sig: int) -> bool:
     try:
         os.kill(pid, sig)
