@@ -36,7 +36,18 @@ def spawn(cmd: Sequence[str], *, stdout_file: Path, cwd: Path, env: dict[str, st
             close_fds=True,
         )
     _CHILDREN[p.pid] = p
+    _wait_exec(p)
     return p.pid
+
+
+def _wait_exec(p: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """Wait until the child's exec has finished: Popen returns once the child has let go of this
+    process's memory, while the kernel may still be setting up the new program, and until then
+    /proc/<pid>/cmdline is empty -- a node checked at that moment was taken for one that had
+    exited ("ZooKeeper exited during start-up" under load, its JVM running fine)."""
+    deadline = time.monotonic() + timeout_s
+    while not cmdline(p.pid) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _reap(pid: int) -> None:
