@@ -173,7 +173,7 @@ class ContainerNodes(Nodes):
                 n = (digest + i) % (100 * 256)
                 base = f"10.{100 + n // 256}.{n % 256}."
                 ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
-                    subnet=base + "0/24", iprange=base + "224/27")])
+                    subnet=base + "0/24", iprange=base + "224/27", gateway=base + "1")])
                 net = Network(docker_network_kw={"driver": "bridge", "labels": {LABEL: self.prefix}, "ipam": ipam})
                 net.name = self.network_name
                 try:
@@ -212,7 +212,13 @@ class ContainerNodes(Nodes):
 
     def gateway(self) -> str | None:
         """The network's gateway: this host, as the containers see it."""
-        try:
+        for node in self.state.nodes():  # what Docker gave the running containers: always there
+            c = self._container(node)
+            if c is not None and c.status == "running":
+                gw = c.attrs["NetworkSettings"]["Networks"].get(self.network_name, {}).get("Gateway")
+                if gw:
+                    return gw
+        try:  # (the network's own record names it only when it was given at creation)
             net = self.client.networks.get(self.network_name)
             return net.attrs["IPAM"]["Config"][0].get("Gateway")
         except Exception:  # noqa: BLE001

@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Protocol
 
-from kops.errors import BadInput
+from kops.errors import BadInput, ClusterError
 from kops.sandbox.nodes import Log
 from kops.sandbox.state import Node, SandboxState
 
@@ -57,6 +57,9 @@ class NetworkFaults:
     def partition(self, brokers: list[int], *, from_host: bool = False) -> list[int]:
         """Cut ``brokers`` off from every other node of the cluster, both ways; with ``from_host``
         also from this machine (clients here lose them too)."""
+        if from_host and not self.nodes.gateway():  # (else the host's packets would still pass)
+            raise ClusterError("cannot cut brokers off from this host: Docker names no gateway of the "
+                               "sandbox's network (is any container running?)")
         with self.state.updating():
             self.recorded().append({"kind": "partition", "brokers": brokers, "from_host": bool(from_host)})
             self.apply()
