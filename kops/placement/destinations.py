@@ -1,4 +1,4 @@
-"""Topic spread's destination walk (:meth:`kops.placement.refine.Refiner._takers`): the head of a
+"""Topic spread's destination walk (:func:`kops.placement.goals.topic_spread._takers`): the head of a
 topic round's destination list kept per count asked for. Pure."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ __all__ = ["ByCount"]
 
 
 class ByCount:
-    """The head of a topic round's destination list (its first ``refine._LOOK`` brokers, in the
+    """The head of a topic round's destination list (its first ``goals.base.LOOK`` brokers, in the
     list's order) as lists, one per count asked for, of the brokers holding at most that many replicas of
     the topic, kept as replicas move: a walk over the whole head skipped the destinations the round
     had filled again for every replica (on 1,000 brokers, 78 M of the 124 M brokers walked in a
     plan). Brokers ``full`` says take no replica of the topic at all (their disk, at the peak of
-    the move: :meth:`kops.placement.limits.LoadsAndLimits._disk_takes_none`) are left out until a
+    the move: :meth:`kops.placement.state.Limits.takes_none`) are left out until a
     move to or from them changes that (the next 39 M)."""
 
     def __init__(self, head: list[int], cnt: Counter[int], full: Callable[[int], bool] | None = None):

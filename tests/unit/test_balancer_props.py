@@ -282,7 +282,7 @@ def test_no_needless_reorder(data):
     """Every changed list is in its natural order (kept brokers in their slots, replacements in
     the freed ones) unless putting that one partition back in it would widen the spread of
     preferred leaders or first followers."""
-    from kops.placement.balancer import _in_place
+    from kops.placement.repair import in_place as _in_place
 
     topo = data.draw(topologies(dead=False))
     goal = _goal(data.draw, topo)

@@ -181,18 +181,19 @@ def test_topic_leaders_even_through_a_chain_where_racks_have_two_brokers():
 @given(load=st.integers(0, 10_000), cap=st.integers(1, 50), lo=st.integers(0, 200), width=st.integers(0, 50),
        delta=st.integers(-10_000, 10_000))
 def test_room_is_the_interval_of_changes_that_keep_a_broker_no_further_from_the_band(load, cap, lo, width, delta):
-    """The topic pass checks the earlier goals by interval (``_Load.room``): a change of the
+    """The topic pass checks the earlier goals by interval (``Load.room``): a change of the
     broker's load is inside it exactly when ``dist`` says it leaves the broker no further from the
     band (away from the interval's ends, where float rounding may fall either way)."""
     from types import SimpleNamespace
 
-    from kops.placement.refine import _EPS, _Load
+    from kops.placement.goals.base import EPS
+    from kops.placement.goals.loads import ReplicasGoal
 
-    pl = SimpleNamespace(allowed=[7], reps=[[7]])
-    ld = _Load("replicas", pl, [float(load)], {7: float(cap)})
+    st = SimpleNamespace(allowed=[7], reps=[[7]])
+    ld = ReplicasGoal(st, [float(load)], {7: float(cap)})
     ld.lo, ld.hi = float(lo), float(lo + width)
     lo_d, hi_d = ld.room(7)
-    keeps = ld.dist(7, delta) <= ld.dist(7) + _EPS
+    keeps = ld.dist(7, delta) <= ld.dist(7) + EPS
     if min(abs(delta - lo_d), abs(delta - hi_d)) > 1e-6:
         assert (lo_d <= delta <= hi_d) == keeps
     assert lo_d <= 0.0 <= hi_d  # no change always keeps
@@ -202,13 +203,13 @@ def test_room_is_the_interval_of_changes_that_keep_a_broker_no_further_from_the_
 @given(lo=st.integers(0, 4), width=st.integers(0, 2), a=st.integers(1, 8), b=st.integers(0, 8),
        c=st.integers(0, 8), d=st.integers(1, 8))
 def test_topic_spread_move_arithmetic_matches_the_distance_from_the_band(lo, width, a, b, c, d):
-    """``_TopicSpread.gain1/keeps1/gain2`` (integer shortcuts) against ``dist``, the definition."""
+    """``TopicSpreadGoal.gain1/keeps1/gain2`` (integer shortcuts) against ``dist``, the definition."""
     from types import SimpleNamespace
 
-    from kops.placement.refine import _TopicSpread
+    from kops.placement.goals.topic_spread import TopicSpreadGoal
 
-    pl = SimpleNamespace(tps=[("t", 0), ("u", 0)], reps=[[1], [2]], allowed=[1, 2], allowed_set={1, 2})
-    ts = _TopicSpread(pl)
+    st = SimpleNamespace(tps=[("t", 0), ("u", 0)], reps=[[1], [2]], allowed=[1, 2], allowed_set={1, 2})
+    ts = TopicSpreadGoal(st)
     ts.band = {"t": (lo, lo + width), "u": (lo, lo + width + 1)}
     ts.count["t"].update({1: a - ts.count["t"][1], 2: b - ts.count["t"][2]})
     ts.count["u"].update({1: c - ts.count["u"][1], 2: d - ts.count["u"][2]})
@@ -221,22 +222,23 @@ def test_topic_spread_move_arithmetic_matches_the_distance_from_the_band(lo, wid
 
 
 def test_the_rooms_kept_per_broker_equal_fresh_ones_after_every_move(monkeypatch):
-    """Refiner keeps each broker's rooms on the earlier goals until a move changes its load: after
-    every move made by the passes, every kept room equals one computed afresh."""
-    from kops.placement import refine
+    """The optimizer keeps each broker's rooms on the earlier goals until a move changes its load:
+    after every move made by the passes, every kept room equals one computed afresh."""
+    from kops.placement.goals.loads import Load
+    from kops.placement.optimizer import Optimizer
 
     checked = []
-    orig = refine.Refiner._try
+    orig = Optimizer.try_moves
 
-    def _try(self, moves, goal, checked_guards=False, hard=False):
+    def try_moves(self, moves, goal, checked_guards=False, hard=False):
         made = orig(self, moves, goal, checked_guards, hard)
         if made:
             for b, kept in self._room_of.items():
-                assert kept == [(g.w, *g.room(b)) for g in self.guards if isinstance(g, refine._Load)], (b, moves)
+                assert kept == [(g.w, *g.room(b)) for g in self.guards if isinstance(g, Load)], (b, moves)
                 checked.append(b)
         return made
 
-    monkeypatch.setattr(refine.Refiner, "_try", _try)
+    monkeypatch.setattr(Optimizer, "try_moves", try_moves)
     topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7)
     plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,topic-spread,replicas")
     # (the passes moved, and the kept rooms were compared: 97 comparisons; topic spread asks for the
@@ -245,15 +247,15 @@ def test_the_rooms_kept_per_broker_equal_fresh_ones_after_every_move(monkeypatch
 
 
 def test_a_disk_said_to_take_none_of_a_topic_refuses_each_of_its_partitions(monkeypatch):
-    """Topic spread leaves out of its walk the brokers ``_disk_takes_none`` names: on a cluster
-    whose disks fill up during the plan, each one it names is refused by ``_fits_disk`` for every
+    """Topic spread leaves out of its walk the brokers ``Limits.takes_none`` names: on a cluster
+    whose disks fill up during the plan, each one it names is refused by ``Limits.fits`` for every
     partition of the topic, at the moment it is asked."""
-    from kops.placement.limits import LoadsAndLimits
+    from kops.placement.state import Limits
 
     named = []
-    orig = LoadsAndLimits._disk_takes_none
+    orig = Limits.takes_none
 
-    def _disk_takes_none(self, parts):
+    def takes_none(self, parts):
         test = orig(self, parts)
         if test is None:
             return None
@@ -261,12 +263,12 @@ def test_a_disk_said_to_take_none_of_a_topic_refuses_each_of_its_partitions(monk
         def checked(b):
             full = test(b)
             if full:
-                assert not any(self._fits_disk(b, p) for p in parts), (b, parts)
+                assert not any(self.fits(b, p) for p in parts), (b, parts)
                 named.append(b)
             return full
         return checked
 
-    monkeypatch.setattr(LoadsAndLimits, "_disk_takes_none", _disk_takes_none)
+    monkeypatch.setattr(Limits, "takes_none", takes_none)
     # disks of 2.2 GB with ~1.6 GB on each (80 % threshold: 1.76 GB): a few moves fill them
     topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7,
                  caps=lambda b: Capacity(disk_bytes=2200 * MB, nw_in_bytes_per_s=1e9))
@@ -278,22 +280,22 @@ def test_a_move_tried_as_already_hard_checked_is_rack_safe_and_within_the_limits
     """Topic spread's tries skip the rack and disk checks of the replica it moves (its walk made
     them): at every such try, that move is rack-safe (by the uncached definition) and within the
     disk and network limits, on a cluster whose disks fill up during the plan."""
-    from kops.placement import refine
+    from kops.placement.optimizer import Optimizer
 
     seen = []
-    orig = refine.Refiner._try
+    orig = Optimizer.try_moves
 
-    def _try(self, moves, goal, checked=False, hard=False):
+    def try_moves(self, moves, goal, checked=False, hard=False):
         if hard:
-            pl = self.pl
+            st = self.st
             p, src, dst = moves[0]
-            new = [dst if b == src else b for b in pl.reps[p]]
+            new = [dst if b == src else b for b in st.reps[p]]
             assert rack_violation(new, tree) is None, (p, new)
-            assert pl._fits_disk(dst, p), (p, dst)
+            assert st.limits.fits(dst, p), (p, dst)
             seen.append(len(moves))
         return orig(self, moves, goal, checked, hard)
 
-    monkeypatch.setattr(refine.Refiner, "_try", _try)
+    monkeypatch.setattr(Optimizer, "try_moves", try_moves)
     topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7,
                  caps=lambda b: Capacity(disk_bytes=2200 * MB, nw_in_bytes_per_s=1e9))
     tree = RackTree.build({b.id: b.rack for b in topo.brokers})
@@ -309,9 +311,9 @@ def test_a_topic_leader_not_over_could_hand_no_leadership_on(counts, lo):
     ``worth`` for some broker, which is never so: the second condition skips no step."""
     from collections import Counter
 
-    from kops.placement.refine import _Counts
+    from kops.placement.goals.leadership import Counts
 
-    obj = _Counts("topic", Counter({("t", b): c for b, c in counts.items()}), None, topic=["t"],
+    obj = Counts("topic", Counter({("t", b): c for b, c in counts.items()}), None, topic=["t"],
                   bands={"t": (lo, lo + 1)})
     for a, c in counts.items():
         if c > lo and not obj.over(0, a):
@@ -360,28 +362,29 @@ def test_a_replica_topic_spread_cannot_move_directly_had_no_destination_with_roo
     cluster those are often brokers at the top of the network-in band): whenever a replica that
     may leave its source did not move directly, no broker of its walk (as it was before the try)
     was a direct destination -- not holding it, rack-safe, within the limits, gaining, with room."""
-    from kops.placement import refine
+    from kops.placement.goals.base import EPS, within
+    from kops.placement.goals.topic_spread import TopicSpreadGoal
 
     looked = []
-    orig = refine.Refiner._even_one
+    orig = TopicSpreadGoal._even_one
 
-    def _even_one(self, ts, p, src, head):
-        pl = self.pl
+    def _even_one(ts, mover, p, src, head):
+        st = mover.st
         t = ts.topic[p]
         walk = list(head.upto(ts.count[t][src] - 2))
-        leaves = refine._within(self._rooms(src), p, -1.0)
-        made = orig(self, ts, p, src, head)
+        leaves = within(mover.rooms(src), p, -1.0)
+        made = orig(ts, mover, p, src, head)
         if leaves and made is None:
-            r = pl.reps[p]
+            r = st.reps[p]
             for d in walk:
                 new = [d if b == src else b for b in r]
-                ok = d not in r and pl.safety.safe_distinct(new) and (not pl.limited or pl._fits_disk(d, p)) \
-                    and ts.gain1(p, src, d) > refine._EPS and refine._within(self._rooms(d), p)
+                ok = d not in r and st.safety.safe_distinct(new) and (not st.limits.limited or st.limits.fits(d, p)) \
+                    and ts.gain1(p, src, d) > EPS and within(mover.rooms(d), p)
                 assert not ok, (p, src, d, walk.index(d))
             looked.append(len(walk))
         return made
 
-    monkeypatch.setattr(refine.Refiner, "_even_one", _even_one)
+    monkeypatch.setattr(TopicSpreadGoal, "_even_one", _even_one)
     # 120 brokers, 60 topics of one replica per broker or so: ~44 brokers without one per topic,
     # more than the 32 takers the walk once stopped at; network-in rates spread over three orders of
     # magnitude with ~200 replicas per broker, so the network-in band is narrow and the brokers the
@@ -414,12 +417,12 @@ def test_leaders_bytes_in_steps_at_the_partitions_a_full_sort_would_step_at(part
     whole order sorted at its start steps at, while each step hands leadership on as the pass does."""
     from collections import Counter
 
-    from kops.placement.refine import _Counts
+    from kops.placement.goals.leadership import Counts
 
     def run(lazy: bool) -> list[int]:
         reps = [[a, b if b != a else (a + 1) % 6] for a, b, _w in parts]
         weight = [w for _a, _b, w in parts]
-        obj = _Counts("lbi", Counter(), (0, hi), weight=weight)
+        obj = Counts("lbi", Counter(), (0, hi), weight=weight)
         for r, w in zip(reps, weight):
             obj.count[r[0]] += w
         scope = list(range(len(reps)))
@@ -444,22 +447,21 @@ def test_the_goal_passes_leave_the_planners_heaps_alone(monkeypatch):
     """Phase 2's broker heaps are not read after it: the goal passes' moves (hundreds of
     thousands on a large cluster) do not push onto them, and a phase reading them must rebuild
     them first (``_ascending`` refuses heaps let go)."""
-    from kops.placement import refine
+    from kops.placement.optimizer import Optimizer
 
     sizes = []
-    orig = refine.Refiner.run
+    orig = Optimizer._replica_goals
 
-    def run(self, goals):
-        pl = self.pl
-        sizes.append((len(pl.minheap), len(pl.maxheap)))
-        moves = orig(self, goals)
-        assert sum(moves.values()) > 0, moves
-        sizes.append((len(pl.minheap), len(pl.maxheap)))
+    def _replica_goals(self):
+        heaps = self.st.heaps
+        sizes.append((len(heaps.minheap), len(heaps.maxheap)))
+        orig(self)
+        assert sum(self.moves.values()) > 0, self.moves
+        sizes.append((len(heaps.minheap), len(heaps.maxheap)))
         with pytest.raises(AssertionError, match="rebuild them first"):
-            pl._ascending(lambda b: 1)
-        return moves
+            heaps.ascending(lambda b: 1)
 
-    monkeypatch.setattr(refine.Refiner, "run", run)
+    monkeypatch.setattr(Optimizer, "_replica_goals", _replica_goals)
     topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7)
     plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,topic-spread,replicas")
     assert len(sizes) == 2 and sizes[0] == sizes[1], sizes

@@ -1,0 +1,324 @@
+"""The balance goals over a per-broker load: ``replicas`` (replica counts), ``disk-usage`` (bytes,
+% of each broker's disk) and ``nw-in-usage`` (bytes-in, % of each broker's NW_IN).
+
+A :class:`Load` tracks the load of a plan in progress per allowed broker, in units of each
+broker's share (its capacity, where every broker's is known; else equal shares), and its band:
+floor/ceil of the mean for replica counts, the mean ± :func:`~kops.placement.goals.base.band`
+for the others. A broker's distance from the band is what a later goal may not grow; its
+*room* is the interval of load changes that keep that distance (checked once per broker, then
+one comparison per candidate). The first of these goals whose data is there is balanced by
+phase 2 (:mod:`kops.placement.balance`); the others by :meth:`Load.optimize`, moving replicas
+from brokers above the band to the least used and filling those below it from the most used. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from kops.placement.capacity import disk_capacity, shared_disks
+from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, band, within
+from kops.placement.goals.measure import Evaluation, count_bound, per_broker, pct, spread
+from kops.placement.state import PlacementState
+
+__all__ = ["DiskUsageGoal", "Load", "NwInUsageGoal", "ReplicasGoal"]
+
+
+class Load(PlanGoal):
+    """A per-broker load summed over replicas (disk bytes, network-in bytes/s or replicas) and
+    its band, in units of each broker's share (capacity)."""
+
+    def __init__(self, st: PlacementState, w: Sequence[float], cap: dict[int, float] | None):
+        self.w = w
+        ids = st.allowed
+        self.cap = cap if cap is not None else dict.fromkeys(ids, 1.0)
+        self.load = dict.fromkeys(ids, 0.0)
+        for p, r in enumerate(st.reps):
+            for b in r:
+                if b in self.load:
+                    self.load[b] += w[p]
+        total = sum(self.load.values())
+        if self.name == "replicas":
+            n = len(ids)
+            self.lo, self.hi = float(int(total) // n), float(-(-int(total) // n))
+        else:
+            mean = total / sum(self.cap.values()) if self.cap else 0.0
+            self.lo, self.hi = band(mean, max(w, default=0.0) / min(self.cap.values()))
+        self.mean = (self.lo + self.hi) / 2
+
+    def use(self, b: int) -> float:
+        return self.load[b] / self.cap[b]
+
+    def dist(self, b: int, delta: float = 0.0) -> float:
+        u = (self.load[b] + delta) / self.cap[b]
+        return max(0.0, u - self.hi) + max(0.0, self.lo - u)
+
+    def deltas(self, moves: Sequence[Move]) -> dict[int, float]:
+        d: dict[int, float] = defaultdict(float)
+        for p, src, dst in moves:
+            d[src] -= self.w[p]
+            d[dst] += self.w[p]
+        return d
+
+    def apply(self, moves: Sequence[Move]) -> None:
+        for b, x in self.deltas(moves).items():
+            self.load[b] += x
+
+    def fits(self, b: int, delta: float) -> bool:
+        """Does changing ``b``'s load by ``delta`` leave it no further from the band (:meth:`room`)?"""
+        lo, hi = self.room(b)
+        return lo <= delta <= hi
+
+    def keeps1(self, p: int, src: int, dst: int) -> bool:
+        w = self.w[p]
+        return self.fits(src, -w) and self.fits(dst, w)
+
+    def gain1(self, p: int, src: int, dst: int) -> float:
+        w = self.w[p]
+        return self.dist(src) + self.dist(dst) - self.dist(src, -w) - self.dist(dst, w)
+
+    def room(self, b: int) -> tuple[float, float]:
+        """The changes of ``b``'s load that leave it no further from the band: with ``D`` its
+        distance now, ``dist(u') <= D`` exactly when ``lo - D <= u' <= hi + D`` (the distance is
+        zero inside the band and grows by one per unit outside it), an interval of deltas that a
+        pass computes once per broker and then checks each candidate's weight against."""
+        c, x = self.cap[b], self.load[b]
+        u, lo, hi = x / c, self.lo, self.hi
+        d = (u - hi if u > hi else lo - u if u < lo else 0.0) + EPS
+        return (lo - d) * c - x, (hi + d) * c - x
+
+    def apply1(self, p: int, src: int, dst: int) -> None:
+        self.load[src] -= self.w[p]
+        self.load[dst] += self.w[p]
+
+    def gain2(self, p: int, q: int, src: int, dst: int) -> float:
+        """p's replica src -> dst and q's dst -> src (a swap)."""
+        x = self.w[p] - self.w[q]
+        return self.dist(src) + self.dist(dst) - self.dist(src, -x) - self.dist(dst, x)
+
+    def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
+        """p's replica src -> dst and q's dst -> src (a swap)."""
+        x = self.w[p] - self.w[q]
+        return self.fits(src, -x) and self.fits(dst, x)
+
+    def optimize(self, mover: Mover) -> int:
+        """Shed load from the brokers above the band to the least used ones, and fill the brokers
+        below it from the most used: per broker the partitions whose weight fits the gap first
+        (the largest that does not overshoot), a bounded number of tries each (earlier goals
+        refuse many: a partition heavy on an earlier goal's load is tried after a light one)."""
+        st, ld = mover.st, self
+        made = 0
+        guard = next((g for g in mover.guards if isinstance(g, Load)), None)
+        gw = guard.w if guard is not None else None
+        spread = [g for g in mover.guards if g.checks_leaving]  # (p leaving src: checked once)
+
+        # the weights do not change during the pass: each partition's place in that order (heaviest
+        # first; among equals the lightest on the guard, then by index) is computed once
+        w = ld.w
+        rank = [0] * len(w)
+        for i, q in enumerate(sorted(range(len(w)), key=lambda q: (-w[q], gw[q] if gw else 0, q))):
+            rank[q] = i
+
+        def order(b: int, room: float) -> list[int]:
+            # the partitions on b fitting the room, in that order
+            c = ld.cap[b]
+            fit = [q for q in st.on[b] if w[q] > 0 and w[q] / c <= room]
+            fit.sort(key=rank.__getitem__)
+            return fit[:LOOK]
+
+        stuck: set[int] = set()  # brokers a whole round found no move for: not tried again
+        for _round in range(64):
+            if st.budget.hit:
+                break
+            before = made
+            ids = sorted(st.allowed, key=lambda b: (ld.use(b), b))
+            over = [b for b in reversed(ids) if ld.use(b) > ld.hi + EPS and b not in stuck]
+            under = [b for b in ids if ld.use(b) < ld.lo - EPS and b not in stuck]
+            if not over and not under:
+                break
+            below = [b for b in ids if ld.use(b) < ld.mean]
+            above = [b for b in reversed(ids) if ld.use(b) > ld.mean]
+            dsts = below[:16]
+            for src in over:
+                tries, got = 0, made
+                srooms = mover.rooms(src)
+                for p in order(src, ld.use(src) - ld.lo):
+                    if ld.dist(src) <= EPS or tries > 4 * LOOK:
+                        break
+                    if not within(srooms, p, -1.0) or not all(g.keeps_off(p, src) for g in spread):
+                        tries += len(dsts)  # (an earlier goal refuses p leaving src: every dst alike)
+                        continue
+                    for dst in dsts:
+                        tries += 1
+                        if within(mover.rooms(dst), p) and mover.try_moves(((p, src, dst),), ld):
+                            made += 1
+                            srooms = mover.rooms(src)
+                            break
+                if made == got:
+                    stuck.add(src)
+            for dst in under:
+                tries, got = 0, made
+                drooms = mover.rooms(dst)
+                for src in above[:16]:
+                    if ld.dist(dst) <= EPS or tries > 4 * LOOK:
+                        break
+                    room = (ld.hi - ld.use(dst)) * ld.cap[dst] / ld.cap[src]
+                    srooms = mover.rooms(src)
+                    for p in order(src, room):
+                        tries += 1
+                        if not within(drooms, p) or not within(srooms, p, -1.0) or \
+                                not all(g.keeps_off(p, src) for g in spread):
+                            continue  # (an earlier goal refuses the move, as try_moves would)
+                        if mover.try_moves(((p, src, dst),), ld):
+                            made += 1
+                            drooms, srooms = mover.rooms(dst), mover.rooms(src)
+                            if ld.dist(dst) <= EPS:
+                                break
+                if made == got:
+                    stuck.add(dst)
+            if made == before:
+                break
+        return made
+
+    # -- what each load goal is made of ----------------------------------------------------------
+    #: the unit of its figure in the report
+    unit: ClassVar[str]
+
+    @classmethod
+    def has_data(cls, st: PlacementState) -> bool:
+        return True
+
+    @classmethod
+    def weights(cls, st: PlacementState) -> Sequence[float]:
+        raise NotImplementedError
+
+    @classmethod
+    def capacities(cls, st: PlacementState) -> dict[int, Any] | None:
+        """Each allowed broker's capacity for this load (None: no capacities at all)."""
+        return None
+
+    @classmethod
+    def track(cls, st: PlacementState) -> Load | None:
+        """The goal tracking ``st`` as it is now (None: its data is missing)."""
+        if not cls.has_data(st):
+            return None
+        caps = cls.capacities(st)
+        return cls(st, cls.weights(st), caps if caps is not None and all(caps.values()) else None)
+
+    @classmethod
+    def phase2(cls, st: PlacementState) -> tuple[list[int], dict[int, int] | None]:
+        """What phase 2 balances for this goal: integer weights, and each broker's share where
+        capacities differ and every one's is known (None: equal shares, the mean)."""
+        w = [int(x) for x in cls.weights(st)]
+        caps = cls.capacities(st)
+        if caps is None or not caps or any(not v for v in caps.values()) or len(set(caps.values())) == 1:
+            return w, None
+        return w, {b: int(v) for b, v in caps.items()}
+
+
+class ReplicasGoal(Load):
+    """Replica counts per broker within floor/ceil of the mean."""
+
+    name = "replicas"
+
+    @classmethod
+    def weights(cls, st: PlacementState) -> Sequence[float]:
+        return [1] * len(st.reps)
+
+    @classmethod
+    def measure(cls, ev: Evaluation) -> dict[str, Any]:
+        return count_figures(cls.name, ev, None)
+
+
+class DiskUsageGoal(Load):
+    """Each broker's bytes, % of its disk (of the mean where disks are unknown), within the band."""
+
+    name = "disk-usage"
+
+    @classmethod
+    def has_data(cls, st: PlacementState) -> bool:
+        return st.sizes_known and any(st.size)
+
+    @classmethod
+    def weights(cls, st: PlacementState) -> Sequence[float]:
+        return st.size
+
+    @classmethod
+    def capacities(cls, st: PlacementState) -> dict[int, Any] | None:
+        shared = shared_disks(st.topo)
+        return {b: disk_capacity(st.topo.broker(b), shared) for b in st.allowed}
+
+    @classmethod
+    def measure(cls, ev: Evaluation) -> dict[str, Any]:
+        goal = cls.name
+        if not ev.sizes_known or not ev.disk_cap:
+            return ev.unknown(goal, "partition sizes and disk capacities")
+        disk_cap = ev.disk_cap
+        known = sorted(disk_cap)
+        sb, sa = ev.per_broker("size", "before"), ev.per_broker("size", "after")
+        pb = {b: sb[b] / disk_cap[b] for b in known}
+        pa = {b: sa[b] / disk_cap[b] for b in known}
+        ideal = sum(sa[b] for b in known) / sum(disk_cap.values())
+        ev.measured_usage = True
+        return balance_figures(ev, goal, "spread of disk use, percentage points", pb, pa, ideal,
+                               max(ev.size.values()) / min(disk_cap.values()))
+
+
+class NwInUsageGoal(Load):
+    """Each broker's bytes-in, % of its NW_IN (of the mean where unknown), within the band."""
+
+    name = "nw-in-usage"
+
+    @classmethod
+    def has_data(cls, st: PlacementState) -> bool:
+        return st.rates_known and any(st.rate)
+
+    @classmethod
+    def weights(cls, st: PlacementState) -> Sequence[float]:
+        return st.rate
+
+    @classmethod
+    def capacities(cls, st: PlacementState) -> dict[int, Any] | None:
+        c = {b: st.topo.broker(b).capacity for b in st.allowed}
+        return {b: (x.nw_in_bytes_per_s if x is not None else None) for b, x in c.items()}
+
+    @classmethod
+    def phase2(cls, st: PlacementState) -> tuple[list[int], dict[int, int] | None]:
+        _w, capw = super().phase2(st)  # (milli-bytes/s: integers like every other weight)
+        return [int(round(r * 1000)) for r in st.rate], capw
+
+    @classmethod
+    def measure(cls, ev: Evaluation) -> dict[str, Any]:
+        goal = cls.name
+        if not ev.rates_known or not ev.in_cap:
+            return ev.unknown(goal, "bytes-in rates and network-in capacities")
+        in_cap = ev.in_cap
+        known = sorted(in_cap)
+        lb, la = ev.per_broker("nw-in-capacity", "before"), ev.per_broker("nw-in-capacity", "after")
+        ev.measured_usage = True
+        return balance_figures(ev, goal, "spread of network-in use, percentage points",
+                               {b: lb[b] / in_cap[b] for b in known}, {b: la[b] / in_cap[b] for b in known},
+                               sum(la[b] for b in known) / sum(in_cap[b] for b in known),
+                               max(ev.rate.values()) / min(in_cap.values()))
+
+
+def balance_figures(ev: Evaluation, goal: str, unit: str, before: dict[int, float], after: dict[int, float],
+                    mean: float, largest: float) -> dict:
+    """A balance goal over use shares: spread before / after (bound 0), met when every broker is
+    in :func:`band` (the brokers outside it named)."""
+    lo, hi = band(mean, largest)
+    out_of = [f"broker {b}: {pct(v)} %" for b, v in sorted(after.items()) if not lo - 1e-12 <= v <= hi + 1e-12]
+    return ev.figures(goal, unit, pct(spread(before.values())), pct(spread(after.values())), 0.0, met=not out_of,
+                      blockers=out_of[:10], mean=pct(mean), band=[pct(lo), pct(hi)])
+
+
+def count_figures(goal: str, ev: Evaluation, slot: int | None) -> dict:
+    """A count per broker (replicas; preferred leaders, slot 0; first followers, slot 1): its
+    spread before and after, met within 1 (or the bound where that is more)."""
+    cb = per_broker(ev.before, ev.ids, lambda tp: 1, slot)
+    ca = per_broker(ev.after, ev.ids, lambda tp: 1, slot)
+    total = int(sum(ca.values()))
+    bound = count_bound(total, len(ev.ids))
+    return ev.figures(goal, "spread (max - min per broker)", int(spread(cb.values())), int(spread(ca.values())),
+                      bound, met=spread(ca.values()) <= max(bound, 1))

@@ -1,0 +1,220 @@
+"""The optimizer: the goals of a plan, run in priority order on a placement state, so that a later
+goal never makes an earlier one worse (Cruise Control's analyzer shape, with kops' guarantees:
+minimal movement, rack safety on every move, Kafka's own formats).
+
+1. **repair** (:mod:`kops.placement.repair`): what the hard goals and the plan's kind force --
+   replicas off removed brokers, RF changes, rack repairs;
+2. **phase 2** (:mod:`kops.placement.balance`): the first balance goal whose data is there
+   (disk use, network-in use, replica counts; replica counts when none is) with the
+   minimal-movement balancer;
+3. **the replica goals** in order: each goal that tracks a plan
+   (:meth:`~kops.placement.goals.base.PlanGoal.track`) proposes moves
+   (:meth:`~kops.placement.goals.base.PlanGoal.optimize`); :meth:`Optimizer.try_moves` makes one
+   only when it gains on that goal and keeps every hard goal and every goal before it (the
+   *guards*), then the goal guards the later ones;
+4. **leadership** without data movement: the leader phase (:func:`kops.placement.leaders.balance_orders`:
+   preferred leaders, then first followers), orders put back where balance did not need the
+   change, then each leadership goal in order (:meth:`~kops.placement.goals.base.PlanGoal.reorder`)
+   inside the leader and first-follower bands;
+5. every changed list is checked against the hard constraints with the one definition.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kops.model import TopicPartition
+from kops.placement.balance import Balancer
+from kops.placement.goals import by_name
+from kops.placement.goals.base import EPS, Move
+from kops.placement.goals.leadership import Leadership
+from kops.placement.goals.loads import Load
+from kops.placement.leaders import balance_orders, restore_orders
+from kops.placement.racks import rack_violation
+from kops.placement.repair import Prepared, Repair, in_place, prepare
+from kops.placement.state import PlacementState
+
+__all__ = ["Optimized", "Optimizer"]
+
+
+@dataclass
+class Optimized:
+    #: full target assignment of the partitions in scope
+    target: dict[TopicPartition, tuple[int, ...]]
+    #: only the partitions whose list changes (set or order)
+    changes: dict[TopicPartition, tuple[int, ...]]
+    #: True when the plan reaches its goal (False: a bounded step)
+    complete: bool
+    #: the moves (or leadership swaps) each goal after phase 2 made
+    moves_per_goal: dict[str, int]
+    #: what the repair's first pass found (the lower bound's counts)
+    prepared: Prepared
+
+
+class Optimizer:
+    """Runs ``goals`` (names, in priority order; :func:`kops.placement.goals.select_goals`) on
+    ``st``. ``followers``: balance first followers when that goal is on; ``rebalance=False``:
+    only the forced moves and leadership reordering."""
+
+    def __init__(self, st: PlacementState, goals: Sequence[str], followers: bool = True, rebalance: bool = True):
+        self.st = st
+        self.goals = tuple(goals)
+        self.followers = followers
+        self.rebalance = rebalance
+        #: the goals before the one running, which every move must keep
+        self.guards: list[Any] = []
+        self.moves: dict[str, int] = {}
+        # each broker's rooms on the guards that are loads (:meth:`rooms`); a broker's rooms change
+        # only when a move to or from it is made (:meth:`try_moves`) or a guard is added
+        self._room_of: dict[int, list[tuple[Sequence[float], float, float]]] = {}
+        # what phase 2 balances: the first balance goal whose data is there, else replica counts
+        first = next((g for g in map(by_name, self.goals)
+                      if issubclass(g, Load) and g.has_data(st)), None)
+        if first is not None:
+            w, capw = first.phase2(st)
+            st.balance_by(first.name, w, capw)
+        else:
+            st.balance_by("count", [1] * len(st.reps), None)
+
+    def run(self) -> Optimized:
+        st = self.st
+        prepared = prepare(st)
+        Repair(st).run(prepared)
+        if self.rebalance:
+            Balancer(st).balance()
+            st.heaps.let_go()  # (nothing reads them again)
+            self._replica_goals()
+        complete = not st.budget.hit and not st.unrepaired
+        self._leadership()
+        target = {tp: tuple(r) for tp, r in zip(st.tps, st.reps)}
+        changes = {tp: r for tp, r, o in zip(st.tps, target.values(), st.orig) if r != tuple(o)}
+        self.verify(changes)
+        return Optimized(target, changes, complete, self.moves, prepared)
+
+    # -- the replica goals -----------------------------------------------------------------------
+    def _replica_goals(self) -> None:
+        """Replica-moving passes for the goals in order (phase 2's own goal only guards the later
+        ones: phase 2 balanced it)."""
+        st = self.st
+        for name in self.goals:
+            if st.budget.hit:
+                break
+            goal = by_name(name).track(st)
+            if goal is None:
+                continue
+            if name != st.primary:
+                self.moves[name] = goal.optimize(self)
+            self.guards.append(goal)
+            self._room_of.clear()
+
+    def try_moves(self, moves: Sequence[Move], goal: Any, checked: bool = False, hard: bool = False) -> bool:
+        """Make ``moves`` (each: a partition's replica from one broker to another, same slot) if
+        together they gain on ``goal`` and keep every hard and earlier goal; returns whether.
+        ``checked``: the caller found that they keep every earlier goal (the guards); ``hard``:
+        that the first move is rack-safe and within the disk and network limits, as of now
+        (topic spread's walk)."""
+        st = self.st
+        for p, src, dst in moves:
+            r = st.reps[p]
+            if dst in r or src not in r or p in st.unrepaired:
+                return False
+        if len(moves) == 1:
+            p, src, dst = moves[0]
+            if goal.gain1(p, src, dst) <= EPS:
+                return False
+            if not checked:
+                for g in self.guards:
+                    if not g.keeps1(p, src, dst):
+                        return False
+        else:
+            (p, src, dst), (q, _d, _s) = moves
+            if not checked:
+                for g in self.guards:  # (the guards first: they refuse most swaps, cheaply)
+                    if not g.keeps2(p, q, src, dst):
+                        return False
+            if goal.gain2(p, q, src, dst) <= EPS:
+                return False
+        news = [[dst if b == src else b for b in st.reps[p]] for p, src, dst in moves]
+        cost_mv = cost_by = 0
+        for i, ((p, _src, dst), new) in enumerate(zip(moves, news)):
+            if not (hard and i == 0) and \
+                    (not st.safety.safe_distinct(new) or (st.limits.limited and not st.limits.fits(dst, p))):
+                return False
+            mv, by = st.cost(p, new)
+            omv, oby = st.cost(p, st.reps[p])
+            cost_mv += mv - omv
+            cost_by += by - oby
+        if not st.budget.fits(cost_mv, cost_by):
+            st.budget.hit = True
+            return False
+        st.budget.spend(cost_mv, cost_by)
+        for (p, _src, _dst), new in zip(moves, news):
+            st.move(p, new)
+        if len(moves) == 1:
+            goal.apply1(*moves[0])
+            for g in self.guards:
+                g.apply1(*moves[0])
+        else:
+            goal.apply(moves)
+            for g in self.guards:
+                g.apply(moves)
+        for _p, src, dst in moves:
+            self._room_of.pop(src, None)
+            self._room_of.pop(dst, None)
+        return True
+
+    def rooms(self, b: int) -> list[tuple[Sequence[float], float, float]]:
+        """Per earlier goal that is a load: its weights and ``b``'s room (:meth:`Load.room`) --
+        a move of partition p off b keeps the goal iff ``lo <= -w[p] <= hi``, onto b iff
+        ``lo <= w[p] <= hi``. (A necessary check: other guards are checked by :meth:`try_moves`.)
+        Kept per broker until a move changes its load."""
+        r = self._room_of.get(b)
+        if r is None:
+            r = self._room_of[b] = [(g.w, *g.room(b)) for g in self.guards if isinstance(g, Load)]
+        return r
+
+    # -- leadership, by reordering -----------------------------------------------------------------
+    def _leadership(self) -> None:
+        """The leader phase (always complete; costs no data), orders put back where it did not
+        need the change, then the leadership goals in order (when rebalancing)."""
+        st, goals = self.st, self.goals
+        reps, orig = st.reps, st.orig
+        scope_idx = [p for p in range(len(reps)) if p not in st.unrepaired]
+        moved_parts = [p for p in scope_idx if reps[p] is not orig[p] and set(reps[p]) != set(orig[p])]
+        followers = self.followers and "first-followers" in goals
+        if "leaders" in goals:
+            balance_orders(reps, scope_idx, st.allowed, followers=followers, prefer=moved_parts)
+        # no needless leadership change: a replacement keeps the slot of the replica it replaces
+        # and an order goes back to what it was wherever balance did not need the change
+        restore_orders(reps, {p: in_place(orig[p], reps[p]) for p in scope_idx if reps[p] != list(orig[p])},
+                       st.allowed, followers=followers)
+        if not self.rebalance:
+            return
+        lead = Leadership(st)
+        guards = [g for g in (by_name(name).leader_guard(st) for name in goals) if g is not None]
+        for name in goals:
+            self.moves.update(by_name(name).reorder(lead, guards))
+
+    def verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:
+        """Hard constraints of every changed partition, checked with the one definition."""
+        st = self.st
+        idx = {tp: i for i, tp in enumerate(st.tps)}
+        for tp, r in changes.items():
+            p = idx[tp]
+            if p in st.unrepaired:
+                continue
+            problems = []
+            if len(set(r)) != len(r):
+                problems.append("duplicate broker")
+            if len(r) != st.rf[p]:
+                problems.append(f"{len(r)} replicas, expected {st.rf[p]}")
+            if any(b not in st.allowed_set for b in r):
+                problems.append("broker not allowed")
+            if not st.safety.safe(r):
+                problems.append(rack_violation(r, st.tree) or "not rack-safe")
+            if problems:  # a planner bug: never emit such a plan
+                raise AssertionError(f"planner produced an invalid list for {tp[0]}-{tp[1]}: {r}: {problems}")
