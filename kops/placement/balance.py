@@ -15,17 +15,39 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from typing import Protocol
 
 from kops.placement.state import PlacementState
 
 __all__ = ["Balancer"]
 
 
-class Balancer:
-    """Phase 2 over a repaired state (see the module doc)."""
+class Lookahead(Protocol):
+    """What the later goals prefer among the replicas phase 2 may move (by count: a move of any
+    one of them is as good for the balance)."""
 
-    def __init__(self, st: PlacementState):
+    def score(self, p: int, src: int, dst: int) -> tuple[float, ...]:
+        """Higher is better for the later goals."""
+
+    def best(self) -> tuple[float, ...]:
+        """A score nothing beats: the search stops at it."""
+
+    def placing(self, p: int, b: int) -> tuple[float, ...]:
+        """A new replica of ``p`` on ``b``: lower is better for the later goals."""
+
+
+class Balancer:
+    """Phase 2 over a repaired state (see the module doc). ``prefer``: by count, among the
+    replicas of a broker that may move, the later goals' choice (the first follower without it)."""
+
+    #: replicas of a broker looked at for the later goals' choice, per move and destination
+    LOOKAHEAD = 64
+    #: useful destinations looked at for the later goals' choice, per move
+    DESTINATIONS = 8
+
+    def __init__(self, st: PlacementState, prefer: Lookahead | None = None):
         self.st = st
+        self.prefer = prefer
         #: (broker, destination rack) -> the broker's generation when none of its partitions could go there
         self.neg: dict[tuple[int, int], int] = {}
         #: broker -> (its generation, its partitions' negated weights heaviest first, the partitions)
@@ -65,6 +87,8 @@ class Balancer:
         sum of their shares, see :meth:`PlacementState.excess`; by count the number of brokers)."""
         st = self.st
         bytes_mode = st.weighted
+        prefer = None if bytes_mode else self.prefer
+        top = prefer.best() if prefer is not None else ()
         dest = st.res.dest_only
         load = st.load
         key = st.key
@@ -95,6 +119,9 @@ class Balancer:
             # the others on) gets it, else leaders pile up on one broker
             rf1: list[tuple[tuple[int, int, int], int, int, float]] = []  # (order, p, dst, key)
             min_w = self._by_weight(src)[0][-1] * -1 if bytes_mode and st.on[src] else 0
+            # by count with a lookahead: of the first few useful destinations, the move the later
+            # goals score best (every useful move is one step of balance: the count is the same)
+            picked: list[tuple[tuple[float, ...], int, int]] = []  # (score, p, dst)
 
             def accept(dst: int) -> int:
                 if dst == src:
@@ -128,10 +155,23 @@ class Balancer:
                         rf1[:] = [(k, p, dst, key[dst])]
                     if k[0] or k[1]:
                         return 0  # look at the next destination as loaded
+                elif prefer is not None:
+                    score = prefer.score(p, src, dst)
+                    if not picked or score > picked[0][0]:
+                        picked[:] = [(score, p, dst)]
+                    if score < top and len(seen) < self.DESTINATIONS:
+                        seen.append(dst)
+                        return 0
+                    choice.append(picked[0][1:])
+                    return 1
                 choice.append((p, dst))
                 return 1
 
+            seen: list[int] = []
             found = st.heaps.ascending(accept)
+            if found is None and picked:
+                found = picked[0][2]
+                choice.append(picked[0][1:])
             if found is None and rf1:
                 found = rf1[0][2]
                 choice.append((rf1[0][1], found))
@@ -275,6 +315,8 @@ class Balancer:
             if best is None and not same and only_rack:
                 self.neg[key] = st.gen[src]
             return best
+        if self.prefer is not None:
+            return self._preferred_movable(src, dst, same, key)
         safe = st.safety.safe_distinct
         reps = st.reps
         unrepaired = st.unrepaired
@@ -301,6 +343,40 @@ class Balancer:
             if not leads:
                 return p
             best = p
+        if best is None and not same and only_rack_failures:
+            self.neg[key] = st.gen[src]
+        return best
+
+    def _preferred_movable(self, src: int, dst: int, same: bool, key: tuple[int, int]) -> int | None:
+        """By count, with the later goals' preference: of the first :attr:`LOOKAHEAD` replicas of
+        ``src`` that may move to ``dst`` (rack-safe, within the limits), the one they score best
+        (then a follower before a leader: moving a leader hands its partition to ``dst``; an RF-1
+        leader last, since no reordering can give it back)."""
+        st, prefer = self.st, self.prefer
+        safe, reps, unrepaired = st.safety.safe_distinct, st.reps, st.unrepaired
+        fits = st.limits.fits if st.limits.limited else None
+        top = prefer.best()
+        only_rack_failures = True
+        best = best_key = None
+        looked = 0
+        for p in st.on[src]:
+            r = reps[p]
+            if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
+                only_rack_failures = False
+                continue
+            score = prefer.score(p, src, dst)
+            k = (len(r) == 1, tuple(-x for x in score), r[0] == src)
+            if best is not None:
+                looked += 1
+                if looked > self.LOOKAHEAD:
+                    break
+                if k >= best_key:
+                    continue
+            if not same and not safe([dst if b == src else b for b in r]):
+                continue
+            best, best_key = p, k
+            if len(r) > 1 and score >= top and r[0] != src:
+                break
         if best is None and not same and only_rack_failures:
             self.neg[key] = st.gen[src]
         return best

@@ -25,8 +25,8 @@ from typing import Any
 from kops.errors import BadInput
 from kops.model import ReassignmentPlan, TopicPartition, Topology
 from kops.placement import metrics
-from kops.placement.goals import DEFAULT_THRESHOLD, select_goals
-from kops.placement.optimizer import Optimizer
+from kops.placement.goals import BAND, DEFAULT_THRESHOLD, select_goals
+from kops.placement.optimizer import FORCED, Optimizer
 from kops.placement.scope import GOAL_KINDS, Goal, _resolve  # noqa: F401 (GOAL_KINDS: public)
 from kops.placement.state import PlacementState
 
@@ -91,6 +91,7 @@ def plan(
     rebalance: bool = True,
     disk_threshold: float = DISK_THRESHOLD,
     goals: Sequence[str] | str | None = None,
+    band: float = BAND,
 ) -> PlanResult:
     """Compute a minimal-movement, rack-safe, balanced plan for ``goal``.
 
@@ -107,6 +108,9 @@ def plan(
     earlier one worse. The network-in limit (80 % of NW_IN) is hard where capacities and rates
     are known.
 
+    ``band``: the balance goals' band (disk use, network-in use, leaders' bytes-in): a broker
+    within this share of the mean (or within its largest partition of it) is balanced.
+
     ``rebalance=False``: only the moves the goal forces (replicas off removed brokers, RF
     changes, rack repairs) plus leadership reordering; no balancing moves.
 
@@ -119,10 +123,12 @@ def plan(
         raise BadInput(f"--max-bytes must be >= 0 (got {max_bytes})")
     if throttle is not None and throttle <= 0:
         raise BadInput(f"--throttle must be > 0 bytes/s (got {throttle})")
+    if not 0 <= band <= 10:
+        raise BadInput(f"the balance band must be between 0 and 1000 % of the mean (got {band:.0%})")
     if not 0 < disk_threshold <= 1:
         raise BadInput(f"the disk threshold must be above 0 and at most 100 % (got {disk_threshold:.0%})")
     chosen = select_goals(goals)
-    st = PlacementState(topology, goal, _resolve(topology, goal), max_moves, max_bytes)
+    st = PlacementState(topology, goal, _resolve(topology, goal), max_moves, max_bytes, band)
     optimizer = Optimizer(st, chosen, followers=balance_followers, rebalance=rebalance)
     st.limits.limit_disks(st, disk_threshold)
     st.limits.limit_network(st, DEFAULT_THRESHOLD)
@@ -132,8 +138,11 @@ def plan(
     kafka = metrics.kafka_generate(st, kafka_seed) if compare_kafka else None
     report = metrics.build_report(st, before, done.target, done.changes, lower, kafka, throttle, done.complete)
     report["goals_optimised"] = {"order": list(chosen), "phase2": st.primary, "moves_per_goal": done.moves_per_goal,
-                                 "capacity_shares": st.capw is not None}
-    report["goals"] = metrics.goals_report(st, report, done.target)
+                                 "capacity_shares": st.capw is not None, "without_data": done.without_data,
+                                 "stages": [{"stage": goal.kind if what == FORCED else what, "replicas_moved": n,
+                                             "off_band": {g: round(x, 1) for g, x in off.items()}}
+                                            for what, n, off in done.stages]}
+    report["goals"] = metrics.goals_report(st, report, done, chosen)
     return PlanResult(goal, done.target, done.changes, report, done.complete, before)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from kops.model import TopicPartition
 from kops.placement import goals
+from kops.placement.optimizer import FORCED, Optimized
 from kops.placement.leaders import slot_counts
 from kops.placement.rackcheck import RackSafety
 from kops.placement.racks import RackTree
@@ -330,21 +331,58 @@ def build_report(
     }
 
 
-def goals_report(st: PlacementState, report: dict[str, Any], target: Mapping[TopicPartition, tuple[int, ...]]
+def goals_report(st: PlacementState, report: dict[str, Any], done: Optimized, chosen: Sequence[str]
                  ) -> dict[str, dict[str, Any]]:
-    """Every goal's figures before and after the plan (:func:`kops.placement.goals.evaluate`);
-    those the report has measured already (rack safety, the spreads) are taken from it."""
-    bal = report["balance"]
-    known = {"rack": goals.figures("rack", "rack-unsafe partitions", report["rack_violations_before"],
-                                   report["rack_violations_after"], 0, met=not report["rack_violations_after"],
-                                   hard=True)}
-    slots = (("replicas", "replica", None), ("leaders", "leader", 0), ("first-followers", "first_follower", 1))
-    for goal, key, slot in slots:
-        after = bal[f"{key}_spread_after"]
-        total = sum(len(r) if slot is None else int(len(r) > slot) for r in target.values())
-        bound = goals.count_bound(total, len(st.allowed))
-        known[goal] = goals.figures(goal, "spread (max - min per broker)", bal[f"{key}_spread_before"], after,
-                                    bound, met=after <= max(bound, 1), hard=False)
+    """Every goal's figures before and after the plan (:func:`kops.placement.goals.evaluate`;
+    rack safety is taken from the report), and for each balance goal its verdict: ``better``,
+    ``unchanged`` or ``worse`` (how far the brokers are outside its band, ``off_band_*``). A goal
+    of the set that ends worse says why (``why``, and ``forced_by``: the stages before its turn
+    that moved replicas -- the plan's forced moves or earlier goals -- after which its own pass
+    could not get back without making an earlier goal worse)."""
+    rack = goals.figures("rack", "rack-unsafe partitions", report["rack_violations_before"],
+                         report["rack_violations_after"], 0, met=not report["rack_violations_after"], hard=True)
     full_before = st.topo.assignment()
-    return goals.evaluate(st.topo, full_before, {**full_before, **target}, brokers=st.allowed, known=known,
-                          threshold=st.limits.disk_threshold, nw_threshold=goals.DEFAULT_THRESHOLD)
+    out = goals.evaluate(st.topo, full_before, {**full_before, **done.target}, brokers=st.allowed,
+                         known={"rack": rack}, threshold=st.limits.disk_threshold,
+                         nw_threshold=goals.DEFAULT_THRESHOLD, band_share=st.band_share,
+                         scope=set(st.tps) if len(st.tps) != len(full_before) else None)
+    for name, v in out.items():
+        if v.get("verdict") == "worse":
+            v["why"], v["forced_by"] = _why(name, v, done, chosen, st.goal.kind)
+    return out
+
+
+def _why(name: str, v: dict[str, Any], done: Optimized, chosen: Sequence[str], kind: str) -> tuple[str, list[str]]:
+    """Why goal ``name`` ends further off its band than it started (see :func:`goals_report`):
+    the stages that took it further off (from the plan's record of every tracked goal after each
+    stage), and what its own pass reached."""
+    if name not in chosen:
+        return "not among the goals optimised (--goals)", []
+    label = {FORCED: kind}
+    steps, forced = [], []
+    if done.stages and name in done.stages[0][2]:  # a goal tracking the replicas
+        prev = round(done.stages[0][2][name], 1)  # (at the report's precision)
+        for what, _n, off in done.stages[1:]:
+            x = round(off[name], 1)
+            if x > prev:
+                forced.append(label.get(what, what))
+                steps.append(f"{label.get(what, what)}'s moves took it from {_num(prev)} to {_num(x)}")
+            elif what == name:
+                steps.append(f"its own pass from {_num(prev)} to {_num(x)}")
+            prev = x
+    lead = done.leadership.get(name if name != "topic-spread" else "topic-spread leaders")
+    if lead is not None:
+        moving = [label.get(what, what) for what, n, _off in done.stages if n]
+        forced += [m for m in moving if m not in forced] if name != "topic-spread" or not forced else []
+        steps.append(f"{'its leaders' if name == 'topic-spread' else 'leadership'}: {_num(lead[0])} off the band "
+                     f"after the replica moves ({', '.join(moving) or 'none'}), {_num(lead[1])} after "
+                     f"{'its pass' if name not in ('leaders', 'first-followers') else 'the leader phase'}")
+    if not steps:
+        return "its pass did not run (a bounded plan out of budget, or --no-balance)", []
+    why = (f"{_num(v['off_band_before'])} off the band before the plan; " + "; ".join(steps) +
+           ": no move it could make without making an earlier goal worse brought it back")
+    return why, forced
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if isinstance(x, int) or float(x).is_integer() else f"{x:.1f}"

@@ -38,7 +38,10 @@ from kops.placement.racks import rack_violation
 from kops.placement.repair import Prepared, Repair, in_place, prepare
 from kops.placement.state import PlacementState
 
-__all__ = ["Optimized", "Optimizer"]
+__all__ = ["FORCED", "Optimized", "Optimizer"]
+
+#: the stage of the moves a plan must make (replicas off removed brokers, RF changes, rack repairs)
+FORCED = "forced"
 
 
 @dataclass
@@ -53,6 +56,15 @@ class Optimized:
     moves_per_goal: dict[str, int]
     #: what the repair's first pass found (the lower bound's counts)
     prepared: Prepared
+    #: the stages that may move replicas, in order: (what, replica lists changed, how far off its
+    #: band each goal that tracks the plan was after it, in its report unit); the first is the
+    #: start, :data:`FORCED` the plan's forced moves, then phase 2 and each replica goal's pass
+    stages: list[tuple[str, int, dict[str, float]]]
+    #: the leadership goals (and topic spread's leaders, "topic-spread leaders"): how far off their
+    #: band they were before the leader phase or their pass, and after it
+    leadership: dict[str, tuple[float, float]]
+    #: goals of the set whose data is missing: what each needs
+    without_data: dict[str, str]
 
 
 class Optimizer:
@@ -68,6 +80,11 @@ class Optimizer:
         #: the goals before the one running, which every move must keep
         self.guards: list[Any] = []
         self.moves: dict[str, int] = {}
+        self.stages: list[tuple[str, int, dict[str, float]]] = []
+        self.leadership: dict[str, tuple[float, float]] = {}
+        self.without_data = {name: needs for name in self.goals if (needs := by_name(name).missing(st))}
+        #: the goals that track the plan's replicas (their data is there), by name, in order
+        self.tracked: dict[str, Any] = {}
         # each broker's rooms on the guards that are loads (:meth:`rooms`); a broker's rooms change
         # only when a move to or from it is made (:meth:`try_moves`) or a guard is added
         self._room_of: dict[int, list[tuple[Sequence[float], float, float]]] = {}
@@ -83,31 +100,61 @@ class Optimizer:
     def run(self) -> Optimized:
         st = self.st
         prepared = prepare(st)
-        Repair(st).run(prepared)
+        # every goal that tracks replicas follows the plan from its start (the replicas each
+        # partition keeps), so that each stage's effect on each goal is known
+        for name in self.goals:
+            goal = by_name(name).track(st, prepared.keeps)
+            if goal is not None:
+                self.tracked[name] = goal
+                st.watchers.append(goal)
+        self._stage("start", st.moved)
+        moved = st.moved
+        Repair(st, self._lookahead()).run(prepared)
+        self._stage(FORCED, moved)
         if self.rebalance:
-            Balancer(st).balance()
+            moved = st.moved
+            Balancer(st, self._lookahead()).balance()
             st.heaps.let_go()  # (nothing reads them again)
+            self._stage(st.primary if st.primary in self.goals else "replica counts", moved)
             self._replica_goals()
         complete = not st.budget.hit and not st.unrepaired
+        st.watchers.clear()
         self._leadership()
         target = {tp: tuple(r) for tp, r in zip(st.tps, st.reps)}
         changes = {tp: r for tp, r, o in zip(st.tps, target.values(), st.orig) if r != tuple(o)}
         self.verify(changes)
-        return Optimized(target, changes, complete, self.moves, prepared)
+        return Optimized(target, changes, complete, self.moves, prepared, self.stages, self.leadership,
+                         self.without_data)
+
+    def _lookahead(self) -> Later | None:
+        """Where a move of one replica or another is as good for the goal being served (phase 2
+        by count, the repair's placements), the later goals' choice: topic spread, then disk use,
+        where they are in the set and their data is there."""
+        st = self.st
+        if st.weighted:
+            return None
+        later = self.goals[self.goals.index(st.primary) + 1:] if st.primary in self.goals else self.goals
+        topic, disk = (self.tracked.get(g) if g in later else None for g in ("topic-spread", "disk-usage"))
+        return Later(topic, disk) if topic is not None or disk is not None else None
+
+    def _stage(self, name: str, moved_before: int) -> None:
+        """A stage that may move replicas ended: it changed ``st.moved - moved_before`` lists;
+        how far off its band each tracked goal is now."""
+        self.stages.append((name, self.st.moved - moved_before,
+                            {g: goal.total() for g, goal in self.tracked.items()}))
 
     # -- the replica goals -----------------------------------------------------------------------
     def _replica_goals(self) -> None:
         """Replica-moving passes for the goals in order (phase 2's own goal only guards the later
         ones: phase 2 balanced it)."""
         st = self.st
-        for name in self.goals:
+        for name, goal in self.tracked.items():
             if st.budget.hit:
                 break
-            goal = by_name(name).track(st)
-            if goal is None:
-                continue
             if name != st.primary:
+                moved = st.moved
                 self.moves[name] = goal.optimize(self)
+                self._stage(name, moved)
             self.guards.append(goal)
             self._room_of.clear()
 
@@ -149,19 +196,15 @@ class Optimizer:
             cost_mv += mv - omv
             cost_by += by - oby
         if not st.budget.fits(cost_mv, cost_by):
-            st.budget.hit = True
-            return False
+            # a step that spent nothing yet takes one move (or swap) over its budget, so that
+            # bounded runs always progress (a swap is two moves: --max-moves 1 alone never fits it)
+            if not (st.budget.may_force() and cost_mv > 0):
+                st.budget.hit = True
+                return False
+            st.budget.forced = True
         st.budget.spend(cost_mv, cost_by)
         for (p, _src, _dst), new in zip(moves, news):
-            st.move(p, new)
-        if len(moves) == 1:
-            goal.apply1(*moves[0])
-            for g in self.guards:
-                g.apply1(*moves[0])
-        else:
-            goal.apply(moves)
-            for g in self.guards:
-                g.apply(moves)
+            st.move(p, new)  # (every goal tracking the plan follows: PlacementState.watchers)
         for _p, src, dst in moves:
             self._room_of.pop(src, None)
             self._room_of.pop(dst, None)
@@ -186,18 +229,24 @@ class Optimizer:
         scope_idx = [p for p in range(len(reps)) if p not in st.unrepaired]
         moved_parts = [p for p in scope_idx if reps[p] is not orig[p] and set(reps[p]) != set(orig[p])]
         followers = self.followers and "first-followers" in goals
+        slots = [name for name in goals if by_name(name).leader_guard(st) is not None]
+        at = {name: by_name(name).leader_guard(st).total(st.allowed) for name in slots}
         if "leaders" in goals:
             balance_orders(reps, scope_idx, st.allowed, followers=followers, prefer=moved_parts)
         # no needless leadership change: a replacement keeps the slot of the replica it replaces
         # and an order goes back to what it was wherever balance did not need the change
         restore_orders(reps, {p: in_place(orig[p], reps[p]) for p in scope_idx if reps[p] != list(orig[p])},
                        st.allowed, followers=followers)
+        guards = [by_name(name).leader_guard(st) for name in slots]
+        for name, g in zip(slots, guards):
+            self.leadership[name] = (at[name], g.total(st.allowed))
         if not self.rebalance:
             return
         lead = Leadership(st)
-        guards = [g for g in (by_name(name).leader_guard(st) for name in goals) if g is not None]
         for name in goals:
             self.moves.update(by_name(name).reorder(lead, guards))
+        for name, turn in lead.turns.items():
+            self.leadership[name if name != "topic-spread" else "topic-spread leaders"] = turn
 
     def verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:
         """Hard constraints of every changed partition, checked with the one definition."""
@@ -218,3 +267,30 @@ class Optimizer:
                 problems.append(rack_violation(r, st.tree) or "not rack-safe")
             if problems:  # a planner bug: never emit such a plan
                 raise AssertionError(f"planner produced an invalid list for {tp[0]}-{tp[1]}: {r}: {problems}")
+
+
+class Later:
+    """The later goals' choice (:class:`kops.placement.balance.Lookahead`), in their order: the
+    move that takes the brokers least further from the disk band first (in steps of a hundredth
+    of the band's width: a replica of a few bytes takes nothing from it), then its gain on topic
+    spread (its topic's count on both brokers toward the band: -2 to 2), then on disk use. Both
+    goals follow the plan (state watchers)."""
+
+    def __init__(self, topic: Any | None, disk: Any | None):
+        self.topic, self.disk = topic, disk
+        self.step = max((disk.hi - disk.lo) / 100, EPS) if disk is not None else 1.0
+
+    def score(self, p: int, src: int, dst: int) -> tuple[float, float, float]:
+        disk = self.disk.gain1(p, src, dst) if self.disk is not None else 0.0
+        return (min(0.0, float(int(disk / self.step))), self.topic.gain1(p, src, dst) if self.topic is not None
+                else 0.0, disk)
+
+    def best(self) -> tuple[float, float, float]:
+        return (0.0, 2.0 if self.topic is not None else 0.0, 0.0)
+
+    def placing(self, p: int, b: int) -> tuple[float, float, float]:
+        """A new replica of ``p`` on ``b`` (a repair): lower is better, in the same order."""
+        t, d = self.topic, self.disk
+        disk = d.dist(b, d.w[p]) - d.dist(b) if d is not None else 0.0
+        return (max(0.0, float(int(disk / self.step))),
+                t.dist((t.topic[p], b), 1) - t.dist((t.topic[p], b)) if t is not None else 0.0, disk)

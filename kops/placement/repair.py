@@ -109,12 +109,21 @@ def _keep(st: PlacementState, p: int) -> list[int]:
 
 
 class Repair:
-    """Phase 1 over a prepared state (see the module doc)."""
+    """Phase 1 over a prepared state (see the module doc). ``prefer``: by count, the later goals'
+    choice among the brokers still below the target that may take a new replica
+    (:class:`kops.placement.balance.Lookahead`); without it, the least loaded."""
 
-    def __init__(self, st: PlacementState):
+    #: brokers below the target looked at for the later goals' choice, per new replica
+    LOOKAHEAD = 16
+
+    def __init__(self, st: PlacementState, prefer: Any | None = None):
         self.st = st
+        self.prefer = prefer if not st.weighted else None
         #: the partition :meth:`_pick_add` finds a broker for (its disk check needs the size)
         self._placing: int | None = None
+        n = len(st.allowed)
+        #: by count, the most a broker holds at the target (a new replica below it costs no balance move)
+        self._ceil = -(-sum(st.rf) // n) if n else 0
 
     def run(self, prep: Prepared) -> None:
         st = self.st
@@ -151,6 +160,9 @@ class Repair:
         def accept(b: int) -> int:
             return 1 if b not in excl and safe(cur + [b]) and (p_now is None or fits(b, p_now)) else 0
 
+        best = self._preferred(cur, prefer_leaf, excl) if self.prefer is not None and p_now is not None else None
+        if best is not None:
+            return best
         best = st.heaps.ascending(accept)
         if best is None and p_now is not None and st.limits.limited:
             # nowhere within the disk limit: where it is most even (the report names the brokers)
@@ -168,6 +180,25 @@ class Repair:
         if best is None:
             best = self._descend(cur, excl)
         return best
+
+    def _preferred(self, cur: list[int], prefer_leaf: int | None, excl: set[int]) -> int | None:
+        """The later goals' choice of a broker for a new replica of the partition being placed:
+        of the first :attr:`LOOKAHEAD` brokers below the target that may take it (rack-safe,
+        within the limits), least loaded first, the one the later goals score best (then the
+        rack of the replica it replaces, then the least loaded); None when none is below it."""
+        st, p = self.st, self._placing
+        safe, fits, placing, key, ceil = st.safety.safe_distinct, st.limits.fits, self.prefer.placing, st.key, self._ceil
+        found: list[tuple[tuple, int]] = []
+
+        def accept(b: int) -> int:
+            if key[b] >= ceil or len(found) >= self.LOOKAHEAD:
+                return -1
+            if b not in excl and safe(cur + [b]) and fits(b, p):
+                found.append(((placing(p, b), st.leaf[b] != prefer_leaf, key[b], b), b))
+            return 0
+
+        st.heaps.ascending(accept)
+        return min(found)[1] if found else None
 
     def _descend(self, cur: Sequence[int], excl: set[int]) -> int:
         """The most even placement level by level (used when ``cur`` itself is not rack-safe)."""

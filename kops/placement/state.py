@@ -176,7 +176,8 @@ class PlacementState:
     """The assignment of the partitions in scope of a plan, and what is kept in step with it
     (see the module doc). ``res``: the goal's resolution (:func:`kops.placement.scope._resolve`)."""
 
-    def __init__(self, topo: Topology, goal: Goal, res: Any, max_moves: int | None, max_bytes: int | None):
+    def __init__(self, topo: Topology, goal: Goal, res: Any, max_moves: int | None, max_bytes: int | None,
+                 band_share: float):
         self.topo = topo
         self.goal = goal
         self.res = res
@@ -224,6 +225,12 @@ class PlacementState:
         self.limits = Limits(self)
         #: partitions a bounded plan left as they are (their repair did not fit the budget)
         self.unrepaired: set[int] = set()
+        #: the balance goals' band: a broker within this share of the mean is balanced
+        self.band_share = band_share
+        #: replica lists whose set of brokers changed so far (moves; reorders not counted)
+        self.moved = 0
+        #: what follows every move (``moved(p, old, new)``): the goals tracking the plan
+        self.watchers: list[Any] = []
 
     def balance_by(self, primary: str, w: list[int], capw: dict[int, int] | None) -> None:
         """What phase 2 balances: ``primary`` (a goal's name, or "count"), each partition's
@@ -288,6 +295,10 @@ class PlacementState:
                 if b in load:
                     self.rekey(b)
         changed = set(old) ^ set(new)
+        if changed:
+            self.moved += 1
+            for watcher in self.watchers:
+                watcher.moved(p, old, new)
         gen = self.gen
         for b in set(old) | set(new):
             if b in gen and (b in changed and b in new or b not in changed):

@@ -69,7 +69,7 @@ def test_topic_spread_evens_every_topic_and_keeps_the_replica_balance():
 def test_network_in_is_balanced_within_the_disk_band():
     cap = Capacity(disk_bytes=10_000 * MB, nw_in_bytes_per_s=100 * MB)
     topo = _topo(caps=lambda b: cap, seed=3)
-    disk_only = plan(topo, Goal("rebalance"))
+    disk_only = plan(topo, Goal("rebalance"), goals="disk-usage,leaders,first-followers")
     both = plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,leaders")
     nw_before = both.report["goals"]["nw-in-usage"]["after"]
     assert nw_before < disk_only.report["goals"]["nw-in-usage"]["after"] / 2, (nw_before, disk_only.report["goals"])
@@ -189,7 +189,7 @@ def test_room_is_the_interval_of_changes_that_keep_a_broker_no_further_from_the_
     from kops.placement.goals.base import EPS
     from kops.placement.goals.loads import ReplicasGoal
 
-    st = SimpleNamespace(allowed=[7], reps=[[7]])
+    st = SimpleNamespace(allowed=[7], reps=[[7]], rf=[1], band_share=0.1)
     ld = ReplicasGoal(st, [float(load)], {7: float(cap)})
     ld.lo, ld.hi = float(lo), float(lo + width)
     lo_d, hi_d = ld.room(7)
@@ -208,7 +208,7 @@ def test_topic_spread_move_arithmetic_matches_the_distance_from_the_band(lo, wid
 
     from kops.placement.goals.topic_spread import TopicSpreadGoal
 
-    st = SimpleNamespace(tps=[("t", 0), ("u", 0)], reps=[[1], [2]], allowed=[1, 2], allowed_set={1, 2})
+    st = SimpleNamespace(tps=[("t", 0), ("u", 0)], reps=[[1], [2]], rf=[1, 1], allowed=[1, 2], allowed_set={1, 2})
     ts = TopicSpreadGoal(st)
     ts.band = {"t": (lo, lo + width), "u": (lo, lo + width + 1)}
     ts.count["t"].update({1: a - ts.count["t"][1], 2: b - ts.count["t"][2]})

@@ -2,9 +2,13 @@
 
 Hard goals first (rack safety; disk capacity threshold, counting data in flight: during a move
 source and destination both hold the partition; network-in and network-out capacity thresholds),
-then soft ones: balance of disk use %, of network-in %, of leaders' bytes-in, topic spread (each
-topic's replicas and leaders per broker within ±1 where the brokers allow), replica counts,
-leaders, first followers.
+then soft ones: replica counts, disk use (bytes where disks are unknown), preferred leaders,
+first followers, topic spread (each topic's replicas and leaders per broker within ±1 where the
+brokers allow: its leaders can only move inside the leader balance, so it comes after it),
+network-in use and leaders' bytes-in (where rates are known). That order is
+the default goal set of every planner (:data:`DEFAULT_GOALS`): no plan leaves one of them
+further from its band than it found it unless a goal before it forced that, and the report says
+which (:func:`kops.placement.metrics.goals_report`).
 
 Each goal is one class (:class:`~kops.placement.goals.base.PlanGoal`): it measures itself on an
 assignment for the report (:func:`evaluate`), and an instance tracks it over a plan in progress
@@ -38,17 +42,16 @@ __all__ = ["BAND", "DEFAULT_FANOUT", "DEFAULT_GOALS", "DEFAULT_THRESHOLD", "GOAL
 #: every goal, hard first, then soft in the default priority order: the one place a goal is added
 REGISTRY: tuple[type[PlanGoal], ...] = (
     RackGoal, DiskCapacityGoal, NwInCapacityGoal, NwOutCapacityGoal,
-    DiskUsageGoal, NwInUsageGoal, LeaderBytesInGoal, TopicSpreadGoal, ReplicasGoal, LeadersGoal, FirstFollowersGoal,
+    ReplicasGoal, DiskUsageGoal, LeadersGoal, FirstFollowersGoal, TopicSpreadGoal, NwInUsageGoal, LeaderBytesInGoal,
 )
 GOALS = tuple(g.name for g in REGISTRY)
 HARD = frozenset(g.name for g in REGISTRY if g.hard)
 _BY_NAME = {g.name: g for g in REGISTRY}
 
-#: the goals a plan optimises unless ``--goals`` says otherwise: the hard goals, then kops'
-#: minimal-movement balance -- disk use (replica counts where sizes are unknown), preferred
-#: leaders, first followers. Each further goal costs moves (docs/load-and-capacity.md has the
-#: figures): ``--goals`` names them, ``--goals all`` takes every goal in the default order
-DEFAULT_GOALS = tuple(g for g in GOALS if g in HARD) + ("disk-usage", "leaders", "first-followers")
+#: the goals every planner optimises unless ``--goals`` says otherwise (``plan rebalance`` and
+#: friends, ``rebalance step``, the playbooks): every goal, in the order above. A goal whose data
+#: is missing (sizes, rates) is reported as such and optimises nothing
+DEFAULT_GOALS = GOALS
 
 
 
@@ -83,21 +86,33 @@ def select_goals(goals: Sequence[str] | str | None) -> tuple[str, ...]:
 def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: Sequence[int] | None = None,
              threshold: float = DEFAULT_THRESHOLD, fanout: float = DEFAULT_FANOUT, nw_threshold: float | None = None,
              goals: Sequence[str] = GOALS, known: Mapping[str, dict[str, Any]] | None = None,
-             ) -> dict[str, dict[str, Any]]:
+             band_share: float = BAND, scope: set | None = None) -> dict[str, dict[str, Any]]:
     """Each goal of ``goals``: ``{"hard", "unit", "before", "after", "bound", "status", ...}``;
     ``bound`` is what no placement can beat (the mean use for a capacity goal, the least spread
     for a balance goal; None where not computed), ``status`` met / not met (with ``blockers``:
-    the brokers or topics that stop it) / reported (a balance figure) / unknown (with ``needs``).
+    the brokers or topics that stop it) / reported (a balance figure) / unknown (with ``needs``);
+    for a balance goal how far off its band it is (``off_band_before`` / ``_after``, in the unit
+    of its figure) and its ``verdict`` (:func:`verdict`).
 
     ``brokers``: the brokers balanced over (default: the alive ones). ``before`` / ``after``: the
-    replica lists of every partition (a plan's whole target, not only its changes). ``known``:
-    goals a caller has measured already (the planner's report), taken as they are."""
+    replica lists of every partition (a plan's whole target, not only its changes); the balance
+    goals are measured over the partitions of ``scope`` (default: all; a plan's partitions in
+    scope), the capacity goals over all of them. ``known``: goals a caller has measured already
+    (the planner's report), taken as they are. ``band_share``: the balance band (:func:`band`)."""
     ids = sorted(brokers if brokers is not None else topo.alive_broker_ids)
-    ev = Evaluation(topo, before, after, ids, threshold, fanout, nw_threshold, HARD)
+    ev = Evaluation(topo, before, after, ids, threshold, fanout, nw_threshold, HARD, band_share, scope)
     out: dict[str, dict[str, Any]] = {}
     for goal in goals:
-        if known and goal in known and not ev.measured_usage:
+        if known and goal in known:
             out[goal] = dict(known[goal])
         else:
-            out[goal] = _BY_NAME[goal].measure(ev)
+            out[goal] = v = _BY_NAME[goal].measure(ev)
+            if "off_band_before" in v:
+                v["verdict"] = verdict(v["off_band_before"], v["off_band_after"])
     return out
+
+
+def verdict(before: float, after: float) -> str:
+    """``better``, ``unchanged`` or ``worse``: how far off its band a goal ends against where it began."""
+    tol = 1e-9 * max(1.0, abs(before))
+    return "worse" if after > before + tol else "better" if after < before - tol else "unchanged"

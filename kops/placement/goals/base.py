@@ -23,10 +23,10 @@ Move = tuple[int, int, int]  # (partition, from broker, to broker)
 Swap = tuple[int, int]  # (partition, index of the follower that becomes its leader)
 
 
-def band(mean: float, largest: float) -> tuple[float, float]:
-    """The band a balance goal holds every broker in: ``mean`` ± max(:data:`BAND` of it, the
-    ``largest`` single replica's share), in the goal's units."""
-    half = max(BAND * mean, largest)
+def band(mean: float, largest: float, share: float = BAND) -> tuple[float, float]:
+    """The band a balance goal holds every broker in: ``mean`` ± max(``share`` of it (default
+    :data:`BAND`), the ``largest`` single replica's share), in the goal's units."""
+    half = max(share * mean, largest)
     return mean - half, mean + half
 
 
@@ -64,9 +64,17 @@ class PlanGoal:
         raise NotImplementedError
 
     @classmethod
-    def track(cls, st: Any) -> PlanGoal | None:
-        """The goal tracking the placement state ``st`` as it is now, to move replicas toward its
-        band and then guard the later goals (None: it moves no replicas, or its data is missing)."""
+    def missing(cls, st: Any) -> str | None:
+        """What the goal needs that the plan's data lacks (None: nothing): it then optimises
+        nothing, and the report says so."""
+        return None
+
+    @classmethod
+    def track(cls, st: Any, lists: Sequence[Sequence[int]] | None = None) -> PlanGoal | None:
+        """The goal tracking the placement state ``st`` (its replica lists as they are, or
+        ``lists``), to move replicas toward its band and then guard the later goals; it follows
+        every move (``moved(p, old, new)``, a state watcher). None: it moves no replicas, or its
+        data is missing."""
         return None
 
     def optimize(self, mover: Mover) -> int:

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kops.placement.goals.base import EPS, PlanGoal, band
-from kops.placement.goals.loads import count_figures
-from kops.placement.goals.measure import Evaluation, per_broker, spread
+from kops.placement.goals.loads import RATES, count_figures
+from kops.placement.goals.measure import Evaluation, off_band, per_broker, spread
 from kops.placement.state import PlacementState
 
 __all__ = ["Counts", "FirstFollowersGoal", "LeaderBytesInGoal", "LeadersGoal", "Leadership", "LedBy"]
@@ -37,9 +37,18 @@ class Leadership:
         self.topic = [tp[0] for tp in st.tps]
         self.scope = [p for p in range(len(reps)) if p not in st.unrepaired and len(reps[p]) > 1]
         self.led_by = LedBy(reps, self.scope, self.topic)
+        #: per goal: how far off its band it was when its pass began, and after it
+        self.turns: dict[str, tuple[float, float]] = {}
 
-    def run(self, obj: Counts, guards: list[Counts]) -> int:
-        """Steps toward ``obj``'s band that keep every guard (see the module doc); returns the swaps made."""
+    def run(self, name: str, obj: Counts, guards: list[Counts]) -> int:
+        """Steps toward ``obj``'s band that keep every guard (see the module doc); returns the
+        swaps made (and keeps, for goal ``name``, how far off its band it was before and after)."""
+        at = obj.total(self.st.allowed)
+        made = self._run(obj, guards)
+        self.turns[name] = (at, obj.total(self.st.allowed))
+        return made
+
+    def _run(self, obj: Counts, guards: list[Counts]) -> int:
         st, led_by, scope = self.st, self.led_by, self.scope
         reps, allowed = st.reps, st.allowed_set
 
@@ -199,6 +208,19 @@ class Counts:
         c = self.count[key] + delta
         return max(0.0, c - hi) + max(0.0, lo - c)
 
+    def total(self, brokers: Sequence[int]) -> float:
+        """How far ``brokers`` (per topic, for topic leaders) are outside the band, summed."""
+        if self.slot != "topic":
+            return sum(self.dist(b) for b in brokers)
+        ids = set(brokers)
+        out, held = 0.0, Counter()
+        for (t, b), c in self.count.items():
+            if b in ids:
+                lo, hi = self.bands[t]
+                out += max(0.0, c - hi) + max(0.0, lo - c)
+                held[t] += 1
+        return out + sum((len(ids) - held[t]) * lo for t, (lo, _hi) in self.bands.items())
+
     def deltas(self, swaps, reps) -> dict:
         d: dict = defaultdict(float)
         for p, i in swaps:
@@ -306,6 +328,10 @@ class LeaderBytesInGoal(PlanGoal):
     name = "leader-bytes-in"
 
     @classmethod
+    def missing(cls, st: PlacementState) -> str | None:
+        return None if st.rates_known else RATES
+
+    @classmethod
     def reorder(cls, lead: Leadership, guards: list[Counts]) -> dict[str, int]:
         st = lead.st
         rate, reps = st.rate, st.reps
@@ -314,8 +340,8 @@ class LeaderBytesInGoal(PlanGoal):
         obj = Counts("lbi", Counter(), None, weight=rate)
         for p in lead.scope:
             obj.count[reps[p][0]] += rate[p]
-        obj.band = band(sum(obj.count.values()) / lead.n, max(rate))
-        made = lead.run(obj, guards)
+        obj.band = band(sum(obj.count.values()) / lead.n, max(rate), st.band_share)
+        made = lead.run(cls.name, obj, guards)
         guards.append(obj)
         return {cls.name: made}
 
@@ -323,12 +349,13 @@ class LeaderBytesInGoal(PlanGoal):
     def measure(cls, ev: Evaluation) -> dict[str, Any]:
         goal = cls.name
         if not ev.rates_known:
-            return ev.unknown(goal, "bytes-in rates (cluster describe --sample-seconds N)")
+            return ev.unknown(goal, RATES)
         ids, rate = ev.ids, ev.rate
-        lb = per_broker(ev.before, ids, rate.get, 0)
-        la = per_broker(ev.after, ids, rate.get, 0)
-        lo, hi = band(sum(la.values()) / len(ids), max(rate.values()))
+        lb = per_broker(ev.bal_before, ids, rate.get, 0)
+        la = per_broker(ev.bal_after, ids, rate.get, 0)
+        lo, hi = band(sum(la.values()) / len(ids), ev.largest(rate), ev.band_share)
         out_of = [f"broker {b}: {v:.0f} B/s" for b, v in sorted(la.items()) if not lo - 1e-9 <= v <= hi + 1e-9]
         return ev.figures(goal, "spread of leaders' bytes-in, bytes/s", round(spread(lb.values()), 1),
                           round(spread(la.values()), 1), 0.0, met=not out_of, blockers=out_of[:10],
-                          band=[round(lo, 1), round(hi, 1)])
+                          band=[round(lo, 1), round(hi, 1)], off_band_before=round(off_band(lb.values(), lo, hi), 1),
+                          off_band_after=round(off_band(la.values(), lo, hi), 1))

@@ -15,37 +15,52 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from kops.placement.capacity import disk_capacity, shared_disks
 from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, band, within
-from kops.placement.goals.measure import Evaluation, count_bound, per_broker, pct, spread
+from kops.placement.goals.measure import Evaluation, count_bound, off_band, per_broker, spread
 from kops.placement.state import PlacementState
 
 __all__ = ["DiskUsageGoal", "Load", "NwInUsageGoal", "ReplicasGoal"]
 
+MIB = 1 << 20
+#: swaps: brokers paired with each one outside the band, and replicas looked at on each side
+SWAPS = 8
+SIZES = "partition sizes (a live read, or a snapshot with size_bytes)"
+RATES = "bytes-in rates (cluster describe --sample-seconds N)"
+
 
 class Load(PlanGoal):
     """A per-broker load summed over replicas (disk bytes, network-in bytes/s or replicas) and
-    its band, in units of each broker's share (capacity)."""
+    its band, in units of each broker's share (capacity; 1 each where capacities are unknown).
+    The band is the plan's target: the mean of the load every partition in scope has at its
+    target RF. Kept current by the state (:meth:`moved`)."""
 
-    def __init__(self, st: PlacementState, w: Sequence[float], cap: dict[int, float] | None):
+    def __init__(self, st: PlacementState, w: Sequence[float], cap: dict[int, float] | None,
+                 lists: Sequence[Sequence[int]] | None = None):
         self.w = w
         ids = st.allowed
+        #: shares by capacity (else equal shares: the figures are the load itself)
+        self.shares = cap is not None
         self.cap = cap if cap is not None else dict.fromkeys(ids, 1.0)
         self.load = dict.fromkeys(ids, 0.0)
-        for p, r in enumerate(st.reps):
+        for p, r in enumerate(st.reps if lists is None else lists):
             for b in r:
                 if b in self.load:
                     self.load[b] += w[p]
-        total = sum(self.load.values())
+        total = sum(rf * x for rf, x in zip(st.rf, w))
         if self.name == "replicas":
             n = len(ids)
             self.lo, self.hi = float(int(total) // n), float(-(-int(total) // n))
         else:
             mean = total / sum(self.cap.values()) if self.cap else 0.0
-            self.lo, self.hi = band(mean, max(w, default=0.0) / min(self.cap.values()))
+            self.lo, self.hi = band(mean, max(w, default=0.0) / min(self.cap.values()), st.band_share)
         self.mean = (self.lo + self.hi) / 2
+
+    def total(self) -> float:
+        """How far the brokers are outside the band, summed, in the report's unit (:meth:`scale`)."""
+        return sum(map(self.dist, self.load)) * self.scale(self.shares)
 
     def use(self, b: int) -> float:
         return self.load[b] / self.cap[b]
@@ -61,9 +76,15 @@ class Load(PlanGoal):
             d[dst] += self.w[p]
         return d
 
-    def apply(self, moves: Sequence[Move]) -> None:
-        for b, x in self.deltas(moves).items():
-            self.load[b] += x
+    def moved(self, p: int, old: Sequence[int], new: Sequence[int]) -> None:
+        """Partition ``p``'s replicas went from ``old`` to ``new`` (:meth:`PlacementState.move`)."""
+        load, w = self.load, self.w[p]
+        for b in old:
+            if b not in new and b in load:
+                load[b] -= w
+        for b in new:
+            if b not in old and b in load:
+                load[b] += w
 
     def fits(self, b: int, delta: float) -> bool:
         """Does changing ``b``'s load by ``delta`` leave it no further from the band (:meth:`room`)?"""
@@ -87,10 +108,6 @@ class Load(PlanGoal):
         u, lo, hi = x / c, self.lo, self.hi
         d = (u - hi if u > hi else lo - u if u < lo else 0.0) + EPS
         return (lo - d) * c - x, (hi + d) * c - x
-
-    def apply1(self, p: int, src: int, dst: int) -> None:
-        self.load[src] -= self.w[p]
-        self.load[dst] += self.w[p]
 
     def gain2(self, p: int, q: int, src: int, dst: int) -> float:
         """p's replica src -> dst and q's dst -> src (a swap)."""
@@ -179,12 +196,49 @@ class Load(PlanGoal):
                     stuck.add(dst)
             if made == before:
                 break
+        if mover.guards and not st.budget.hit:
+            made += self._swaps(mover)
+        return made
+
+    def _swaps(self, mover: Mover) -> int:
+        """Where no single move keeps the earlier goals (replica counts held within floor/ceil,
+        say): a replica of a broker outside the band swapped for a lighter one of another broker
+        (keeping both brokers' replica counts), the pair whose difference brings them nearest
+        each other. Per pair of brokers the :data:`SWAPS` heaviest and lightest replicas."""
+        st, ld, w = mover.st, self, self.w
+        made = 0
+        for _round in range(16):
+            if st.budget.hit:
+                break
+            before = made
+            ids = sorted(st.allowed, key=lambda b: (ld.use(b), b))
+            over = [b for b in reversed(ids) if ld.use(b) > ld.hi + EPS]
+            under = [b for b in ids if ld.use(b) < ld.lo - EPS]
+            pairs = [(src, dst) for src in over for dst in ids[:SWAPS]]
+            pairs += [(src, dst) for dst in under for src in ids[::-1][:SWAPS]]
+            tried: set[tuple[int, int]] = set()
+            for src, dst in pairs:
+                if src == dst or (src, dst) in tried or (ld.dist(src) <= EPS and ld.dist(dst) <= EPS):
+                    continue
+                tried.add((src, dst))
+                cs, cd = ld.cap[src], ld.cap[dst]
+                # the weight moved that evens the two brokers' use
+                even = (ld.load[src] * cd - ld.load[dst] * cs) / (cs + cd)
+                if even <= 0:
+                    continue
+                heavy = sorted(st.on[src], key=lambda q: (-w[q], q))[:4 * SWAPS]
+                light = sorted(st.on[dst], key=lambda q: (w[q], q))[:SWAPS]
+                cands = sorted(((abs(w[p] - w[q] - even), p, q) for p in heavy for q in light
+                                if 0 < w[p] - w[q] <= 2 * even), key=lambda c: c[0])
+                for _gap, p, q in cands[:SWAPS * SWAPS]:
+                    if mover.try_moves(((p, src, dst), (q, dst, src)), ld):
+                        made += 2
+                        break
+            if made == before:
+                break
         return made
 
     # -- what each load goal is made of ----------------------------------------------------------
-    #: the unit of its figure in the report
-    unit: ClassVar[str]
-
     @classmethod
     def has_data(cls, st: PlacementState) -> bool:
         return True
@@ -199,12 +253,18 @@ class Load(PlanGoal):
         return None
 
     @classmethod
-    def track(cls, st: PlacementState) -> Load | None:
-        """The goal tracking ``st`` as it is now (None: its data is missing)."""
+    def scale(cls, shares: bool) -> float:
+        """From the load's unit (a share of capacity, or the load itself) to the report's."""
+        return 100.0 if shares else 1.0
+
+    @classmethod
+    def track(cls, st: PlacementState, lists: Sequence[Sequence[int]] | None = None) -> Load | None:
+        """The goal tracking ``st`` (its replica lists as they are, or ``lists``; None: its data is
+        missing)."""
         if not cls.has_data(st):
             return None
         caps = cls.capacities(st)
-        return cls(st, cls.weights(st), caps if caps is not None and all(caps.values()) else None)
+        return cls(st, cls.weights(st), caps if caps is not None and all(caps.values()) else None, lists)
 
     @classmethod
     def phase2(cls, st: PlacementState) -> tuple[list[int], dict[int, int] | None]:
@@ -232,7 +292,8 @@ class ReplicasGoal(Load):
 
 
 class DiskUsageGoal(Load):
-    """Each broker's bytes, % of its disk (of the mean where disks are unknown), within the band."""
+    """Each broker's bytes within the band of the mean: as a share of its disk where every
+    broker's is known, else the bytes themselves (equal shares)."""
 
     name = "disk-usage"
 
@@ -250,23 +311,25 @@ class DiskUsageGoal(Load):
         return {b: disk_capacity(st.topo.broker(b), shared) for b in st.allowed}
 
     @classmethod
+    def scale(cls, shares: bool) -> float:
+        return 100.0 if shares else 1.0 / MIB
+
+    @classmethod
+    def missing(cls, st: PlacementState) -> str | None:
+        return None if st.sizes_known else SIZES
+
+    @classmethod
     def measure(cls, ev: Evaluation) -> dict[str, Any]:
-        goal = cls.name
-        if not ev.sizes_known or not ev.disk_cap:
-            return ev.unknown(goal, "partition sizes and disk capacities")
-        disk_cap = ev.disk_cap
-        known = sorted(disk_cap)
-        sb, sa = ev.per_broker("size", "before"), ev.per_broker("size", "after")
-        pb = {b: sb[b] / disk_cap[b] for b in known}
-        pa = {b: sa[b] / disk_cap[b] for b in known}
-        ideal = sum(sa[b] for b in known) / sum(disk_cap.values())
-        ev.measured_usage = True
-        return balance_figures(ev, goal, "spread of disk use, percentage points", pb, pa, ideal,
-                               max(ev.size.values()) / min(disk_cap.values()))
+        if not ev.sizes_known:
+            return ev.unknown(cls.name, SIZES)
+        caps = ev.disk_cap if set(ev.ids) <= set(ev.disk_cap) else None
+        unit = ("spread of disk use, percentage points" if caps else "spread of bytes per broker, MiB")
+        return usage_figures(ev, cls, unit, "bal-size", caps, ev.largest(ev.size))
 
 
 class NwInUsageGoal(Load):
-    """Each broker's bytes-in, % of its NW_IN (of the mean where unknown), within the band."""
+    """Each broker's bytes-in within the band of the mean: as a share of its NW_IN where every
+    broker's is known, else the bytes-in themselves (equal shares)."""
 
     name = "nw-in-usage"
 
@@ -284,41 +347,58 @@ class NwInUsageGoal(Load):
         return {b: (x.nw_in_bytes_per_s if x is not None else None) for b, x in c.items()}
 
     @classmethod
+    def missing(cls, st: PlacementState) -> str | None:
+        return None if st.rates_known else RATES
+
+    @classmethod
     def phase2(cls, st: PlacementState) -> tuple[list[int], dict[int, int] | None]:
         _w, capw = super().phase2(st)  # (milli-bytes/s: integers like every other weight)
         return [int(round(r * 1000)) for r in st.rate], capw
 
     @classmethod
     def measure(cls, ev: Evaluation) -> dict[str, Any]:
-        goal = cls.name
-        if not ev.rates_known or not ev.in_cap:
-            return ev.unknown(goal, "bytes-in rates and network-in capacities")
-        in_cap = ev.in_cap
-        known = sorted(in_cap)
-        lb, la = ev.per_broker("nw-in-capacity", "before"), ev.per_broker("nw-in-capacity", "after")
-        ev.measured_usage = True
-        return balance_figures(ev, goal, "spread of network-in use, percentage points",
-                               {b: lb[b] / in_cap[b] for b in known}, {b: la[b] / in_cap[b] for b in known},
-                               sum(la[b] for b in known) / sum(in_cap[b] for b in known),
-                               max(ev.rate.values()) / min(in_cap.values()))
+        if not ev.rates_known:
+            return ev.unknown(cls.name, RATES)
+        caps = ev.in_cap if set(ev.ids) <= set(ev.in_cap) else None
+        unit = ("spread of network-in use, percentage points" if caps else "spread of bytes-in per broker, bytes/s")
+        return usage_figures(ev, cls, unit, "bal-rate", caps, ev.largest(ev.rate))
 
 
-def balance_figures(ev: Evaluation, goal: str, unit: str, before: dict[int, float], after: dict[int, float],
-                    mean: float, largest: float) -> dict:
-    """A balance goal over use shares: spread before / after (bound 0), met when every broker is
-    in :func:`band` (the brokers outside it named)."""
-    lo, hi = band(mean, largest)
-    out_of = [f"broker {b}: {pct(v)} %" for b, v in sorted(after.items()) if not lo - 1e-12 <= v <= hi + 1e-12]
-    return ev.figures(goal, unit, pct(spread(before.values())), pct(spread(after.values())), 0.0, met=not out_of,
-                      blockers=out_of[:10], mean=pct(mean), band=[pct(lo), pct(hi)])
+def usage_figures(ev: Evaluation, goal: type[Load], unit: str, what: str, caps: dict[int, float] | None,
+                  largest: float) -> dict:
+    """A balance goal over use: spread before / after (bound 0) in the report's unit, how far the
+    brokers are outside the band (``off_band_*``), met when none is (those outside it named)."""
+    ids = ev.ids
+    cap = caps or dict.fromkeys(ids, 1.0)
+    scale = goal.scale(caps is not None)
+    before, after = ev.per_broker(what, "before"), ev.per_broker(what, "after")
+    ub = {b: before[b] / cap[b] for b in ids}
+    ua = {b: after[b] / cap[b] for b in ids}
+    mean = sum(after.values()) / sum(cap[b] for b in ids) if ids else 0.0
+    lo, hi = band(mean, largest / min(cap.values(), default=1.0), ev.band_share)
+    tol = 1e-12 * max(1.0, abs(hi))
+    out_of = [f"broker {b}: {_fmt(v * scale)}" for b, v in sorted(ua.items()) if not lo - tol <= v <= hi + tol]
+    return ev.figures(goal.name, unit, _fmt(spread(ub.values()) * scale), _fmt(spread(ua.values()) * scale), 0.0,
+                      met=not out_of, blockers=out_of[:10], mean=_fmt(mean * scale),
+                      band=[_fmt(lo * scale), _fmt(hi * scale)],
+                      off_band_before=_fmt(off_band(ub.values(), lo, hi) * scale),
+                      off_band_after=_fmt(off_band(ua.values(), lo, hi) * scale))
 
 
 def count_figures(goal: str, ev: Evaluation, slot: int | None) -> dict:
-    """A count per broker (replicas; preferred leaders, slot 0; first followers, slot 1): its
-    spread before and after, met within 1 (or the bound where that is more)."""
-    cb = per_broker(ev.before, ev.ids, lambda tp: 1, slot)
-    ca = per_broker(ev.after, ev.ids, lambda tp: 1, slot)
+    """A count per broker (replicas; preferred leaders, slot 0; first followers, slot 1) over the
+    partitions balanced: its spread before and after, how far the brokers are outside floor/ceil
+    of the mean (``off_band_*``), met within 1 (or the bound where that is more)."""
+    cb = per_broker(ev.bal_before, ev.ids, lambda tp: 1, slot)
+    ca = per_broker(ev.bal_after, ev.ids, lambda tp: 1, slot)
     total = int(sum(ca.values()))
-    bound = count_bound(total, len(ev.ids))
+    n = len(ev.ids)
+    lo, hi = (total // n, -(-total // n)) if n else (0, 0)
+    bound = count_bound(total, n)
     return ev.figures(goal, "spread (max - min per broker)", int(spread(cb.values())), int(spread(ca.values())),
-                      bound, met=spread(ca.values()) <= max(bound, 1))
+                      bound, met=spread(ca.values()) <= max(bound, 1), off_band_before=int(off_band(cb.values(), lo, hi)),
+                      off_band_after=int(off_band(ca.values(), lo, hi)))
+
+
+def _fmt(x: float) -> float:
+    return round(x, 1)

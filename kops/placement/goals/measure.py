@@ -16,12 +16,21 @@ Assignment = Mapping[TopicPartition, Sequence[int]]
 class Evaluation:
     """One evaluation of goals (:func:`kops.placement.goals.evaluate`): the topology, the
     assignments before and after (every partition), the brokers balanced over (``ids``), the
-    thresholds, and what the goals read of the data: sizes, rates, capacities."""
+    partitions balanced (``scope``: the balance goals' figures are over them; None: all), the
+    thresholds and the balance band, and what the goals read of the data: sizes, rates,
+    capacities."""
 
     def __init__(self, topo: Topology, before: Assignment, after: Assignment, ids: list[int], threshold: float,
-                 fanout: float, nw_threshold: float | None, hard: frozenset[str]):
+                 fanout: float, nw_threshold: float | None, hard: frozenset[str], band_share: float,
+                 scope: set | None = None):
         self.topo, self.before, self.after, self.ids = topo, before, after, ids
         self.threshold, self.fanout, self.nw_threshold, self.hard = threshold, fanout, nw_threshold, hard
+        self.band_share = band_share
+        if scope is None:
+            self.bal_before, self.bal_after = before, after
+        else:
+            self.bal_before = {tp: r for tp, r in before.items() if tp in scope}
+            self.bal_after = {tp: r for tp, r in after.items() if tp in scope}
         parts = {p.tp: p for p in topo.partitions()}
         self.size = {tp: p.size_bytes for tp, p in parts.items()}
         self.rate = {tp: p.bytes_in_per_s for tp, p in parts.items()}
@@ -35,21 +44,30 @@ class Evaluation:
         # per-broker sums more than one goal reads (each a pass over every partition), over all of
         # ``ids`` (a goal over fewer brokers takes its brokers' entries: the same sums)
         self._sums: dict[tuple[str, str], dict[int, float]] = {}
-        #: set once disk-usage or nw-in-usage has measured use figures: from then on the figures
-        #: a caller measured already (``known``) are not taken
-        self.measured_usage = False
 
-    def assignment(self, when: str) -> Assignment:
+    def assignment(self, when: str, balanced: bool = False) -> Assignment:
+        if balanced:
+            return self.bal_before if when == "before" else self.bal_after
         return self.before if when == "before" else self.after
 
     def per_broker(self, what: str, when: str) -> dict[int, float]:
-        """``size``: bytes per broker; ``nw-in-capacity`` / ``nw-out-capacity``: network use."""
+        """``size``: bytes per broker; ``nw-in-capacity`` / ``nw-out-capacity``: network use;
+        ``bal-size`` / ``bal-rate``: the bytes / bytes-in of the partitions balanced."""
         got = self._sums.get((what, when))
         if got is None:
-            assign = self.assignment(when)
-            got = self._sums[(what, when)] = per_broker(assign, self.ids, self.size.get) if what == "size" else \
-                network_use(assign, self.ids, self.rate, what, self.fanout)
+            assign = self.assignment(when, what.startswith("bal-"))
+            if what in ("size", "bal-size"):
+                got = per_broker(assign, self.ids, self.size.get)
+            elif what == "bal-rate":
+                got = per_broker(assign, self.ids, self.rate.get)
+            else:
+                got = network_use(assign, self.ids, self.rate, what, self.fanout)
+            self._sums[(what, when)] = got
         return got
+
+    def largest(self, weight: Mapping[TopicPartition, float | None]) -> float:
+        """The largest weight of a partition balanced."""
+        return max((weight.get(tp) or 0 for tp in self.bal_after), default=0)
 
     def unknown(self, goal: str, needs: str) -> dict[str, Any]:
         return {"hard": goal in self.hard, "status": "unknown", "needs": needs}
@@ -94,6 +112,11 @@ def per_broker(assign: Assignment, brokers: Sequence[int], weight, slots: slice 
 def count_bound(total: int, n: int) -> int:
     """The least spread ``total`` units can have over ``n`` brokers."""
     return 0 if n == 0 or total % n == 0 else 1
+
+
+def off_band(values: Iterable[float], lo: float, hi: float) -> float:
+    """How far ``values`` are outside ``[lo, hi]``, summed (0: every one within it)."""
+    return sum(max(0.0, v - hi) + max(0.0, lo - v) for v in values)
 
 
 def added(assign: Assignment, other: Assignment, ids: Sequence[int],

@@ -13,7 +13,7 @@ with the topic counts. Pure.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from heapq import nsmallest
 from itertools import islice, repeat
 from operator import truediv
@@ -23,40 +23,61 @@ from kops.placement.destinations import ByCount
 from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, keeps, within
 from kops.placement.goals.leadership import Counts, Leadership
 from kops.placement.goals.loads import Load
-from kops.placement.goals.measure import Assignment, Evaluation, spread
+from kops.placement.goals.measure import Assignment, Evaluation, off_band, spread
 from kops.placement.state import PlacementState
 
 __all__ = ["TopicSpreadGoal"]
 
 #: swaps tried per replica of topic spread: destinations, and partitions coming back from each
+#: (more on a small cluster, where a replica has few destinations; at least these)
 PAIR_DSTS, PAIR_QS = 2, 8
 
 
 class TopicSpreadGoal(PlanGoal):
-    """Each topic's replicas per allowed broker, and its band floor/ceil of the mean."""
+    """Each topic's replicas per allowed broker, and its band floor/ceil of the mean (of the
+    plan's target: its partitions at their target RF). Kept current by the state (:meth:`moved`)."""
 
     name = "topic-spread"
     checks_leaving = True
 
-    def __init__(self, st: PlacementState):
+    def __init__(self, st: PlacementState, lists: Sequence[Sequence[int]] | None = None):
         self.topic = [tp[0] for tp in st.tps]
         self.count: dict[str, Counter[int]] = defaultdict(Counter)
         self.parts: dict[str, list[int]] = defaultdict(list)
-        allowed = st.allowed_set
-        for p, r in enumerate(st.reps):
+        self.allowed = allowed = st.allowed_set
+        target: Counter[str] = Counter()
+        for p, r in enumerate(st.reps if lists is None else lists):
             t = self.topic[p]
             self.parts[t].append(p)
+            target[t] += st.rf[p]
+            c = self.count[t]
             for b in r:
                 if b in allowed:
-                    self.count[t][b] += 1
-        n = len(st.allowed)
-        self.band = {t: (sum(c.values()) // n, -(-sum(c.values()) // n)) for t, c in self.count.items()}
+                    c[b] += 1
+        n = self.n = len(st.allowed)
+        self.band = {t: (k // n, -(-k // n)) for t, k in target.items()}
+        self.off = self._off()
+        self.pair_dsts = max(PAIR_DSTS, min(16, 512 // max(n, 1)))
+        self.pair_qs = max(PAIR_QS, min(64, 2048 // max(n, 1)))
 
     def dist(self, key: tuple[str, int], delta: int = 0) -> int:
         t, b = key
         lo, hi = self.band[t]
         c = self.count[t][b] + delta
         return max(0, c - hi) + max(0, lo - c)
+
+    def total(self) -> int:
+        """How far the topics' replicas per broker are outside their bands, summed (a broker
+        holding none of a topic is ``lo`` below it); kept current by :meth:`moved`."""
+        return self.off
+
+    def _off(self) -> int:
+        n = self.n
+        out = 0
+        for t, c in self.count.items():
+            lo, hi = self.band[t]
+            out += sum(max(0, x - hi) + max(0, lo - x) for x in c.values()) + (n - len(c)) * lo
+        return out
 
     def deltas(self, moves: Sequence[Move]) -> dict[tuple[str, int], int]:
         d: dict[tuple[str, int], int] = defaultdict(int)
@@ -66,9 +87,20 @@ class TopicSpreadGoal(PlanGoal):
             d[(t, dst)] += 1
         return d
 
-    def apply(self, moves: Sequence[Move]) -> None:
-        for (t, b), x in self.deltas(moves).items():
-            self.count[t][b] += x
+    def moved(self, p: int, old: Sequence[int], new: Sequence[int]) -> None:
+        """Partition ``p``'s replicas went from ``old`` to ``new`` (:meth:`PlacementState.move`)."""
+        t = self.topic[p]
+        c, (lo, hi), allowed = self.count[t], self.band[t], self.allowed
+        for b in old:
+            if b not in new and b in allowed:
+                x = c[b]
+                self.off += (max(0, x - 1 - hi) + max(0, lo - x + 1)) - (max(0, x - hi) + max(0, lo - x))
+                c[b] = x - 1
+        for b in new:
+            if b not in old and b in allowed:
+                x = c[b]
+                self.off += (max(0, x + 1 - hi) + max(0, lo - x - 1)) - (max(0, x - hi) + max(0, lo - x))
+                c[b] = x + 1
 
     # (counts are integers: one replica off a count ``a`` brings it one closer to the band when
     # a > hi, one further when a <= lo; one onto ``b``, closer when b < lo, further when b >= hi)
@@ -93,11 +125,6 @@ class TopicSpreadGoal(PlanGoal):
         if self.topic[p] == self.topic[q]:
             return 0.0
         return self.gain1(p, src, dst) + self.gain1(q, dst, src)
-
-    def apply1(self, p: int, src: int, dst: int) -> None:
-        c = self.count[self.topic[p]]
-        c[src] -= 1
-        c[dst] += 1
 
     def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
         return keeps(self, ((p, src, dst), (q, dst, src)))
@@ -192,26 +219,31 @@ class TopicSpreadGoal(PlanGoal):
         if not mover.guards:
             return None
         # a swap: with the walk's first brokers that pass the hard checks, whatever their rooms
-        cands = list(islice(_takers(st, p, src, head.upto(most)), PAIR_DSTS))
+        cands = list(islice(_takers(st, p, src, head.upto(most)), ts.pair_dsts))
+        keeps_q = ts.keeps1
         for dst in cands:
             # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
             # interval both rooms allow
             xs = [(w, w[p] - min(-slo, dhi), w[p] - max(-shi, dlo))  # bounds on w(q)
                   for (w, slo, shi), (_w, dlo, dhi) in zip(srooms, mover.rooms(dst))]
-            looked = 0
+            looked = scanned = 0
             for q in st.on[dst]:
-                if ts.topic[q] == t or src in st.reps[q]:
+                scanned += 1
+                if scanned > LOOK:
+                    break
+                # (a replica coming back whose own topic it would take off its band: not tried)
+                if ts.topic[q] == t or src in st.reps[q] or not keeps_q(q, dst, src):
                     continue
                 looked += 1
-                if looked > PAIR_QS:
+                if looked > ts.pair_qs:
                     break
                 if within(xs, q) and mover.try_moves(((p, src, dst), (q, dst, src)), ts, checked, hard=True):
                     return dst
         return None
 
     @classmethod
-    def track(cls, st: PlacementState) -> TopicSpreadGoal:
-        return cls(st)
+    def track(cls, st: PlacementState, lists: Sequence[Sequence[int]] | None = None) -> TopicSpreadGoal:
+        return cls(st, lists)
 
     @classmethod
     def reorder(cls, lead: Leadership, guards: list[Counts]) -> dict[str, int]:
@@ -220,20 +252,20 @@ class TopicSpreadGoal(PlanGoal):
         counts = Counter((topic[p], reps[p][0]) for p in scope)
         per_topic = Counter(topic[p] for p in scope)
         obj = Counts("topic", counts, None, topic=topic, bands={t: (k // n, -(-k // n)) for t, k in per_topic.items()})
-        made = lead.run(obj, guards)
+        made = lead.run(cls.name, obj, guards)
         guards.append(obj)
         return {"topic-spread leaders": made}
 
     @classmethod
     def measure(cls, ev: Evaluation) -> dict[str, Any]:
-        ids = ev.ids
-        racks = {b: ev.topo.rack_of(b) for b in ids}
-        wb, bound, ob = _topics_uneven(ev.before, ids, racks)
-        wa, _, oa = _topics_uneven(ev.after, ids, racks)
+        f = _topic_figures(ev)
+        wb, wa, bound = f["uneven_before"], f["uneven_after"], f["bound"]
+        (rb, lb), (ra, la) = f["off_before"], f["off_after"]
         # how far: the replicas and leaders a broker holds above or below its topic's floor/ceil
         return ev.figures(cls.name, "topics whose replicas or leaders per broker differ by more than 1",
                           len(wb), len(wa), bound, met=None if bound is None else len(wa) <= bound,
-                          blockers=wa[:10], off_band_before=ob, off_band_after=oa)
+                          blockers=wa[:10], off_band_before=int(rb + lb), off_band_after=int(ra + la),
+                          replicas_off_band=[int(rb), int(ra)], leaders_off_band=[int(lb), int(la)])
 
 
 def _takers(st: PlacementState, p: int, src: int, short: Iterator[int]) -> Iterator[int]:
@@ -254,13 +286,8 @@ def _takers(st: PlacementState, p: int, src: int, short: Iterator[int]) -> Itera
             return
 
 
-def _topics_uneven(assign: Assignment, ids: Sequence[int],
-                   racks: Mapping[int, str | None]) -> tuple[list[str], int | None, int]:
-    """Topics whose replicas or leaders per broker (over ``ids``) spread by more than 1; the
-    bound: 0 where every topic can be even (no racks, or racks of equal size), None (not
-    computed) where racks of different sizes may force a topic's replicas onto the brokers of a
-    small rack; and how far off they are: the replicas and leaders above or below their
-    topic's floor/ceil of the mean, summed over topics and brokers."""
+def _topic_counts(assign: Assignment, ids: Sequence[int]) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int]]]:
+    """Each topic's replicas and preferred leaders per broker of ``ids``."""
     reps: dict[str, dict[int, int]] = {}
     leads: dict[str, dict[int, int]] = {}
     last = None
@@ -276,14 +303,27 @@ def _topics_uneven(assign: Assignment, ids: Sequence[int],
         for b in r:
             if b in rt:
                 rt[b] += 1
-    uneven = sorted(t for t in reps if spread(reps[t].values()) > 1 or spread(leads[t].values()) > 1)
-    off = 0
-    for t in uneven:
-        for counts in (reps[t].values(), leads[t].values()):
-            lo, hi = sum(counts) // len(ids), -(-sum(counts) // len(ids))
-            off += sum(max(0, c - hi) + max(0, lo - c) for c in counts)
-    sizes = defaultdict(int)
-    for b in ids:
-        sizes[racks.get(b)] += 1
-    even = None in sizes and len(sizes) == 1 or len(set(sizes.values())) <= 1
-    return uneven, 0 if even else None, off
+    return reps, leads
+
+
+def _topic_figures(ev: Evaluation) -> dict[str, Any]:
+    """Topics whose replicas or leaders per broker (over ``ids``) spread by more than 1, before
+    and after; the bound: 0 where every topic can be even (no racks, or racks of equal size),
+    None (not computed) where racks of different sizes may force a topic's replicas onto the
+    brokers of a small rack; and how far off they are: the replicas and leaders above or below
+    their topic's floor/ceil of the mean after the plan (its target), summed over topics and
+    brokers -- replicas and leaders apart too."""
+    ids = ev.ids
+    n = len(ids)
+    counts = {when: _topic_counts(ev.assignment(when, True), ids) for when in ("before", "after")}
+    bands = [{t: (sum(c.values()) // n, -(-sum(c.values()) // n)) for t, c in part.items()}
+             for part in counts["after"]]
+    out: dict[str, Any] = {}
+    for when, parts in counts.items():
+        out[f"uneven_{when}"] = sorted(t for t in parts[0] if spread(parts[0][t].values()) > 1
+                                       or spread(parts[1][t].values()) > 1)
+        out[f"off_{when}"] = [sum(off_band(c.values(), *band.get(t, (0, 0))) for t, c in part.items())
+                              for part, band in zip(parts, bands)]
+    sizes: Counter[str | None] = Counter(ev.topo.rack_of(b) for b in ids)
+    out["bound"] = 0 if len(set(sizes.values())) <= 1 else None
+    return out
