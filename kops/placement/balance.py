@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Callable, Iterable
+from itertools import chain
 from typing import Protocol
 
 from kops.placement.state import PlacementState
@@ -26,8 +28,9 @@ class Lookahead(Protocol):
     """What the later goals prefer among the replicas phase 2 may move (by count: a move of any
     one of them is as good for the balance)."""
 
-    def score(self, p: int, src: int, dst: int) -> tuple[float, ...]:
-        """Higher is better for the later goals."""
+    def pair(self, src: int, dst: int) -> Callable[[int], tuple[float, ...]]:
+        """The score of moving a replica of partition ``p`` from src to dst: higher is better for
+        the later goals (a function of p, for many candidates of one pair of brokers)."""
 
     def best(self) -> tuple[float, ...]:
         """A score nothing beats: the search stops at it."""
@@ -35,21 +38,26 @@ class Lookahead(Protocol):
     def placing(self, p: int, b: int) -> tuple[float, ...]:
         """A new replica of ``p`` on ``b``: lower is better for the later goals."""
 
+    def first(self, src: int, dst: int) -> Iterable[int]:
+        """src's replicas the later goals would move to dst first (looked at before the others)."""
+
 
 class Balancer:
     """Phase 2 over a repaired state (see the module doc). ``prefer``: by count, among the
     replicas of a broker that may move, the later goals' choice (the first follower without it)."""
 
-    #: replicas of a broker looked at for the later goals' choice, per move and destination
-    LOOKAHEAD = 64
+    #: replicas looked at for the later goals' choice, per move (over all its destinations)
+    LOOKAHEAD = 48
     #: useful destinations looked at for the later goals' choice, per move
-    DESTINATIONS = 8
+    DESTINATIONS = 4
 
     def __init__(self, st: PlacementState, prefer: Lookahead | None = None):
         self.st = st
         self.prefer = prefer
         #: (broker, destination rack) -> the broker's generation when none of its partitions could go there
         self.neg: dict[tuple[int, int], int] = {}
+        self._budget = self.LOOKAHEAD  # (replicas the lookahead may still look at for this move)
+        self._score: tuple[float, ...] | None = None
         #: broker -> (its generation, its partitions' negated weights heaviest first, the partitions)
         self._sorted: dict[int, tuple[int, list[int], list[int]]] = {}
         self._scanned = False
@@ -156,10 +164,10 @@ class Balancer:
                     if k[0] or k[1]:
                         return 0  # look at the next destination as loaded
                 elif prefer is not None:
-                    score = prefer.score(p, src, dst)
+                    score = self._score
                     if not picked or score > picked[0][0]:
                         picked[:] = [(score, p, dst)]
-                    if score < top and len(seen) < self.DESTINATIONS:
+                    if score < top and len(seen) < self.DESTINATIONS and self._budget > 0:
                         seen.append(dst)
                         return 0
                     choice.append(picked[0][1:])
@@ -168,6 +176,7 @@ class Balancer:
                 return 1
 
             seen: list[int] = []
+            self._budget = self.LOOKAHEAD
             found = st.heaps.ascending(accept)
             if found is None and picked:
                 found = picked[0][2]
@@ -348,36 +357,43 @@ class Balancer:
         return best
 
     def _preferred_movable(self, src: int, dst: int, same: bool, key: tuple[int, int]) -> int | None:
-        """By count, with the later goals' preference: of the first :attr:`LOOKAHEAD` replicas of
-        ``src`` that may move to ``dst`` (rack-safe, within the limits), the one they score best
-        (then a follower before a leader: moving a leader hands its partition to ``dst``; an RF-1
-        leader last, since no reordering can give it back)."""
+        """By count, with the later goals' preference: of the replicas of ``src`` that may move to
+        ``dst`` (rack-safe, within the limits), while the move's :attr:`LOOKAHEAD` lasts, the one
+        they score best (then a follower before a leader: moving a leader hands its partition to
+        ``dst``; an RF-1 leader last, since no reordering can give it back)."""
         st, prefer = self.st, self.prefer
-        safe, reps, unrepaired = st.safety.safe_distinct, st.reps, st.unrepaired
+        safe = st.safety.replaced
+        reps, unrepaired = st.reps, st.unrepaired
         fits = st.limits.fits if st.limits.limited else None
         top = prefer.best()
+        score_of = prefer.pair(src, dst)
         only_rack_failures = True
-        best = best_key = None
-        looked = 0
-        for p in st.on[src]:
+        best = best_key = best_score = None
+        on = st.on[src]
+        seen: set[int] = set()
+        for p in chain(prefer.first(src, dst), on):
+            if p in seen or p not in on:
+                continue
+            seen.add(p)
             r = reps[p]
             if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
                 only_rack_failures = False
                 continue
-            score = prefer.score(p, src, dst)
-            k = (len(r) == 1, tuple(-x for x in score), r[0] == src)
+            score = score_of(p)
+            k = (len(r) == 1, score, r[0] != src)  # (an RF-1 leader last; then the best; a follower first)
+            self._budget -= 1
+            if best is not None and self._budget < 0:
+                break
             if best is not None:
-                looked += 1
-                if looked > self.LOOKAHEAD:
-                    break
-                if k >= best_key:
+                if k[0] > best_key[0] or (k[0] == best_key[0] and k[1:] <= best_key[1:]):
                     continue
-            if not same and not safe([dst if b == src else b for b in r]):
+            if not same and not safe(r, src, dst):
                 continue
-            best, best_key = p, k
+            best, best_key, best_score = p, k, score
             if len(r) > 1 and score >= top and r[0] != src:
                 break
         if best is None and not same and only_rack_failures:
             self.neg[key] = st.gen[src]
+        self._score = best_score
         return best
 

@@ -23,7 +23,7 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +106,8 @@ class Optimizer:
             goal = by_name(name).track(st, prepared.keeps)
             if goal is not None:
                 self.tracked[name] = goal
-                st.watchers.append(goal)
+                if goal.load is not st.load if isinstance(goal, Load) else True:
+                    st.watchers.append(goal)  # (a load that is the state's own follows it already)
         self._stage("start", st.moved)
         moved = st.moved
         Repair(st, self._lookahead()).run(prepared)
@@ -114,7 +115,7 @@ class Optimizer:
         if self.rebalance:
             moved = st.moved
             Balancer(st, self._lookahead()).balance()
-            st.heaps.let_go()  # (nothing reads them again)
+            st.end_balance()
             self._stage(st.primary if st.primary in self.goals else "replica counts", moved)
             self._replica_goals()
         complete = not st.budget.hit and not st.unrepaired
@@ -162,8 +163,7 @@ class Optimizer:
         """Make ``moves`` (each: a partition's replica from one broker to another, same slot) if
         together they gain on ``goal`` and keep every hard and earlier goal; returns whether.
         ``checked``: the caller found that they keep every earlier goal (the guards); ``hard``:
-        that the first move is rack-safe and within the disk and network limits, as of now
-        (topic spread's walk)."""
+        that every move is rack-safe and within the disk and network limits, as of now."""
         st = self.st
         for p, src, dst in moves:
             r = st.reps[p]
@@ -186,25 +186,28 @@ class Optimizer:
             if goal.gain2(p, q, src, dst) <= EPS:
                 return False
         news = [[dst if b == src else b for b in st.reps[p]] for p, src, dst in moves]
-        cost_mv = cost_by = 0
-        for i, ((p, _src, dst), new) in enumerate(zip(moves, news)):
-            if not (hard and i == 0) and \
-                    (not st.safety.safe_distinct(new) or (st.limits.limited and not st.limits.fits(dst, p))):
-                return False
-            mv, by = st.cost(p, new)
-            omv, oby = st.cost(p, st.reps[p])
-            cost_mv += mv - omv
-            cost_by += by - oby
-        if not st.budget.fits(cost_mv, cost_by):
-            # a step that spent nothing yet takes one move (or swap) over its budget, so that
-            # bounded runs always progress (a swap is two moves: --max-moves 1 alone never fits it)
-            if not (st.budget.may_force() and cost_mv > 0):
-                st.budget.hit = True
-                return False
-            st.budget.forced = True
-        st.budget.spend(cost_mv, cost_by)
-        for (p, _src, _dst), new in zip(moves, news):
-            st.move(p, new)  # (every goal tracking the plan follows: PlacementState.watchers)
+        if not hard:
+            for (p, _src, dst), new in zip(moves, news):
+                if not st.safety.safe_distinct(new) or (st.limits.limited and not st.limits.fits(dst, p)):
+                    return False
+        budget = st.budget
+        if budget.bounded:
+            cost_mv = cost_by = 0
+            for (p, _src, _dst), new in zip(moves, news):
+                mv, by = st.cost(p, new)
+                omv, oby = st.cost(p, st.reps[p])
+                cost_mv += mv - omv
+                cost_by += by - oby
+            if not budget.fits(cost_mv, cost_by):
+                # a step that spent nothing yet takes one move (or swap) over its budget, so that
+                # bounded runs always progress (a swap is two moves: --max-moves 1 alone never fits it)
+                if not (budget.may_force() and cost_mv > 0):
+                    budget.hit = True
+                    return False
+                budget.forced = True
+            budget.spend(cost_mv, cost_by)
+        for p, src, dst in moves:
+            st.replace(p, src, dst)  # (every goal tracking the plan follows: PlacementState.watchers)
         for _p, src, dst in moves:
             self._room_of.pop(src, None)
             self._room_of.pop(dst, None)
@@ -229,13 +232,13 @@ class Optimizer:
         scope_idx = [p for p in range(len(reps)) if p not in st.unrepaired]
         moved_parts = [p for p in scope_idx if reps[p] is not orig[p] and set(reps[p]) != set(orig[p])]
         followers = self.followers and "first-followers" in goals
-        slots = [name for name in goals if by_name(name).leader_guard(st) is not None]
-        at = {name: by_name(name).leader_guard(st).total(st.allowed) for name in slots}
+        at = {name: g.total(st.allowed) for name in goals if (g := by_name(name).leader_guard(st)) is not None}
+        slots = list(at)
         if "leaders" in goals:
             balance_orders(reps, scope_idx, st.allowed, followers=followers, prefer=moved_parts)
         # no needless leadership change: a replacement keeps the slot of the replica it replaces
         # and an order goes back to what it was wherever balance did not need the change
-        restore_orders(reps, {p: in_place(orig[p], reps[p]) for p in scope_idx if reps[p] != list(orig[p])},
+        restore_orders(reps, {p: in_place(orig[p], reps[p]) for p in scope_idx if not _natural(orig[p], reps[p])},
                        st.allowed, followers=followers)
         guards = [by_name(name).leader_guard(st) for name in slots]
         for name, g in zip(slots, guards):
@@ -280,13 +283,47 @@ class Later:
         self.topic, self.disk = topic, disk
         self.step = max((disk.hi - disk.lo) / 100, EPS) if disk is not None else 1.0
 
-    def score(self, p: int, src: int, dst: int) -> tuple[float, float, float]:
-        disk = self.disk.gain1(p, src, dst) if self.disk is not None else 0.0
-        return (min(0.0, float(int(disk / self.step))), self.topic.gain1(p, src, dst) if self.topic is not None
-                else 0.0, disk)
+    def pair(self, src: int, dst: int) -> Callable[[int], tuple[float, float, float]]:
+        """The score of moving a replica of ``p`` from src to dst, as a function of p (what does not
+        depend on p computed once: each goal's state on the two brokers)."""
+        t, d, step = self.topic, self.disk, self.step
+        if t is not None:
+            topic, count, band = t.topic, t.count, t.band
+        if d is not None:
+            w, lo, hi = d.w, d.lo, d.hi
+            ls, ld, cs, cd = d.load[src], d.load[dst], d.cap[src], d.cap[dst]
+            base = d.dist(src) + d.dist(dst)
+
+        def score(p: int) -> tuple[float, float, float]:
+            g = 0.0
+            if d is not None:
+                us, ud = (ls - w[p]) / cs, (ld + w[p]) / cd
+                g = base - (us - hi if us > hi else lo - us if us < lo else 0.0) \
+                    - (ud - hi if ud > hi else lo - ud if ud < lo else 0.0)
+            tg = 0
+            if t is not None:
+                x = topic[p]
+                c, (tlo, thi) = count[x], band[x]
+                a, b = c.get(src, 0), c.get(dst, 0)
+                tg = (a > thi) - (a <= tlo) + (b < tlo) - (b >= thi)
+            return (min(0.0, float(int(g / step))), tg, g)
+        return score
 
     def best(self) -> tuple[float, float, float]:
-        return (0.0, 2.0 if self.topic is not None else 0.0, 0.0)
+        # (no harm to the disk band worth a step of it, and both cells of the topic nearer theirs)
+        return (0.0, 2.0 if self.topic is not None else 0.0, float("-inf"))
+
+    def first(self, src: int, dst: int) -> Iterator[int]:
+        """src's replicas of the topics above their band on src, then of those above their floor
+        with dst below it (the moves that gain on topic spread), lazily: looked at first."""
+        t = self.topic
+        if t is None:
+            return
+        by_topic = t.by_topic(src)
+        for u in t.over[src]:
+            yield from by_topic.get(u, ())
+        for u in t.spare[src] & t.under[dst]:
+            yield from by_topic.get(u, ())
 
     def placing(self, p: int, b: int) -> tuple[float, float, float]:
         """A new replica of ``p`` on ``b`` (a repair): lower is better, in the same order."""
@@ -294,3 +331,14 @@ class Later:
         disk = d.dist(b, d.w[p]) - d.dist(b) if d is not None else 0.0
         return (max(0.0, float(int(disk / self.step))),
                 t.dist((t.topic[p], b), 1) - t.dist((t.topic[p], b)) if t is not None else 0.0, disk)
+
+
+def _natural(old: Sequence[int], new: Sequence[int]) -> bool:
+    """Is ``new`` in its natural order against ``old`` (:func:`kops.placement.repair.in_place`):
+    every broker it keeps in its old slot, so that the newcomers hold the freed slots in order?"""
+    if len(old) != len(new):
+        return False
+    for b, x in zip(old, new):
+        if b != x and b in new:
+            return False
+    return True

@@ -24,7 +24,7 @@ in step. Goals (:mod:`kops.placement.goals`) read the state and propose moves; t
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
@@ -137,23 +137,10 @@ class Limits:
         limit = self.nw_limit.get(b)
         return limit is None or b in self._reps[p] or self.nw_in[b] + self._rate[p] <= limit
 
-    def takes_none(self, parts: list[int]) -> Callable[[int], bool] | None:
-        """A test of whether a broker's disk takes none of ``parts`` within the disk limit at the
-        peak of the move, as of now (:meth:`fits` refuses each: the broker holds none of them
-        originally and is too full for the smallest); None without disk limits."""
-        if not self.disk_limit or not parts:
-            return None
-        limit, peak = self.disk_limit, self.disk_peak
-        smallest = min(self._size[p] for p in parts)
-        held = {b for p in parts for b in self._orig[p]}
-
-        def takes_none(b: int) -> bool:
-            lim = limit.get(b)
-            return lim is not None and b not in held and peak[b] + smallest > lim
-        return takes_none
-
     def moved(self, p: int, old: Sequence[int], new: Sequence[int]) -> None:
         """Partition ``p``'s list went from ``old`` to ``new``: network-in and disk peaks follow."""
+        if not self.limited:
+            return
         if self.nw_in:
             rate = self._rate[p]
             for b in old:
@@ -229,8 +216,16 @@ class PlacementState:
         self.band_share = band_share
         #: replica lists whose set of brokers changed so far (moves; reorders not counted)
         self.moved = 0
-        #: what follows every move (``moved(p, old, new)``): the goals tracking the plan
+        #: what follows every move (``moved(p, gone, came)``): the goals tracking the plan
         self.watchers: list[Any] = []
+        #: phase 2's bookkeeping (generations, leaderships, heaps) follows moves until it ends
+        self.balancing = True
+
+    def end_balance(self) -> None:
+        """Phase 2 is over: nothing reads its bookkeeping (generations, leaderships, the broker
+        heaps) again, so moves stop keeping it (the goal passes make hundreds of thousands)."""
+        self.balancing = False
+        self.heaps.let_go()
 
     def balance_by(self, primary: str, w: list[int], capw: dict[int, int] | None) -> None:
         """What phase 2 balances: ``primary`` (a goal's name, or "count"), each partition's
@@ -267,44 +262,55 @@ class PlacementState:
         added = [b for b in new if b not in o]
         return len(added), len(added) * self.size[p]
 
-    def move(self, p: int, new: list[int]) -> None:
+    def replace(self, p: int, src: int, dst: int) -> None:
+        """Partition ``p``'s replica on ``src`` goes to ``dst`` (not holding it), in the same slot:
+        :meth:`move`, without comparing the lists."""
+        self.move(p, [dst if b == src else b for b in self.reps[p]], [src], [dst])
+
+    def move(self, p: int, new: list[int], gone: list[int] | None = None, came: list[int] | None = None) -> None:
         """Partition ``p``'s replica list becomes ``new`` (a move, a swap's half, a reorder): the
-        loads, the partitions per broker, leaderships, limits, generations and heaps follow."""
+        loads, the partitions per broker, leaderships, limits, generations and heaps follow, and
+        every watcher (the goals tracking the plan) sees the move. ``gone`` / ``came``: the brokers
+        p leaves and comes to, where the caller knows them."""
         old = self.reps[p]
-        self.limits.moved(p, old, new)
-        if old:
-            self.leads[old[0]] -= 1
-            if len(old) == 1:
-                self.pinned[old[0]] -= 1
-        if new:
-            self.leads[new[0]] += 1
-            if len(new) == 1:
-                self.pinned[new[0]] += 1
+        if gone is None or came is None:
+            gone = [b for b in old if b not in new]
+            came = [b for b in new if b not in old]
+        if gone or came:
+            self.limits.moved(p, old, new)
         w = self.w[p]
         load, on = self.load, self.on
-        for b in old:
+        for b in gone:
             if b in load:
                 load[b] -= w
                 del on[b][p]
-        for b in new:
+        for b in came:
             if b in load:
                 load[b] += w
                 on[b][p] = None
-        if self.capw is not None:
-            for b in chain(old, new):
-                if b in load:
-                    self.rekey(b)
-        changed = set(old) ^ set(new)
-        if changed:
+        if self.balancing:
+            leads, gen = self.leads, self.gen
+            if old:
+                leads[old[0]] -= 1
+                if len(old) == 1:
+                    self.pinned[old[0]] -= 1
+            if new:
+                leads[new[0]] += 1
+                if len(new) == 1:
+                    self.pinned[new[0]] += 1
+            for b in new:  # (gained p, or p's list changed under it: what it cached of its partitions)
+                if b in gen:
+                    gen[b] += 1
+            if self.capw is not None:
+                for b in chain(gone, came):
+                    if b in load:
+                        self.rekey(b)
+            if self.heaps.live:
+                for b in chain(gone, came):
+                    if b in load:
+                        self.heaps.push(b)
+        if gone or came:
             self.moved += 1
             for watcher in self.watchers:
-                watcher.moved(p, old, new)
-        gen = self.gen
-        for b in set(old) | set(new):
-            if b in gen and (b in changed and b in new or b not in changed):
-                gen[b] += 1
-        if self.heaps.live:
-            for b in changed:
-                if b in load:
-                    self.heaps.push(b)
+                watcher.moved(p, gone, came)
         self.reps[p] = new

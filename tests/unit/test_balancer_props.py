@@ -264,10 +264,9 @@ def test_rack_safety_cache_agrees_with_rack_violation(data):
         assert safety.safe(r) == (rack_violation(r, tree) is None)
         assert safety.safe_distinct(r) == (rack_violation(r, tree) is None)  # (distinct brokers)
         src = rng.choice(r)
-        test = safety.replacing(r, src)  # (the walk's form: src replaced by each broker not in r)
-        for d in set(ids) - set(r):
+        for d in set(ids) - set(r):  # (a move's form: src replaced by a broker not in r)
             new = [d if b == src else b for b in r]
-            assert test(d) == (rack_violation(new, tree) is None), (r, src, d)
+            assert safety.replaced(r, src, d) == (rack_violation(new, tree) is None), (r, src, d)
         assert safety.unsafe([r]) == ([] if rack_violation(r, tree) is None else [0])
 
 
@@ -333,3 +332,19 @@ def test_bounded_steps_reach_the_one_shot_balance_where_racks_pin_a_broker():
     final = plan(cur, Goal("rebalance"))
     assert final.report["replicas_moved"] == 0
     assert final.report["balance"]["replica_spread_after"] <= full.report["balance"]["replica_spread_after"] == 3
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=4), st.lists(st.integers(0, 6), min_size=1, max_size=4,
+                                                                     unique=True))
+def test_a_list_found_in_its_natural_order_is_what_in_place_gives(old, new):
+    """The leader phase puts orders back only where a list is out of its natural order; it asks
+    ``_natural`` first (no list built): where it says so, ``in_place`` gives the list itself, and
+    for lists of distinct brokers of one length it says so exactly then."""
+    from kops.placement.optimizer import _natural
+    from kops.placement.repair import in_place
+
+    if _natural(old, new):
+        assert in_place(old, new) == new
+    if len(set(old)) == len(old) == len(new):
+        assert _natural(old, new) == (in_place(old, new) == new)

@@ -73,7 +73,7 @@ class PlanGoal:
     def track(cls, st: Any, lists: Sequence[Sequence[int]] | None = None) -> PlanGoal | None:
         """The goal tracking the placement state ``st`` (its replica lists as they are, or
         ``lists``), to move replicas toward its band and then guard the later goals; it follows
-        every move (``moved(p, old, new)``, a state watcher). None: it moves no replicas, or its
+        every move (``moved(p, gone, came)``: the brokers p left and came to; a state watcher). None: it moves no replicas, or its
         data is missing."""
         return None
 

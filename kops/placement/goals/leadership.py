@@ -71,7 +71,7 @@ class Leadership:
         made = 0
         for _round in range(8):
             before = made
-            for p in obj.candidates(scope, reps):
+            for p in obj.candidates(scope, reps, led_by):
                 r = reps[p]
                 a = r[0]
                 if not obj.over(p, a):
@@ -157,34 +157,63 @@ class Leadership:
 
 
 
-class LedBy(dict):
-    """(leader, follower) -> the partitions that broker leads with that one among its followers:
-    where a leader swap is paired with the opposite one, the pair is looked up, not searched."""
+class LedBy:
+    """Who leads what: leader -> its partitions, (topic, leader) -> its partitions of the topic;
+    where a leader swap is paired with the opposite one, the partitions a broker leads with
+    another among their followers are found among the first's (:meth:`get`), not searched."""
 
     def __init__(self, reps, scope: list[int], topic: Sequence[str]):
-        super().__init__()
+        self.reps = reps
         self.topic = topic
         self.tlead: dict[tuple[str, int], set[int]] = {}  # (topic, leader) -> its partitions
         self.lead: dict[int, set[int]] = {}  # leader -> its partitions
+        # leader -> follower -> the partitions, for the leaders asked about (then kept current)
+        self._pairs: dict[int, dict[int, set[int]]] = {}
+        tlead, lead = self.tlead, self.lead
         for p in scope:
-            self.add(p, reps[p])
+            a = reps[p][0]
+            x = lead.get(a)
+            if x is None:
+                x = lead[a] = set()
+            x.add(p)
+            k = (topic[p], a)
+            x = tlead.get(k)
+            if x is None:
+                x = tlead[k] = set()
+            x.add(p)
+
+    def get(self, pair: tuple[int, int], default: Any = ()) -> set[int] | Any:
+        """The partitions ``pair[0]`` leads with ``pair[1]`` among their followers."""
+        a, f = pair
+        by = self._pairs.get(a)
+        if by is None:
+            by = self._pairs[a] = {}
+            reps = self.reps
+            for q in self.lead.get(a, ()):
+                for x in reps[q][1:]:
+                    by.setdefault(x, set()).add(q)
+        return by.get(f, default)
 
     def add(self, p: int, r: Sequence[int]) -> None:
         a = r[0]
-        for f in r[1:]:
-            self.setdefault((a, f), set()).add(p)
         self.tlead.setdefault((self.topic[p], a), set()).add(p)
         self.lead.setdefault(a, set()).add(p)
+        by = self._pairs.get(a)
+        if by is not None:
+            for x in r[1:]:
+                by.setdefault(x, set()).add(p)
 
     def drop(self, p: int, r: Sequence[int]) -> None:
         a = r[0]
-        for f in r[1:]:
-            s = self.get((a, f))
-            if s is not None:
-                s.discard(p)
         for s in (self.tlead.get((self.topic[p], a)), self.lead.get(a)):
             if s is not None:
                 s.discard(p)
+        by = self._pairs.get(a)
+        if by is not None:
+            for x in r[1:]:
+                s = by.get(x)
+                if s is not None:
+                    s.discard(p)
 
 
 class Counts:
@@ -246,13 +275,14 @@ class Counts:
             self.count[k] += x
 
     # -- candidate order for a pass --------------------------------------------------------------
-    def candidates(self, scope: list[int], reps) -> Iterator[int]:
+    def candidates(self, scope: list[int], reps, led_by: LedBy) -> Iterator[int]:
         """A round's partitions in the order its steps are tried, lazily (leaders' bytes-in: the
         busiest leaders as of the round's start first, each one's heaviest first; only a partition
         led by one over the band steps, so the rest is sorted only if one of them then is)."""
-        if self.slot == "topic":  # (an order that does not change: sorted once)
-            self._fixed = self._fixed or sorted(scope, key=lambda p: (self.topic[p], p))
-            yield from self._fixed
+        if self.slot == "topic":  # (the partitions of the cells that may hand a leadership on)
+            bands, tlead = self.bands, led_by.tlead
+            cells = sorted(k for k, c in self.count.items() if c >= 2 and c > bands[k[0]][0])
+            yield from sorted((p for k in cells for p in tlead.get(k, ())), key=lambda p: (self.topic[p], p))
             return
         count, hi, lead = self.count.copy(), self.band[1] + EPS, [r[0] if r else None for r in reps]
         key = lambda p: (-count[lead[p]], -self.weight[p], p)  # noqa: E731

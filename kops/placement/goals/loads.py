@@ -19,7 +19,7 @@ from typing import Any
 
 from kops.placement.capacity import disk_capacity, shared_disks
 from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, band, within
-from kops.placement.goals.measure import Evaluation, count_bound, off_band, per_broker, spread
+from kops.placement.goals.measure import Evaluation, count_bound, off_band, spread
 from kops.placement.state import PlacementState
 
 __all__ = ["DiskUsageGoal", "Load", "NwInUsageGoal", "ReplicasGoal"]
@@ -76,14 +76,14 @@ class Load(PlanGoal):
             d[dst] += self.w[p]
         return d
 
-    def moved(self, p: int, old: Sequence[int], new: Sequence[int]) -> None:
-        """Partition ``p``'s replicas went from ``old`` to ``new`` (:meth:`PlacementState.move`)."""
+    def moved(self, p: int, gone: Sequence[int], came: Sequence[int]) -> None:
+        """Partition ``p`` left the brokers ``gone`` and came to ``came`` (:meth:`PlacementState.move`)."""
         load, w = self.load, self.w[p]
-        for b in old:
-            if b not in new and b in load:
+        for b in gone:
+            if b in load:
                 load[b] -= w
-        for b in new:
-            if b not in old and b in load:
+        for b in came:
+            if b in load:
                 load[b] += w
 
     def fits(self, b: int, delta: float) -> bool:
@@ -287,6 +287,16 @@ class ReplicasGoal(Load):
         return [1] * len(st.reps)
 
     @classmethod
+    def track(cls, st: PlacementState, lists: Sequence[Sequence[int]] | None = None) -> Load | None:
+        goal = super().track(st, lists)
+        if goal is not None and st.primary in ("replicas", "count") and lists is not None:
+            # phase 2 balances replica counts: the state's load is this one (the kept replicas
+            # now, every move after), shared rather than kept twice
+            assert goal.load == st.load
+            goal.load = st.load
+        return goal
+
+    @classmethod
     def measure(cls, ev: Evaluation) -> dict[str, Any]:
         return count_figures(cls.name, ev, None)
 
@@ -389,8 +399,7 @@ def count_figures(goal: str, ev: Evaluation, slot: int | None) -> dict:
     """A count per broker (replicas; preferred leaders, slot 0; first followers, slot 1) over the
     partitions balanced: its spread before and after, how far the brokers are outside floor/ceil
     of the mean (``off_band_*``), met within 1 (or the bound where that is more)."""
-    cb = per_broker(ev.bal_before, ev.ids, lambda tp: 1, slot)
-    ca = per_broker(ev.bal_after, ev.ids, lambda tp: 1, slot)
+    cb, ca = ev.counts("before", slot), ev.counts("after", slot)
     total = int(sum(ca.values()))
     n = len(ev.ids)
     lo, hi = (total // n, -(-total // n)) if n else (0, 0)

@@ -4,7 +4,9 @@ computed once and shared) and the shape of a goal's figures (:func:`figures`). P
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from kops.model import TopicPartition, Topology
@@ -63,6 +65,16 @@ class Evaluation:
             else:
                 got = network_use(assign, self.ids, self.rate, what, self.fanout)
             self._sums[(what, when)] = got
+        return got
+
+    def counts(self, when: str, slot: int | None) -> dict[int, int]:
+        """Per broker of ``ids``, the partitions balanced it holds (slot None), or holds at replica
+        index ``slot`` (0: preferred leader)."""
+        got = self._sums.get(("count", when, slot))
+        if got is None:
+            lists = self.assignment(when, True).values()
+            c = Counter(chain.from_iterable(lists)) if slot is None else Counter(r[slot] for r in lists if len(r) > slot)
+            got = self._sums[("count", when, slot)] = {b: c.get(b, 0) for b in self.ids}
         return got
 
     def largest(self, weight: Mapping[TopicPartition, float | None]) -> float:

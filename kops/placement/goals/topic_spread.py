@@ -1,11 +1,12 @@
 """Topic spread: each topic's replicas and preferred leaders per allowed broker within floor/ceil
 of the topic's mean (±1) where the brokers allow.
 
-Replicas (:meth:`TopicSpreadGoal.optimize`): per topic, a replica on a broker above the band (or
-above the floor, while some broker is below it) moves to a broker short of the topic -- the
-round's destination list, least used first on the earliest load goal (:class:`ByCount`) -- if
-that keeps every earlier goal; where a single move would make an earlier goal worse (replica
-counts held exactly even, say), it swaps with a replica of another topic coming back. Leaders
+Replicas (:meth:`TopicSpreadGoal.optimize`): brokers are paired, and between two brokers a
+replica of each topic one holds too many of and the other too few goes across -- alone where the
+earlier goals allow it, else swapped for a replica of another topic coming back (replica counts
+held within floor/ceil, disks in their band). Each broker keeps, per topic number, whether its
+cell is above the band, above its floor, below it, at its top (sets kept current on every move),
+so that the topics a pair may exchange are a few set operations. Leaders
 (:meth:`TopicSpreadGoal.reorder`): the leadership pass of :mod:`~kops.placement.goals.leadership`
 with the topic counts. Pure.
 """
@@ -13,14 +14,10 @@ with the topic counts. Pure.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
-from heapq import nsmallest
-from itertools import islice, repeat
-from operator import truediv
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from kops.placement.destinations import ByCount
-from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, keeps, within
+from kops.placement.goals.base import EPS, Move, Mover, PlanGoal, keeps, within
 from kops.placement.goals.leadership import Counts, Leadership
 from kops.placement.goals.loads import Load
 from kops.placement.goals.measure import Assignment, Evaluation, off_band, spread
@@ -28,9 +25,10 @@ from kops.placement.state import PlacementState
 
 __all__ = ["TopicSpreadGoal"]
 
-#: swaps tried per replica of topic spread: destinations, and partitions coming back from each
-#: (more on a small cluster, where a replica has few destinations; at least these)
-PAIR_DSTS, PAIR_QS = 2, 8
+#: rounds of pairing; brokers of other racks each broker is paired with per round; pairs in a
+#: row that move nothing before a broker's round ends; replicas coming back tried per swap (the
+#: nearest in size)
+ROUNDS, PARTNERS, IDLE, PAIR_QS = 4, 8, 4, 8
 
 
 class TopicSpreadGoal(PlanGoal):
@@ -41,11 +39,15 @@ class TopicSpreadGoal(PlanGoal):
     checks_leaving = True
 
     def __init__(self, st: PlacementState, lists: Sequence[Sequence[int]] | None = None):
-        self.topic = [tp[0] for tp in st.tps]
-        self.count: dict[str, Counter[int]] = defaultdict(Counter)
-        self.parts: dict[str, list[int]] = defaultdict(list)
+        # topics by number (in the partitions' order): each partition's topic, each topic's name
+        ids: dict[str, int] = {}
+        self.topic = [ids.setdefault(tp[0], len(ids)) for tp in st.tps]
+        self.names = list(ids)
+        k = len(ids)
+        self.count: list[Counter[int]] = [Counter() for _ in range(k)]
+        self.parts: list[list[int]] = [[] for _ in range(k)]
         self.allowed = allowed = st.allowed_set
-        target: Counter[str] = Counter()
+        target = [0] * k
         for p, r in enumerate(st.reps if lists is None else lists):
             t = self.topic[p]
             self.parts[t].append(p)
@@ -55,12 +57,26 @@ class TopicSpreadGoal(PlanGoal):
                 if b in allowed:
                     c[b] += 1
         n = self.n = len(st.allowed)
-        self.band = {t: (k // n, -(-k // n)) for t, k in target.items()}
+        self.band = [(x // n, -(-x // n)) for x in target]
         self.off = self._off()
-        self.pair_dsts = max(PAIR_DSTS, min(16, 512 // max(n, 1)))
-        self.pair_qs = max(PAIR_QS, min(64, 2048 // max(n, 1)))
+        # per broker, the topics whose cell is above the band (``over``), above its floor
+        # (``spare``: may give one), below the floor (``under``, a topic it holds none of too) and
+        # at its top or above (``full``: may take none); kept current by :meth:`moved`. (Sets of
+        # topic numbers: their order does not depend on the hash seed.)
+        floor1 = {t for t, (lo, _hi) in enumerate(self.band) if lo >= 1}
+        full0 = {t for t, (_lo, hi) in enumerate(self.band) if hi <= 0}
+        self.over: dict[int, set[int]] = {b: set() for b in st.allowed}
+        self.spare: dict[int, set[int]] = {b: set() for b in st.allowed}
+        self.under: dict[int, set[int]] = {b: set(floor1) for b in st.allowed}
+        self.full: dict[int, set[int]] = {b: set(full0) for b in st.allowed}
+        for t, c in enumerate(self.count):
+            for b, x in c.items():
+                self._cell(t, b, x)
+        #: per broker (asked for), its partitions by topic
+        self._by_topic: dict[int, dict[int, list[int]]] = {}
+        self._on = st.on
 
-    def dist(self, key: tuple[str, int], delta: int = 0) -> int:
+    def dist(self, key: tuple[int, int], delta: int = 0) -> int:
         t, b = key
         lo, hi = self.band[t]
         c = self.count[t][b] + delta
@@ -74,33 +90,84 @@ class TopicSpreadGoal(PlanGoal):
     def _off(self) -> int:
         n = self.n
         out = 0
-        for t, c in self.count.items():
-            lo, hi = self.band[t]
+        for c, (lo, hi) in zip(self.count, self.band):
             out += sum(max(0, x - hi) + max(0, lo - x) for x in c.values()) + (n - len(c)) * lo
         return out
 
-    def deltas(self, moves: Sequence[Move]) -> dict[tuple[str, int], int]:
-        d: dict[tuple[str, int], int] = defaultdict(int)
+    def deltas(self, moves: Sequence[Move]) -> dict[tuple[int, int], int]:
+        d: dict[tuple[int, int], int] = defaultdict(int)
         for p, src, dst in moves:
             t = self.topic[p]
             d[(t, src)] -= 1
             d[(t, dst)] += 1
         return d
 
-    def moved(self, p: int, old: Sequence[int], new: Sequence[int]) -> None:
-        """Partition ``p``'s replicas went from ``old`` to ``new`` (:meth:`PlacementState.move`)."""
+    def moved(self, p: int, gone: Sequence[int], came: Sequence[int]) -> None:
+        """Partition ``p`` left the brokers ``gone`` and came to ``came`` (:meth:`PlacementState.move`)."""
         t = self.topic[p]
-        c, (lo, hi), allowed = self.count[t], self.band[t], self.allowed
-        for b in old:
-            if b not in new and b in allowed:
+        c, (lo, hi), allowed, by_topic = self.count[t], self.band[t], self.allowed, self._by_topic
+        for b in gone:
+            if b in allowed:
                 x = c[b]
-                self.off += (max(0, x - 1 - hi) + max(0, lo - x + 1)) - (max(0, x - hi) + max(0, lo - x))
+                # (one off a cell above the band brings it nearer; at or below the floor, further)
+                self.off += (x <= lo) - (x > hi)
                 c[b] = x - 1
-        for b in new:
-            if b not in old and b in allowed:
+                # its place in b's sets (x -> x - 1: it may leave over / spare / full, join under)
+                if x == hi + 1:
+                    self.over[b].discard(t)
+                if x == lo + 1:
+                    self.spare[b].discard(t)
+                if x == lo:
+                    self.under[b].add(t)
+                if x == hi:
+                    self.full[b].discard(t)
+                if b in by_topic:
+                    by_topic[b][t].remove(p)
+        for b in came:
+            if b in allowed:
                 x = c[b]
-                self.off += (max(0, x + 1 - hi) + max(0, lo - x - 1)) - (max(0, x - hi) + max(0, lo - x))
+                self.off += (x >= hi) - (x < lo)
                 c[b] = x + 1
+                if x == hi:
+                    self.over[b].add(t)
+                if x == lo:
+                    self.spare[b].add(t)
+                if x == lo - 1:
+                    self.under[b].discard(t)
+                if x == hi - 1:
+                    self.full[b].add(t)
+                if b in by_topic:
+                    by_topic[b][t].append(p)
+
+    def _cell(self, t: int, b: int, x: int) -> None:
+        """Topic ``t``'s cell on broker ``b`` now holds ``x``: its place in b's sets."""
+        lo, hi = self.band[t]
+        if x > hi:
+            self.over[b].add(t)
+        else:
+            self.over[b].discard(t)
+        if x > lo:
+            self.spare[b].add(t)
+        else:
+            self.spare[b].discard(t)
+        if x < lo:
+            self.under[b].add(t)
+        else:
+            self.under[b].discard(t)
+        if x >= hi:
+            self.full[b].add(t)
+        else:
+            self.full[b].discard(t)
+
+    def by_topic(self, b: int) -> dict[int, list[int]]:
+        """Broker ``b``'s partitions by topic (kept current once asked for)."""
+        got = self._by_topic.get(b)
+        if got is None:
+            got = self._by_topic[b] = defaultdict(list)
+            topic = self.topic
+            for p in self._on[b]:
+                got[topic[p]].append(p)
+        return got
 
     # (counts are integers: one replica off a count ``a`` brings it one closer to the band when
     # a > hi, one further when a <= lo; one onto ``b``, closer when b < lo, further when b >= hi)
@@ -130,116 +197,131 @@ class TopicSpreadGoal(PlanGoal):
         return keeps(self, ((p, src, dst), (q, dst, src)))
 
     def optimize(self, mover: Mover) -> int:
-        st, ts = mover.st, self
+        """Brokers paired, the most off their topics' bands first: between two brokers, a replica
+        of each topic one holds above its band (or above its floor, where the other is below it)
+        and the other holds below its top goes across -- taking no topic cell further off its
+        band -- alone where the earlier goals' rooms take it, else swapped for a replica coming
+        back (one that gains too, else one that keeps its own topic), the nearest in size that
+        the rooms take (the disk band). Partners: the broker's rack first (always rack-safe), then
+        :data:`PARTNERS` others, from a place that moves on every round; rounds repeat while they
+        make progress."""
+        st = mover.st
         made = 0
-        allowed = st.allowed
-        # destinations are tried least used first on the earlier goals' first load (keeps them)
-        first = next((g for g in mover.guards if isinstance(g, Load)), None)
-        fload, fcap = (first.load, first.cap) if first is not None else (None, None)
-
-        def uneven(t: str) -> bool:
-            lo, hi = ts.band[t]
-            get = ts.count[t].get
-            cs = [get(b, 0) for b in allowed]
-            return min(cs) < lo or max(cs) > hi
-
-        todo = sorted(ts.parts)
-        # a swap evens one topic with a replica of another coming back: a topic evened earlier in
-        # the sweep may be uneven again at its end, so the topics still uneven get another sweep
-        for _sweep in range(3):
-            sweep_made = made
-            for t in todo:
-                lo, hi = ts.band[t]
-                cnt = ts.count[t]
-                if not uneven(t):
-                    continue
-                get = cnt.get
-                failed: set[tuple[int, int]] = set()  # (a later round of the topic gives them no new taker)
-                for _round in range(3):
-                    # the first brokers below the band's top by (count, first load's use, id): keys built
-                    # by map and zip (no call per broker), the smallest taken (no sort of them all)
-                    counts = map(get, allowed, repeat(0))
-                    if fload is not None:
-                        uses = map(truediv, map(fload.__getitem__, allowed), map(fcap.__getitem__, allowed))
-                        keys = zip(counts, uses, allowed)
-                    else:
-                        keys = zip(counts, allowed)
-                    under = [k[-1] for k in nsmallest(LOOK, (k for k in keys if k[0] < hi))]
-                    short = bool(under) and get(under[0], 0) < lo  # a broker below the band
-                    head = ByCount(under, cnt, st.limits.takes_none(ts.parts[t]))
-                    progressed = False
-                    for p in ts.parts[t]:
-                        for src in list(st.reps[p]):
-                            if src not in st.allowed_set or (p, src) in failed:
-                                continue
-                            c = get(src, 0)
-                            # in the band: moved only to fill a broker below it, from above the floor
-                            if lo <= c <= hi and not (c > lo and short):
-                                continue
-                            dst = self._even_one(mover, p, src, head)
-                            if dst is not None:
-                                head.moved(src, dst)
-                                made += 1
-                                progressed = True
-                                short = bool(under) and get(under[0], 0) < lo
-                            else:
-                                failed.add((p, src))
-                            if st.budget.hit:
-                                return made
-                    if not progressed:
+        stuck: set[int] = set()  # brokers a whole round found nothing for: not tried again
+        for turn in range(ROUNDS):
+            before = made
+            weight = {b: len(self.over[b]) + len(self.under[b]) for b in st.allowed}
+            for a in sorted((b for b in st.allowed if weight[b] and b not in stuck), key=lambda b: (-weight[b], b)):
+                got, idle = made, 0
+                for b in self._partners(st, a, turn):
+                    if not (self.over[a] or self.under[a]) or idle >= IDLE:
                         break
-            if made == sweep_made:
+                    step = self._pair(mover, a, b)
+                    made += step
+                    idle = 0 if step else idle + 1
+                    if st.budget.hit:
+                        return made
+                if made == got:
+                    stuck.add(a)
+            if made == before:
                 break
-            todo = [t for t in todo if uneven(t)]
         return made
 
-    def _even_one(self, mover: Mover, p: int, src: int, head: ByCount) -> int | None:
-        """Move p's replica on src to a broker where its topic is short; where that alone would
-        make an earlier goal worse (replica counts held at floor/ceil, disks in their band), swap
-        it for a replica of another topic coming back, which keeps the brokers' loads. Returns the
-        broker the replica went to, or None when nothing moved.
+    def _partners(self, st: PlacementState, a: int, turn: int) -> list[int]:
+        """The brokers ``a`` is paired with in round ``turn``: its rack's, then others."""
+        leaf = st.leaf[a]
+        mates = [b for b in st.leaf_members[leaf] if b != a]
+        ids = st.allowed
+        k = len(ids)
+        start = ids.index(a) + 1 + turn * PARTNERS
+        others = []
+        for i in range(k):
+            b = ids[(start + i) % k]
+            if st.leaf[b] != leaf:
+                others.append(b)
+                if len(others) == PARTNERS:
+                    break
+        return mates + others
 
-        The earlier goals are checked by interval (:meth:`Load.room`): once per broker, then one
-        comparison per goal and candidate."""
+    def _pair(self, mover: Mover, a: int, b: int) -> int:
+        """Replicas across between brokers ``a`` and ``b``, both ways (see :meth:`optimize`): the
+        replicas that gain going a -> b swapped for those that gain coming back first, then what
+        is left of either way for replicas that keep their topic."""
+        st = mover.st
+        over, full, spare, under = self.over, self.full, self.spare, self.under
+        # topics that gain going src -> dst (no cell further off): src above its band and dst below
+        # its top, or src above its floor and dst below it
+        ab = (over[a] - full[b]) | (spare[a] & under[b])
+        ba = (over[b] - full[a]) | (spare[b] & under[a])
+        if not ab and not ba:
+            return 0
+        made = 0
+        if ab:
+            back = _Backs(self, st, b, a, ba)
+            made += self._across(mover, a, b, self._replicas(st, a, b, ab), [back, _Backs(self, st, b, a, None)])
+        if not st.budget.hit:
+            ba = (over[b] - full[a]) | (spare[b] & under[a])
+            if ba:
+                made += self._across(mover, b, a, self._replicas(st, b, a, ba), [_Backs(self, st, a, b, None)])
+        return made
+
+    def _replicas(self, st: PlacementState, src: int, dst: int, topics: set[int]) -> list[int]:
+        """A replica on src of each of ``topics`` that dst does not hold (whether it may go,
+        rack-safe and within the limits, is checked when tried)."""
+        by_topic, reps = self.by_topic(src), st.reps
+        out = []
+        for t in topics:
+            for p in by_topic.get(t, ()):
+                if dst not in reps[p]:
+                    out.append(p)
+                    break
+        return out
+
+    @staticmethod
+    def _may(st: PlacementState, p: int, src: int, dst: int) -> bool:
+        """May p's replica on src go to dst: not there, not left by a bounded plan, within the
+        limits, rack-safe?"""
+        r = st.reps[p]
+        if dst in r or p in st.unrepaired or (st.limits.limited and not st.limits.fits(dst, p)):
+            return False
+        return st.safety.replaced(r, src, dst)
+
+    def _across(self, mover: Mover, src: int, dst: int, goes: list[int], backs: list[_Backs]) -> int:
+        """Each replica of ``goes`` from src to dst, alone if the earlier goals' rooms take it,
+        else swapped for the first replica of ``backs`` (those that gain coming back, then those
+        that keep their topic) the swap with which the rooms take."""
         st, ts = mover.st, self
-        t = ts.topic[p]
-        most = ts.count[t][src] - 2  # (the walk: the round's destinations holding at most this many)
-        srooms = mover.rooms(src)
-        checked = len(srooms) == len(mover.guards)  # (every guard is a load: the rooms check them all)
-        # the earlier goals' side of src does not depend on the destination: checked once; the
-        # destinations' rooms first (on a large cluster most of the walk's brokers sit at the top
-        # of the network-in band), then the hard checks (passed: try_moves does not repeat them)
-        if within(srooms, p, -1.0):
-            rooms = mover.rooms
-            for dst in _takers(st, p, src, (d for d in head.upto(most) if within(rooms(d), p))):
-                if ts.gain1(p, src, dst) <= EPS:
-                    continue  # (e.g. off a broker above the band onto one at its top: try_moves refuses it)
-                if mover.try_moves(((p, src, dst),), ts, checked, hard=True):
-                    return dst
-        if not mover.guards:
-            return None
-        # a swap: with the walk's first brokers that pass the hard checks, whatever their rooms
-        cands = list(islice(_takers(st, p, src, head.upto(most)), ts.pair_dsts))
-        keeps_q = ts.keeps1
-        for dst in cands:
-            # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
-            # interval both rooms allow
-            xs = [(w, w[p] - min(-slo, dhi), w[p] - max(-shi, dlo))  # bounds on w(q)
-                  for (w, slo, shi), (_w, dlo, dhi) in zip(srooms, mover.rooms(dst))]
-            looked = scanned = 0
-            for q in st.on[dst]:
-                scanned += 1
-                if scanned > LOOK:
-                    break
-                # (a replica coming back whose own topic it would take off its band: not tried)
-                if ts.topic[q] == t or src in st.reps[q] or not keeps_q(q, dst, src):
+        made = 0
+        count, band, topic, on_src = ts.count, ts.band, ts.topic, st.on[src]
+        for p in goes:
+            t = topic[p]
+            c, (lo, hi) = count[t], band[t]
+            x, y = c.get(src, 0), c.get(dst, 0)
+            if p not in on_src or not (x > lo and y < hi and (x > hi or y < lo)):
+                continue  # (an earlier move of the pair filled the topic's cell)
+            if not self._may(st, p, src, dst):
+                continue
+            srooms, drooms = mover.rooms(src), mover.rooms(dst)
+            if within(srooms, p, -1.0) and within(drooms, p):
+                if mover.try_moves(((p, src, dst),), ts, checked=True, hard=True):
+                    made += 1
                     continue
-                looked += 1
-                if looked > ts.pair_qs:
+            # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
+            # interval both rooms allow, as bounds on w(q)
+            xs = [(w, w[p] - min(-slo, dhi), w[p] - max(-shi, dlo))
+                  for (w, slo, shi), (_w, dlo, dhi) in zip(srooms, drooms)]
+
+            def fits(q: int) -> bool:
+                return topic[q] != t and within(xs, q) and ts.keeps1(q, dst, src) and self._may(st, q, dst, src)
+
+            for back in backs:
+                q = back.take(fits)
+                if q is not None and mover.try_moves(((p, src, dst), (q, dst, src)), ts, checked=True, hard=True):
+                    made += 2
                     break
-                if within(xs, q) and mover.try_moves(((p, src, dst), (q, dst, src)), ts, checked, hard=True):
-                    return dst
-        return None
+            if st.budget.hit:
+                break
+        return made
 
     @classmethod
     def track(cls, st: PlacementState, lists: Sequence[Sequence[int]] | None = None) -> TopicSpreadGoal:
@@ -268,28 +350,61 @@ class TopicSpreadGoal(PlanGoal):
                           replicas_off_band=[int(rb), int(ra)], leaders_off_band=[int(lb), int(la)])
 
 
-def _takers(st: PlacementState, p: int, src: int, short: Iterator[int]) -> Iterator[int]:
-    """The first brokers of ``short`` (those of the round's destination list holding few
-    enough replicas of p's topic, :meth:`ByCount.upto`; for a direct move, those of them with
-    room on the earlier goals) that may take p's replica on src at all: not holding p,
-    rack-safe, within the disk and network limits (the hard checks of :meth:`Mover.try_moves`)."""
-    r = st.reps[p]
-    fits = st.limits.fits if st.limits.limited else None
-    safe = st.safety.replacing(r, src)
-    found = 0
-    for d in short:
-        if d in r or (fits is not None and not fits(d, p)) or not safe(d):
-            continue
-        yield d
-        found += 1
-        if found >= LOOK // 8:
-            return
+class _Backs:
+    """The replicas of ``src`` (a pair's broker sending them back) that may come back to ``dst``,
+    taken as they are needed: a replica of each topic of ``topics`` (those that gain coming back),
+    or, with None, of each topic src may give one of (above its floor) and dst take one of (below
+    its top) that does not gain -- drawn lazily, and those a swap did not take kept for the next."""
+
+    def __init__(self, ts: TopicSpreadGoal, st: PlacementState, src: int, dst: int, topics: set[int] | None):
+        self.ts, self.st, self.src, self.dst = ts, st, src, dst
+        self.topics = topics
+        self._draw: Iterator[int] | None = None
+        self.kept: list[int] = []
+
+    def _drawn(self) -> Iterator[int]:
+        ts, src, dst = self.ts, self.src, self.dst
+        topics = self.topics
+        if topics is None:  # (as of the first asking: the topics that keep theirs)
+            gain = (ts.over[src] - ts.full[dst]) | (ts.spare[src] & ts.under[dst])
+            topics = (ts.spare[src] - ts.full[dst]) - gain
+        by_topic, reps, on = ts.by_topic(src), self.st.reps, self.st.on[src]
+        for u in list(topics):
+            for q in by_topic.get(u, ()):
+                if dst not in reps[q]:
+                    yield q
+                    break
+
+    def take(self, fits: Callable[[int], bool]) -> int | None:
+        """The first replica ``fits`` takes (of those kept, then of those not drawn yet), trying at
+        most :data:`PAIR_QS`; it is used up."""
+        on, tried = self.st.on[self.src], 0
+        for i, q in enumerate(self.kept):
+            if q not in on:
+                continue
+            tried += 1
+            if fits(q):
+                del self.kept[i]
+                return q
+            if tried >= PAIR_QS:
+                return None
+        if self._draw is None:
+            self._draw = self._drawn()
+        for q in self._draw:
+            tried += 1
+            if fits(q):
+                return q
+            self.kept.append(q)
+            if tried >= PAIR_QS:
+                break
+        return None
 
 
-def _topic_counts(assign: Assignment, ids: Sequence[int]) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int]]]:
-    """Each topic's replicas and preferred leaders per broker of ``ids``."""
-    reps: dict[str, dict[int, int]] = {}
-    leads: dict[str, dict[int, int]] = {}
+def _topic_counts(assign: Assignment, ids: set[int]) -> tuple[dict[str, Counter[int]], dict[str, Counter[int]]]:
+    """Each topic's replicas and preferred leaders per broker of ``ids`` (brokers holding none
+    of a topic absent)."""
+    reps: dict[str, Counter[int]] = {}
+    leads: dict[str, Counter[int]] = {}
     last = None
     for (t, _p), r in assign.items():
         if not r:
@@ -297,11 +412,11 @@ def _topic_counts(assign: Assignment, ids: Sequence[int]) -> tuple[dict[str, dic
         if t != last:  # (a topic's partitions mostly come one after the other)
             rt, lt, last = reps.get(t), leads.get(t), t
             if rt is None:
-                rt, lt = reps[t], leads[t] = dict.fromkeys(ids, 0), dict.fromkeys(ids, 0)
-        if r[0] in lt:
+                rt, lt = reps[t], leads[t] = Counter(), Counter()
+        if r[0] in ids:
             lt[r[0]] += 1
         for b in r:
-            if b in rt:
+            if b in ids:
                 rt[b] += 1
     return reps, leads
 
@@ -312,17 +427,24 @@ def _topic_figures(ev: Evaluation) -> dict[str, Any]:
     None (not computed) where racks of different sizes may force a topic's replicas onto the
     brokers of a small rack; and how far off they are: the replicas and leaders above or below
     their topic's floor/ceil of the mean after the plan (its target), summed over topics and
-    brokers -- replicas and leaders apart too."""
-    ids = ev.ids
+    brokers -- replicas and leaders apart too (a broker holding none of a topic is its floor
+    below it)."""
+    ids = set(ev.ids)
     n = len(ids)
     counts = {when: _topic_counts(ev.assignment(when, True), ids) for when in ("before", "after")}
     bands = [{t: (sum(c.values()) // n, -(-sum(c.values()) // n)) for t, c in part.items()}
              for part in counts["after"]]
+
+    def uneven(c: Counter[int]) -> bool:
+        return bool(c) and max(c.values()) - (min(c.values()) if len(c) == n else 0) > 1
+
+    def off(c: Counter[int], lo: int, hi: int) -> float:
+        return off_band(c.values(), lo, hi) + (n - len(c)) * lo
+
     out: dict[str, Any] = {}
     for when, parts in counts.items():
-        out[f"uneven_{when}"] = sorted(t for t in parts[0] if spread(parts[0][t].values()) > 1
-                                       or spread(parts[1][t].values()) > 1)
-        out[f"off_{when}"] = [sum(off_band(c.values(), *band.get(t, (0, 0))) for t, c in part.items())
+        out[f"uneven_{when}"] = sorted(t for t in parts[0] if uneven(parts[0][t]) or uneven(parts[1][t]))
+        out[f"off_{when}"] = [sum(off(c, *band.get(t, (0, 0))) for t, c in part.items())
                               for part, band in zip(parts, bands)]
     sizes: Counter[str | None] = Counter(ev.topo.rack_of(b) for b in ids)
     out["bound"] = 0 if len(set(sizes.values())) <= 1 else None
