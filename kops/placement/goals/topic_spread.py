@@ -75,6 +75,8 @@ class TopicSpreadGoal(PlanGoal):
         #: per broker (asked for), its partitions by topic
         self._by_topic: dict[int, dict[int, list[int]]] = {}
         self._on = st.on
+        #: the partitions moved while :meth:`optimize` runs (None: not logged)
+        self._log: list[int] | None = None
 
     def dist(self, key: tuple[int, int], delta: int = 0) -> int:
         t, b = key
@@ -106,6 +108,8 @@ class TopicSpreadGoal(PlanGoal):
         """Partition ``p`` left the brokers ``gone`` and came to ``came`` (:meth:`PlacementState.move`)."""
         t = self.topic[p]
         c, (lo, hi), allowed, by_topic = self.count[t], self.band[t], self.allowed, self._by_topic
+        if self._log is not None:
+            self._log.append(p)
         for b in gone:
             if b in allowed:
                 x = c[b]
@@ -207,24 +211,56 @@ class TopicSpreadGoal(PlanGoal):
         make progress."""
         st = mover.st
         made = 0
-        stuck: set[int] = set()  # brokers a whole round found nothing for: not tried again
+        # brokers a whole round found nothing for, each with the brokers its pairs looked at
+        # (itself and its partners, in order): not tried again until a move changes one of those
+        # (the brokers of a moved partition's list: their cells, rooms and partitions); then its
+        # next round pairs it first with the partners that changed (all of them where it changed
+        # itself), whatever the round's partners are. A broker left stuck after such a change may
+        # have a move a fresh plan of the result makes (a replica onto it lifts it above the
+        # replica counts' floor, one off its partner makes room there): the plan would not be its
+        # own fixed point, nor a bounded step that reports it is complete
+        stuck: set[int] = set()
+        looked: dict[int, dict[int, None]] = {}  # (stuck, or to be tried again: what its pairs looked at)
+        again: dict[int, dict[int, None]] = {}  # (the partners to try first)
+        log = self._log = []
         for turn in range(ROUNDS):
             before = made
             weight = {b: len(self.over[b]) + len(self.under[b]) for b in st.allowed}
             for a in sorted((b for b in st.allowed if weight[b] and b not in stuck), key=lambda b: (-weight[b], b)):
                 got, idle = made, 0
-                for b in self._partners(st, a, turn):
-                    if not (self.over[a] or self.under[a]) or idle >= IDLE:
+                seen = {a: None}
+                first = list(again.pop(a, ()))
+                looked.pop(a, None)
+                partners = first + [b for b in self._partners(st, a, turn) if b not in first]
+                for i, b in enumerate(partners):
+                    # (the partners that changed are all tried: the idle ones count after them)
+                    if not (self.over[a] or self.under[a]) or (idle >= IDLE and i >= len(first)):
                         break
+                    seen[b] = None
                     step = self._pair(mover, a, b)
                     made += step
                     idle = 0 if step else idle + 1
+                    if step:
+                        touched = {a, b}
+                        for p in log:
+                            touched.update(st.reps[p])
+                        log.clear()
+                        for x, xs in looked.items():
+                            if x != a and not touched.isdisjoint(xs):
+                                stuck.discard(x)
+                                redo = again.setdefault(x, {})
+                                for y in xs:
+                                    if y != x and (x in touched or y in touched):
+                                        redo[y] = None
                     if st.budget.hit:
+                        self._log = None
                         return made
                 if made == got:
                     stuck.add(a)
+                    looked[a] = seen
             if made == before:
                 break
+        self._log = None
         return made
 
     def _partners(self, st: PlacementState, a: int, turn: int) -> list[int]:
