@@ -14,6 +14,15 @@ partition gets a bytes-in rate (log-uniform 100 B/s - 1 MiB/s). ``--capacities``
 brokers (every fourth one has twice the disk and network; disks sized so the mean use is ~50 %).
 ``--goals``: as ``kops plan --goals``.
 
+Side by side with other code (a worktree of an earlier commit, say), in one run:
+
+    git worktree add /tmp/kops-base <commit>
+    .venv/bin/python bench/bench_plan.py --rates --capacities --goals all --against /tmp/kops-base --rounds 2
+
+runs the same plan with this checkout's kops and with the one at ``--against`` (each run a process
+of its own, alternating, so that both see the same machine), and prints each one's figures and
+whether their plans and reports are byte-identical (a digest of the target and the report).
+
 Prints wall time of the plan (Topology in memory -> plan + report), peak RSS of the process
 (resource.getrusage, includes building the synthetic topology), replicas/bytes moved against
 the lower bound, and what Kafka's --generate would move for the same goal.
@@ -22,13 +31,17 @@ the lower bound, and what Kafka's --generate would move for the same goal.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import random
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the kops to measure: this checkout's, or another tree's (--tree, for --against's runs)
+sys.path.insert(0, sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv else str(Path(__file__).resolve().parents[1]))
 
 from kops.model import Broker, Partition, Topic, Topology  # noqa: E402
 
@@ -104,7 +117,14 @@ def main() -> None:
     ap.add_argument("--rates", action="store_true")
     ap.add_argument("--capacities", action="store_true")
     ap.add_argument("--goals", default=None)
+    ap.add_argument("--against", metavar="DIR", help="also run the kops of this tree, side by side")
+    ap.add_argument("--rounds", type=int, default=1, help="with --against: runs of each, alternating")
+    ap.add_argument("--tree", metavar="DIR", help=argparse.SUPPRESS)  # (read before the imports)
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # (one run's figures, for --against)
     args = ap.parse_args()
+    if args.against:
+        side_by_side(args)
+        return
 
     t0 = time.perf_counter()
     topo = synthetic(args.brokers, args.racks, args.partitions, args.rf, not args.no_sizes, hot=args.hot,
@@ -132,6 +152,13 @@ def main() -> None:
     c2 = time.process_time()
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     rep = res.report
+    digest = hashlib.sha256(json.dumps([sorted([list(k), list(v)] for k, v in res.target.items()), rep],
+                                       sort_keys=True).encode()).hexdigest()[:16]
+    if args.json:
+        print(json.dumps({"cpu": round(c2 - c1, 1), "wall": round(t2 - t1, 1), "rss_mib": round(peak_kib / 1024),
+                          "moved": rep["replicas_moved"], "bytes_moved": rep["bytes_moved"], "digest": digest,
+                          "goals": {g: [v.get("before"), v.get("after"), v.get("status")] for g, v in rep["goals"].items()}}))
+        return
     lb = rep["lower_bound"]
     kg = rep["kafka_generate"] or {}
     gib = 1024**3
@@ -169,10 +196,36 @@ def main() -> None:
             off = (f"; replicas and leaders off their topic's band {v['off_band_before']} -> {v['off_band_after']}"
                    if "off_band_before" in v else "")
             print(f"  {g:16} {v['before']} -> {v['after']} (bound {v.get('bound')}, {v['status']}{off})")
+    print(f"plan digest (target and report): {digest}")
     d = rep["duration"]
     if d and d["seconds"] is not None:
         print(f"estimated duration at {args.throttle / 2**20:.0f} MiB/s: {d['seconds'] / 3600:.1f} h serial, "
               f"{d['seconds_parallel'] / 60:.1f} min parallel (per-broker throttle)")
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """This tree's kops and the one at ``--against``, each in a process of its own, alternating."""
+    here = str(Path(__file__).resolve().parents[1])
+    passed = [a for i, a in enumerate(sys.argv[1:]) if a not in ("--against", "--rounds")
+              and sys.argv[i] not in ("--against", "--rounds")]
+    runs: dict[str, list[dict]] = {here: [], args.against: []}
+    for _round in range(args.rounds):
+        for tree in runs:
+            out = subprocess.run([sys.executable, __file__, *passed, "--tree", tree, "--json"], check=True,
+                                 capture_output=True, text=True).stdout
+            runs[tree].append(json.loads(out.strip().splitlines()[-1]))
+    a, b = runs[here], runs[args.against]
+    print(f"side by side, {args.rounds} run(s) each, alternating: {' '.join(passed) or '(defaults)'}")
+    print(f"{'':22}{'this tree':>28}{'against ' + args.against:>40}")
+    for key, name in (("cpu", "plan CPU s"), ("wall", "plan wall s"), ("rss_mib", "peak RSS MiB"),
+                      ("moved", "replicas moved")):
+        print(f"{name:22}{' / '.join(str(r[key]) for r in a):>28}{' / '.join(str(r[key]) for r in b):>40}")
+    same = {r["digest"] for r in a} == {r["digest"] for r in b} and len({r["digest"] for r in a}) == 1
+    print(f"{'plans and reports':22}{'byte-identical' if same else 'different':>28}")
+    if not same:
+        for g, (bb, ba, st) in a[0]["goals"].items():
+            ob = b[0]["goals"].get(g)
+            print(f"  {g:18}{f'{bb} -> {ba} ({st})':>38}{(f'{ob[0]} -> {ob[1]} ({ob[2]})' if ob else '-'):>40}")
 
 
 if __name__ == "__main__":

@@ -225,10 +225,11 @@ GoalsOpt = Annotated[
     typer.Option("--goals", metavar="G1,G2,...",
                  help="Goals to optimise, in priority order; each later goal moves replicas only where no "
                       "earlier goal gets worse. Hard goals (rack, disk-capacity, nw-in-capacity, "
-                      "nw-out-capacity) are always kept. Soft: disk-usage, nw-in-usage, leader-bytes-in, "
-                      "topic-spread, replicas, leaders, first-followers; 'all' for every goal. Default: "
-                      "disk-usage,leaders,first-followers (replica counts when sizes are unknown). Every goal "
-                      "is measured in the report either way.", rich_help_panel=_GOAL_PANEL),
+                      "nw-out-capacity) are always kept. Soft: replicas, disk-usage, topic-spread, leaders, "
+                      "first-followers, nw-in-usage, leader-bytes-in. Default (and 'all'): every goal in that "
+                      "order; a goal without its data (sizes, rates) is reported, not optimised. Every goal "
+                      "is measured in the report either way, with its verdict and, if worse, why.",
+                 rich_help_panel=_GOAL_PANEL),
 ]
 
 _WHAT_IF = "Capacity and what-if"
@@ -456,26 +457,33 @@ def _render_goal_report(con, rep: dict) -> None:
 
 
 def _render_goals(con, goals: dict) -> None:
-    """Each goal before -> after against its bound (docs/load-and-capacity.md); goals without
-    their data in one line."""
+    """Each goal before -> after against its bound and how far off its band, with its verdict
+    (docs/planner.md); a goal made worse says why; goals without their data in one line."""
     from rich.markup import escape
     from rich.table import Table
 
     shown = {g: v for g, v in goals.items() if v.get("status") != "unknown"}
     if shown:
         gt = Table(box=None, pad_edge=False)
-        for col in ("goal", "before", "after", "bound", "status", "measure"):
-            gt.add_column(col, justify="right" if col in ("before", "after", "bound") else "left")
+        for col in ("goal", "before", "after", "bound", "off band", "verdict", "status", "measure"):
+            gt.add_column(col, justify="right" if col in ("before", "after", "bound", "off band") else "left")
         for g, v in shown.items():
             bound = "-" if v.get("bound") is None else str(v["bound"])
+            off = f"{v['off_band_before']} -> {v['off_band_after']}" if "off_band_before" in v else "-"
             status = v["status"] + (" (hard)" if v.get("hard") else "")
             if v.get("blockers"):
                 status += ": " + ", ".join(str(x) for x in v["blockers"][:3])
-            gt.add_row(g, str(v["before"]), str(v["after"]), bound, escape(status), escape(v["unit"]))
+            gt.add_row(g, str(v["before"]), str(v["after"]), bound, off, v.get("verdict", "-"), escape(status),
+                       escape(v["unit"]))
         con.print(gt)
+    for g, v in shown.items():
+        if v.get("why"):
+            forced = f" (forced by {', '.join(v['forced_by'])})" if v.get("forced_by") else ""
+            con.print(f"{g} is worse{forced}: {escape(v['why'])}")
     unknown = [g for g, v in goals.items() if v.get("status") == "unknown"]
     if unknown:
-        con.print("goals not measured (no data): " + "; ".join(f"{g} needs {goals[g]['needs']}" for g in unknown))
+        con.print("goals without their data (measured and optimised only with it): "
+                  + "; ".join(f"{g} needs {goals[g]['needs']}" for g in unknown))
 
 
 def _write_chart(rep: dict, path: str, fmt: str | None) -> None:

@@ -54,8 +54,9 @@ def step(
     ] = 50 * 1024 * 1024,
     balance_threshold: Annotated[
         float, typer.Option("--balance-threshold", click_type=params.number(0.0, 1000.0),
-                            help="By bytes: nothing moves while every live broker is within this percentage "
-                                 "of the mean (data keeps arriving; 0 = as balanced as `plan rebalance`).")
+                            help="The balance goals' band: a broker within this percentage of the mean disk use, "
+                                 "network-in or leaders' bytes-in (or within its largest partition of it) is "
+                                 "balanced (data keeps arriving; 10 = as `plan rebalance`).")
     ] = 10.0,
     max_moves_per_broker: Annotated[
         int, typer.Option("--max-moves-per-broker", click_type=params.count(1),
@@ -78,11 +79,13 @@ def step(
 ) -> None:
     """The cron job: one bounded, rack-safe replica rebalancing step.
 
-    Plans like `kops plan rebalance` (rack safety, minimal movement, replica or byte balance,
-    then preferred leaders), cut to --max-moves / --max-bytes / --max-duration at --throttle,
-    and executes it with the reassignment engine (journal, cluster lock, waves, throttles lifted
-    at the end). Repeated runs converge to the one-shot plan's balance; a run with nothing to
-    move says `balanced` (by bytes: every live broker within --balance-threshold of the mean).
+    Plans like `kops plan rebalance` (its default goal set: rack safety and capacity, then replica
+    counts, disk use, topic spread, leaders, first followers, network-in and leaders' bytes-in
+    where rates are known), cut to --max-moves / --max-bytes / --max-duration at --throttle, and
+    executes it with the reassignment engine (journal, cluster lock, waves, throttles lifted at
+    the end). A step that would leave a goal worse without a higher goal forcing it is refused.
+    Repeated runs converge to the one-shot plan's balance; a run with nothing to move says
+    `balanced` (every goal within its band, or as near as a move can bring it).
     Steps aside (exit 0, says why) while kops' cron jobs are paused
     (`kops rebalance pause`, or a playbook run), another execution or any reassignment is in
     progress, or the cluster is unhealthy (a broker down; partitions offline, under min ISR or
@@ -90,8 +93,7 @@ def step(
     Quiet on success: one summary line on stderr.
 
     Workload-aware: --sample-seconds measures bytes-in, --capacity-file gives capacities and
-    --goals orders the goals as for `kops plan` (then the goals' bands decide what is balanced,
-    and a goal may yield only to an earlier one that improved).
+    --goals orders the goals as for `kops plan`.
 
     Exit 0 balanced, step done or stepped aside; 3 step not done within its bound (it goes on in
     the cluster; the next run finishes it) or no move fits the bound; 1 failure; 2 bad input.
@@ -99,7 +101,7 @@ def step(
     from kops.ops import replica_rebalance as RR
     from kops.placement.goals import select_goals
 
-    chosen = select_goals(goals) if goals is not None else None  # checked before connecting
+    chosen = select_goals(goals) if goals is not None else None  # checked before connecting (None: the default)
     capacities = None
     if capacity_file:
         from kops.inputs.capacity import read_capacity_file

@@ -8,12 +8,14 @@ Each run:
    under min.insync.replicas or under-replicated);
 2. finishes first what an earlier step left running (an execution this job started whose
    process is gone: it is resumed within this run's bound);
-3. plans with the same planner and goals as ``kops plan rebalance`` (rack-safe, minimal
-   movement, replica / byte balance, then preferred leaders), bounded by ``max_moves``,
-   ``max_bytes`` and ``max_duration`` at the throttle — a plan whose copy time at the throttle
-   would exceed the bound is cut down until it fits, and none starts when no move fits;
-4. refuses a step that would make any balance goal worse (each bounded step of the planner only
-   moves toward the target; this is checked, not assumed);
+3. plans with the same planner and goals as ``kops plan rebalance`` (the default goal set:
+   rack-safe, minimal movement, replica counts, disk use, topic spread, leaders, first
+   followers, network-in and leaders' bytes-in where rates are known), bounded by
+   ``max_moves``, ``max_bytes`` and ``max_duration`` at the throttle — a plan whose copy time at
+   the throttle would exceed the bound is cut down until it fits, and none starts when no move
+   fits;
+4. refuses a step that would make any goal of the set worse without a higher goal forcing it
+   (the planner's report says, per goal, before / after / why; checked here, not assumed);
 5. executes it with the reassignment engine (journal, cluster lock, waves, throttles, disk and
    health checks) and waits at most ``max_duration`` (+ a margin) for it;
 6. reports one summary line, a JSON document, and Prometheus textfile metrics.
@@ -37,8 +39,9 @@ BALANCED, MOVED, STEPPED_ASIDE, DRY_RUN, NOT_DONE = "balanced", "moved", "steppe
 ORIGIN = "rebalance-step"
 #: health findings that make the job step aside (moving data then slows the recovery down)
 UNHEALTHY = ("offline", "under_min_isr", "under_replicated", "broker_down")
-#: by bytes, a cluster whose every live broker is within this percentage of the mean is balanced
-#: (data keeps arriving: without a band every run would find a little to move)
+#: the balance goals' band: a broker within this percentage of the mean (disk use, network-in,
+#: leaders' bytes-in) is balanced (data keeps arriving: without a band every run would find a
+#: little to move); the planner's default band
 DEFAULT_THRESHOLD_PCT = 10.0
 #: a step whose estimate is over its duration bound is planned again with this share of the bytes
 SHRINK = 0.5
@@ -51,7 +54,7 @@ class StepBounds:
     max_moves: int | None = 10
     max_bytes: int | None = None
     max_duration_s: float | None = None
-    #: by bytes: nothing moves while every live broker is within this % of the mean
+    #: the balance goals' band, % of the mean (disk use, network-in, leaders' bytes-in)
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,8 +95,8 @@ class StepResult:
         if self.status == STEPPED_ASIDE:
             return f"rebalance step: stepped aside: {self.reason}; {d}"
         if self.status == BALANCED:
-            band = (f", every broker within {self.deviation_pct:.1f}% of the mean bytes "
-                    f"(threshold {self.bounds.threshold_pct:g}%)" if self.deviation_pct is not None else "")
+            band = (f", every broker within {self.deviation_pct:.1f}% of the mean bytes" if self.deviation_pct is not None
+                    else "")
             return f"rebalance step: balanced ({_goals_text(self.goals, 'before')}{band}); nothing to move; {d}"
         mb = f", {self.bytes_moved / 1048576:.1f} MiB" if self.bytes_moved is not None else ""
         left = f"; {self.moves_left} replica moves left to balance" if self.moves_left else ""
@@ -133,52 +136,22 @@ class StepResult:
 
 
 def _goals_text(goals: dict[str, dict[str, Any]], when: str) -> str:
-    names = {"bytes_distance": "distance to mean", "replicas_distance": "distance to mean (replicas)",
-             "replica_spread": "replica spread", "bytes_spread": "bytes spread", "leader_spread": "leader spread"}
-    parts = []
-    for g, v in goals.items():
-        x = v.get(when)
-        if x is None:
-            continue
-        text = f"{x / 1048576:.1f} MiB" if g.startswith("bytes_") else str(x)
-        parts.append(f"{names.get(g, g)} {text}")
+    parts = [f"{g} {v[when]}" for g, v in goals.items() if v.get(when) is not None]
     return ", ".join(parts) or "-"
 
 
 def goals_of(report: dict[str, Any], goals: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Each goal the planner pursues, in priority order, before and after a plan: first what it
-    balances — bytes when partition sizes are known, else replica counts — as the distance to
-    the target (the sum over live brokers of |load - mean|: no balancing move of the planner
-    grows it, and a move between two brokers of one rack that are both above, or both below, the
-    cluster's mean leaves it unchanged while it evens the rack: :func:`balance_improved` sees that
-    progress) and as the spread (max - min); then preferred leaders (spread).
+    """Each soft goal the planner pursued (``goals``, default the planner's default set), in
+    priority order, before and after the plan, from its goal report (``report["goals"]``): the
+    figure, its bound and status, how far off its band (``off_band_*``), the verdict and, for a
+    goal made worse, why and which higher goals forced it. Goals without their data are left out
+    (the report says what they need)."""
+    from kops.placement.goals import HARD, select_goals
 
-    With ``goals`` (``--goals``): the soft goals named, in their order, with the figures of the
-    plan's goal report (``report["goals"]``: spreads, uneven topics)."""
-    if goals is not None:
-        from kops.placement.goals import HARD, select_goals
-
-        rep = report.get("goals") or {}
-        return {g: {"before": rep[g]["before"], "after": rep[g]["after"], "bound": rep[g].get("bound"),
-                    "status": rep[g]["status"]}
-                for g in select_goals(goals) if g not in HARD and g in rep and rep[g].get("status") != "unknown"}
-    bal = report.get("balance") or {}
-    by_bytes = report.get("balance_by") == "bytes"
-    key = "bytes" if by_bytes else "replicas"
-    rows = [r for r in report.get("brokers") or [] if r.get("allowed")]
-    out: dict[str, dict[str, Any]] = {}
-    if rows and f"{key}_before" in rows[0]:
-        dist = {}
-        for when in ("before", "after"):
-            vals = [r[f"{key}_{when}"] for r in rows]
-            mean = sum(vals) / len(vals)
-            dist[when] = round(sum(abs(v - mean) for v in vals))
-        out[f"{key}_distance"] = dist
-    spread = "bytes_spread" if by_bytes else "replica_spread"
-    for g in (spread, "leader_spread"):
-        if f"{g}_before" in bal:
-            out[g] = {"before": bal[f"{g}_before"], "after": bal[f"{g}_after"]}
-    return out
+    rep = report.get("goals") or {}
+    keys = ("before", "after", "bound", "status", "off_band_before", "off_band_after", "verdict", "why", "forced_by")
+    return {g: {k: rep[g][k] for k in keys if k in rep[g]}
+            for g in select_goals(goals) if g not in HARD and g in rep and rep[g].get("status") != "unknown"}
 
 
 def bytes_deviation_pct(topo: Topology) -> float | None:
@@ -225,9 +198,10 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
         by_time = int(throttle * bounds.max_duration_s)
         max_bytes = by_time if max_bytes is None else min(max_bytes, by_time)
     shrunk = False
+    band = bounds.threshold_pct / 100
     while True:
         res = plan(topo, Goal("rebalance"), max_moves=bounds.max_moves, max_bytes=max_bytes, throttle=throttle,
-                   compare_kafka=False, goals=goals)
+                   compare_kafka=False, goals=goals, band=band)
         est = ((res.report.get("duration") or {}).get("seconds_parallel")) if throttle else None
         moved = res.report.get("replicas_moved") or 0
         if not moved:
@@ -235,7 +209,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
             # leaves no move while the unbounded plan has some
             if not shrunk and bounds.max_duration_s is not None:
                 shrunk = bool(plan(topo, Goal("rebalance"), max_moves=bounds.max_moves, max_bytes=bounds.max_bytes,
-                                   compare_kafka=False, goals=goals).report.get("replicas_moved"))
+                                   compare_kafka=False, goals=goals, band=band).report.get("replicas_moved"))
             return res, est, not shrunk
         if bounds.max_duration_s is None or est is None or est <= bounds.max_duration_s:
             return res, est, True
@@ -245,45 +219,20 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
         shrunk = True
 
 
-def balance_improved(report: dict[str, Any]) -> bool:
-    """Does the plan bring the live brokers' loads (bytes when sizes are known, else replicas)
-    strictly nearer their mean? Measured as the sum of squared distances from the mean, which
-    every balancing move of the planner shrinks -- also a move inside a rack that leaves the sum
-    of distances (``goals_of``'s first figure) unchanged. Exact (integers: ``n * sum(v^2) -
-    sum(v)^2`` is ``n^2`` times it)."""
-    key = "bytes" if report.get("balance_by") == "bytes" else "replicas"
-    rows = [r for r in report.get("brokers") or [] if r.get("allowed") and f"{key}_before" in r]
-
-    def squares(when: str) -> int:  # n^2 times the sum of squared distances from the mean
-        vals = [int(r[f"{key}_{when}"]) for r in rows]
-        return len(vals) * sum(v * v for v in vals) - sum(vals) ** 2
-
-    return bool(rows) and squares("after") < squares("before")
-
-
-def worse_goals(goals: dict[str, dict[str, Any]], ordered: bool = False, nearer: bool = False) -> list[str]:
-    """The goals a step makes worse, in priority order (``goals_of``). As in Cruise Control's
-    goal priorities, a lower goal may yield to a higher one: when the first goal (the distance
-    to balance) strictly improves, or the loads come strictly nearer the mean (``nearer``:
-    :func:`balance_improved`), preferred-leader spread may widen by one partition (the replica
-    sets changed under it; `kops leader rebalance` and later steps even it again).
-    ``ordered`` (``--goals``): any goal may yield once a goal before it strictly improved."""
-    names = list(goals)
-    improved = nearer or (bool(names) and goals[names[0]]["after"] < goals[names[0]]["before"])
+def worse_goals(goals: dict[str, dict[str, Any]]) -> list[str]:
+    """The goals a step makes worse (further off their band) without a higher goal forcing it,
+    in priority order (``goals_of``). As in Cruise Control's goal priorities a goal may yield to
+    a higher one: the planner names the goals before it whose moves made it worse and from which
+    its own pass could not get back (``forced_by``); such a goal is marked ``yielded``."""
     bad = []
-    better = False
-    for g in names:
-        v = goals[g]
-        if v.get("before") is None or v.get("after") is None or v["after"] <= v["before"]:
-            better = better or (v.get("after") is not None and v.get("before") is not None and v["after"] < v["before"])
+    for g, v in goals.items():
+        if v.get("verdict") != "worse":
             continue
-        if ordered and better:
+        if v.get("forced_by"):
             v["yielded"] = True
             continue
-        if improved and g == "leader_spread" and v["after"] <= v["before"] + 1:
-            v["yielded"] = True
-            continue
-        bad.append(f"{g} {v['before']} -> {v['after']}")
+        bad.append(f"{g} {v['before']} -> {v['after']} ({v.get('off_band_before')} -> {v.get('off_band_after')} "
+                   "off its band)")
     return bad
 
 
@@ -294,10 +243,10 @@ def _step_aside(bounds, throttle, reason: str, t0: float) -> StepResult:
 def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = False,
          max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0, reporter=None,
          goals: Sequence[str] | None = None, sample_seconds: float | None = None, capacities=None) -> StepResult:
-    """One cron run (see the module doc). ``goals``: as ``plan --goals`` (the goals' own bands
-    then decide what is balanced, not ``threshold_pct``); ``sample_seconds``: measure each
-    partition's bytes-in first (``cluster describe --sample-seconds``); ``capacities``: a read
-    capacity file (``kops.inputs.capacity``)."""
+    """One cron run (see the module doc). ``goals``: as ``plan --goals`` (default: the planner's
+    default set; the goals' bands decide what is balanced, ``bounds.threshold_pct`` the balance
+    goals' band); ``sample_seconds``: measure each partition's bytes-in first (``cluster describe
+    --sample-seconds``); ``capacities``: a read capacity file (``kops.inputs.capacity``)."""
     from kops.cluster.topology import list_reassignments
     from kops.ops import maintenance
     from kops.ops import reassign as R
@@ -346,13 +295,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     goals = goals_of(res_plan.report, chosen)
     result = StepResult(BALANCED, EXIT_OK, bounds, throttle, report=res_plan.report, plan=res_plan.plan.to_dict(),
                         estimated_s=est, goals=goals)
-    dev = bytes_deviation_pct(topo) if res_plan.report.get("balance_by") == "bytes" else None
-    result.deviation_pct = dev
-    if chosen is None and dev is not None and dev <= bounds.threshold_pct:
-        result.plan, result.report = None, {**res_plan.report, "replicas_moved": 0, "bytes_moved": 0}
-        result.moves_left = 0
-        result.duration_s = time.monotonic() - t0
-        return result
+    result.deviation_pct = bytes_deviation_pct(topo)
     if not fits:
         result.status, result.exit_code = NOT_DONE, EXIT_NOT_DONE
         result.reason = (f"no replica move fits within --max-duration {bounds.max_duration_s:g} s at the throttle "
@@ -363,14 +306,13 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.duration_s = time.monotonic() - t0
         result.moves_left = 0
         return result
-    worse = worse_goals(goals, ordered=chosen is not None,
-                        nearer=chosen is None and balance_improved(res_plan.report))
-    if worse:  # the planner's bounded steps only move toward the target: a guard, not a path
+    worse = worse_goals(goals)
+    if worse:  # the planner never makes a goal worse unforced: a guard, not a path
         result.status, result.exit_code = NOT_DONE, EXIT_NOT_DONE
         result.reason = "the step would make a goal worse: " + ", ".join(worse) + "; nothing was changed"
         result.duration_s = time.monotonic() - t0
         return result
-    result.moves_left = _moves_left(res_plan.topology_after(topo))
+    result.moves_left = _moves_left(res_plan.topology_after(topo), chosen, bounds)
     prepared = R.prepare(conn, res_plan.plan, opts)  # validates all of it (disk, health); writes nothing
     if dry_run:
         from kops.ops.dryrun import simulate
@@ -390,12 +332,13 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     return result
 
 
-def _moves_left(topo: Topology) -> int | None:
+def _moves_left(topo: Topology, goals: Sequence[str] | None, bounds: StepBounds) -> int | None:
     """Replica moves the full (unbounded) plan would still make."""
     from kops.placement.balancer import Goal, plan
 
     try:
-        return int(plan(topo, Goal("rebalance"), compare_kafka=False).report.get("replicas_moved") or 0)
+        return int(plan(topo, Goal("rebalance"), compare_kafka=False, goals=goals,
+                        band=bounds.threshold_pct / 100).report.get("replicas_moved") or 0)
     except BadInput:
         return None
 

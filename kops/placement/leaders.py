@@ -115,7 +115,8 @@ def restore_orders(reps: list[list[int]], natural: Mapping[int, Sequence[int]], 
     def spread(i: int) -> int:
         return max(freq[i]) - min(freq[i]) if freq[i] else 0
 
-    restored, todo = 0, sorted(natural)
+    # (only the lists out of their natural order, holding the same brokers, can go back)
+    restored, todo = 0, [p for p in sorted(natural) if reps[p] != natural[p] and sorted(reps[p]) == sorted(natural[p])]
     for _pass in range(3):  # a restore can make room for one tried before it
         left = []
         for p in todo:

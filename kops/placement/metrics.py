@@ -10,15 +10,15 @@ import random
 from collections import Counter, defaultdict
 from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kops.model import TopicPartition
+from kops.placement import goals
+from kops.placement.optimizer import FORCED, Optimized
 from kops.placement.leaders import slot_counts
 from kops.placement.rackcheck import RackSafety
 from kops.placement.racks import RackTree
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kops.placement.balancer import _Planner
+from kops.placement.state import PlacementState
 
 __all__ = ["lower_bound", "kafka_generate", "build_report", "spread", "moved"]
 
@@ -33,7 +33,7 @@ def moved(before: Sequence[int], after: Sequence[int]) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-def lower_bound(pl: _Planner) -> dict[str, Any]:
+def lower_bound(st: PlacementState, prep: Mapping[str, Any]) -> dict[str, Any]:
     """Moves any plan for this goal needs (computed on the current assignment, before planning).
 
     * ``mandatory``: replicas to create because a partition has fewer distinct allowed replicas
@@ -44,35 +44,34 @@ def lower_bound(pl: _Planner) -> dict[str, Any]:
       mandatory)`` -- every kept replica above ``ceil`` must leave its broker (a move distinct from
       the mandatory ones), every replica missing below ``floor`` must arrive.
     """
-    allowed = pl.allowed
-    prep = pl.prep
+    allowed = st.allowed
     need_total, need_bytes = prep["need_total"], prep["need_bytes"]
     repairs, repair_bytes = prep["repairs"], prep["repair_bytes"]
     kc_all, kc_nodrop = prep["kc_all"], prep["kc_nodrop"]
-    total = sum(pl.rf)
+    total = sum(st.rf)
     n = len(allowed)
     floor_, ceil_ = total // n, -(-total // n)
     excess = sum(max(0, c - ceil_) for c in kc_nodrop.values())
     deficit = sum(max(0, floor_ - c) for c in kc_all.values())
     mandatory = need_total + repairs
     balanced = max(need_total + excess, deficit, mandatory)
-    bytes_mandatory = (need_bytes + repair_bytes) if pl.sizes_known else None
+    bytes_mandatory = (need_bytes + repair_bytes) if st.sizes_known else None
     to_mean = None
-    if pl.weighted:
+    if st.weighted:
         # weighted (bytes or rates) the plan balances the weight, not counts: the count bound
         # does not apply
         moves_lb = mandatory
-    if pl.bytes_mode:
+    if st.bytes_mode:
         # bytes above a broker's target (the mean, or its capacity's share of the total) must
         # leave it, bytes missing below it must arrive
-        target_bytes = sum(rf * s for rf, s in zip(pl.rf, pl.size))
+        target_bytes = sum(rf * s for rf, s in zip(st.rf, st.size))
         kb_all, kb_nodrop = prep["kb_all"], prep["kb_nodrop"]
-        share = pl.capw or dict.fromkeys(allowed, 1)
+        share = st.capw or dict.fromkeys(allowed, 1)
         c = sum(share[b] for b in allowed)
         above = sum(max(0, c * v - target_bytes * share[b]) for b, v in kb_nodrop.items()) // c
         below = sum(max(0, target_bytes * share[b] - c * v) for b, v in kb_all.items()) // c
         to_mean = max(need_bytes + above, below, bytes_mandatory or 0)
-    if not pl.weighted:
+    if not st.weighted:
         moves_lb = balanced
     return {
         "moves": moves_lb,
@@ -90,7 +89,7 @@ def lower_bound(pl: _Planner) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-def kafka_generate(pl: _Planner, seed: int) -> dict[str, Any]:
+def kafka_generate(st: PlacementState, seed: int) -> dict[str, Any]:
     """What ``kafka-reassign-partitions.sh --generate`` would propose for the same goal.
 
     Kafka calls ``AdminUtils.assignReplicasToBrokers`` once per topic with the broker list (here:
@@ -102,8 +101,8 @@ def kafka_generate(pl: _Planner, seed: int) -> dict[str, Any]:
         from kops.placement.kafka_assign import assign_replicas_to_brokers
     except ImportError as e:  # pragma: no cover - the module ships with kops
         return {"available": False, "reason": f"kafka_assign unavailable: {e}"}
-    topo = pl.topo
-    brokers = [(b, topo.rack_of(b)) for b in pl.allowed]
+    topo = st.topo
+    brokers = [(b, topo.rack_of(b)) for b in st.allowed]
     with_rack = [b for b, r in brokers if r is not None]
     if with_rack and len(with_rack) != len(brokers):
         return {
@@ -112,34 +111,34 @@ def kafka_generate(pl: _Planner, seed: int) -> dict[str, Any]:
         }
     rng = random.Random(seed)
     by_topic: dict[str, list[int]] = defaultdict(list)
-    for i, (t, _) in enumerate(pl.tps):
+    for i, (t, _) in enumerate(st.tps):
         by_topic[t].append(i)
-    new_reps: list[Sequence[int]] = [()] * len(pl.tps)
+    new_reps: list[Sequence[int]] = [()] * len(st.tps)
     try:
         for t in sorted(by_topic):
             idxs = by_topic[t]
-            res = assign_replicas_to_brokers(brokers, len(idxs), pl.rf[idxs[0]], rng=rng)
+            res = assign_replicas_to_brokers(brokers, len(idxs), st.rf[idxs[0]], rng=rng)
             for k, p in enumerate(idxs):
                 new_reps[p] = res[k]
     except Exception as e:  # Kafka would fail too: report its reason
         return {"available": False, "reason": str(e)}
     moves = nbytes = changed = 0
-    size = pl.size
+    size = st.size
     for p, new in enumerate(new_reps):
-        old = pl.orig[p]
+        old = st.orig[p]
         if tuple(new) != tuple(old):
             changed += 1
             m = moved(old, new)
             moves += m
             nbytes += m * size[p]
-    unsafe = len(pl.safety.unsafe(new_reps))
-    repl = _replica_counts(new_reps, pl.allowed)
-    lead = slot_counts(new_reps, pl.allowed, 0)
+    unsafe = len(st.safety.unsafe(new_reps))
+    repl = _replica_counts(new_reps, st.allowed)
+    lead = slot_counts(new_reps, st.allowed, 0)
     return {
         "available": True,
         "seed": seed,
         "replicas_moved": moves,
-        "bytes_moved": nbytes if pl.sizes_known else None,
+        "bytes_moved": nbytes if st.sizes_known else None,
         "partitions_changed": changed,
         "rack_violations": unsafe,
         "replica_spread": spread(repl),
@@ -163,7 +162,7 @@ def _weighted_counts(reps: Sequence[Sequence[int]], w: Sequence[int], brokers: I
 
 # ---------------------------------------------------------------------------------------------
 def build_report(
-    pl: _Planner,
+    st: PlacementState,
     before: Mapping[TopicPartition, tuple[int, ...]],
     target: Mapping[TopicPartition, tuple[int, ...]],
     changes: Mapping[TopicPartition, tuple[int, ...]],
@@ -172,8 +171,8 @@ def build_report(
     throttle: int | None,
     complete: bool,
 ) -> dict[str, Any]:
-    topo = pl.topo
-    idx = {tp: i for i, tp in enumerate(pl.tps)}
+    topo = st.topo
+    idx = {tp: i for i, tp in enumerate(st.tps)}
     moves = nbytes = leader_changes = reorder_only = 0
     in_bytes: dict[int, int] = defaultdict(int)
     out_bytes: dict[int, int] = defaultdict(int)
@@ -182,18 +181,18 @@ def build_report(
         p = idx[tp]
         m = [b for b in new if b not in old]
         moves += len(m)
-        nbytes += len(m) * pl.size[p]
+        nbytes += len(m) * st.size[p]
         if set(new) == set(old):
             reorder_only += 1
         if not old or new[0] != old[0]:
             leader_changes += 1
-        if m and pl.sizes_known:
-            cur = pl.scope[p]
+        if m and st.sizes_known:
+            cur = st.scope[p]
             src = cur.leader if cur.leader is not None and cur.leader >= 0 else (old[0] if old else None)
             for b in m:
-                in_bytes[b] += pl.size[p]
+                in_bytes[b] += st.size[p]
                 if src is not None:
-                    out_bytes[src] += pl.size[p]
+                    out_bytes[src] += st.size[p]
 
     # rack-safety before (over every broker of the cluster) and after (over the allowed brokers)
     all_racks = {b.id: b.rack for b in topo.brokers}
@@ -201,18 +200,18 @@ def build_report(
         for b in r:
             all_racks.setdefault(b, None)
     before_safety = RackSafety(RackTree.build(all_racks))
-    viol_before = [pl.tps[i] for i in before_safety.unsafe(pl.orig)]
+    viol_before = [st.tps[i] for i in before_safety.unsafe(st.orig)]
     # every partition in scope is safe after the plan except those a bounded plan left alone
-    left = sorted(pl.unrepaired)
-    viol_after = [pl.tps[left[i]] for i in pl.safety.unsafe([pl.reps[p] for p in left])]
+    left = sorted(st.unrepaired)
+    viol_after = [st.tps[left[i]] for i in st.safety.unsafe([st.reps[p] for p in left])]
 
     # per-broker counts over the whole cluster (every partition; changes applied)
     brokers = sorted(set(all_racks))
     n_all = sum(len(t.partitions) for t in topo.topics)
-    if n_all == len(pl.tps):
-        old_all: Sequence[Sequence[int]] = pl.orig
-        new_all: Sequence[Sequence[int]] = [target[tp] for tp in pl.tps]
-        size_all: Sequence[int] = pl.size
+    if n_all == len(st.tps):
+        old_all: Sequence[Sequence[int]] = st.orig
+        new_all: Sequence[Sequence[int]] = [target[tp] for tp in st.tps]
+        size_all: Sequence[int] = st.size
     else:
         parts = sorted(topo.partitions(), key=lambda p: p.tp)
         old_all = [p.replicas for p in parts]
@@ -226,13 +225,13 @@ def build_report(
     fa = slot_counts(new_all, brokers, 1)
     bb = _weighted_counts(old_all, size_all, brokers)
     ba = _weighted_counts(new_all, size_all, brokers)
-    sizes = pl.sizes_known
+    sizes = st.sizes_known
     broker_rows = []
     for b in brokers:
         row: dict[str, Any] = {
             "id": b,
             "rack": all_racks[b],
-            "allowed": b in pl.allowed_set,
+            "allowed": b in st.allowed_set,
             "replicas_before": rb[b],
             "replicas_after": ra[b],
             "leaders_before": lb[b],
@@ -255,9 +254,9 @@ def build_report(
             rr[k] += row[k]
 
     # balance over what the planner balances: partitions in scope, allowed brokers
-    orig_reps = [before[tp] for tp in pl.tps]
-    new_reps = [target[tp] for tp in pl.tps]
-    allowed = pl.allowed
+    orig_reps = [before[tp] for tp in st.tps]
+    new_reps = [target[tp] for tp in st.tps]
+    allowed = st.allowed
     balance = {
         "brokers": len(allowed),
         "replica_spread_before": spread(_replica_counts(orig_reps, allowed)),
@@ -268,8 +267,8 @@ def build_report(
         "first_follower_spread_after": spread(slot_counts(new_reps, allowed, 1)),
     }
     if sizes:
-        balance["bytes_spread_before"] = spread(_weighted_counts(orig_reps, pl.size, allowed))
-        balance["bytes_spread_after"] = spread(_weighted_counts(new_reps, pl.size, allowed))
+        balance["bytes_spread_before"] = spread(_weighted_counts(orig_reps, st.size, allowed))
+        balance["bytes_spread_after"] = spread(_weighted_counts(new_reps, st.size, allowed))
 
     duration: dict[str, Any] | None = None
     if throttle:
@@ -302,9 +301,9 @@ def build_report(
         return out
 
     return {
-        "goal": {**pl.goal.to_dict(), "description": pl.goal.describe()},
-        "balance_by": "bytes" if pl.bytes_mode else ("bytes-in" if pl.weighted else "replicas"),
-        "partitions_in_scope": len(pl.tps),
+        "goal": {**st.goal.to_dict(), "description": st.goal.describe()},
+        "balance_by": "bytes" if st.bytes_mode else ("bytes-in" if st.weighted else "replicas"),
+        "partitions_in_scope": len(st.tps),
         "replicas_moved": moves,
         "bytes_moved": nbytes if sizes else None,
         "partitions_changed": len(changes),
@@ -315,18 +314,75 @@ def build_report(
         "rack_violations_before": len(viol_before),
         "rack_violations_after": len(viol_after),
         "rack_violation_examples_before": examples(viol_before, before_safety, before),
-        "rack_violation_examples_after": examples(viol_after, pl.safety, target),
+        "rack_violation_examples_after": examples(viol_after, st.safety, target),
         "balance": balance,
         "bounded": {
-            "max_moves": pl.budget.max_moves,
-            "max_bytes": pl.budget.max_bytes,
+            "max_moves": st.budget.max_moves,
+            "max_bytes": st.budget.max_bytes,
             "complete": complete,
-            "forced_over_budget": pl.budget.forced,
-            "partitions_left_for_next_run": len(pl.unrepaired),
+            "forced_over_budget": st.budget.forced,
+            "partitions_left_for_next_run": len(st.unrepaired),
         },
         "duration": duration,
-        "notes": list(pl.res.notes)
+        "notes": list(st.res.notes)
         + ([] if sizes else ["partition sizes unknown: balancing replica counts; bytes not reported"]),
         "brokers": broker_rows,
         "racks": [rack_rows[k] for k in sorted(rack_rows)],
     }
+
+
+def goals_report(st: PlacementState, report: dict[str, Any], done: Optimized, chosen: Sequence[str]
+                 ) -> dict[str, dict[str, Any]]:
+    """Every goal's figures before and after the plan (:func:`kops.placement.goals.evaluate`;
+    rack safety is taken from the report), and for each balance goal its verdict: ``better``,
+    ``unchanged`` or ``worse`` (how far the brokers are outside its band, ``off_band_*``). A goal
+    of the set that ends worse says why (``why``, and ``forced_by``: the stages before its turn
+    that moved replicas -- the plan's forced moves or earlier goals -- after which its own pass
+    could not get back without making an earlier goal worse)."""
+    rack = goals.figures("rack", "rack-unsafe partitions", report["rack_violations_before"],
+                         report["rack_violations_after"], 0, met=not report["rack_violations_after"], hard=True)
+    full_before = st.topo.assignment()
+    out = goals.evaluate(st.topo, full_before, {**full_before, **done.target}, brokers=st.allowed,
+                         known={"rack": rack}, threshold=st.limits.disk_threshold,
+                         nw_threshold=goals.DEFAULT_THRESHOLD, band_share=st.band_share,
+                         scope=set(st.tps) if len(st.tps) != len(full_before) else None)
+    for name, v in out.items():
+        if v.get("verdict") == "worse":
+            v["why"], v["forced_by"] = _why(name, v, done, chosen, st.goal.kind)
+    return out
+
+
+def _why(name: str, v: dict[str, Any], done: Optimized, chosen: Sequence[str], kind: str) -> tuple[str, list[str]]:
+    """Why goal ``name`` ends further off its band than it started (see :func:`goals_report`):
+    the stages that took it further off (from the plan's record of every tracked goal after each
+    stage), and what its own pass reached."""
+    if name not in chosen:
+        return "not among the goals optimised (--goals)", []
+    label = {FORCED: kind}
+    steps, forced = [], []
+    if done.stages and name in done.stages[0][2]:  # a goal tracking the replicas
+        prev = round(done.stages[0][2][name], 1)  # (at the report's precision)
+        for what, _n, off in done.stages[1:]:
+            x = round(off[name], 1)
+            if x > prev:
+                forced.append(label.get(what, what))
+                steps.append(f"{label.get(what, what)}'s moves took it from {_num(prev)} to {_num(x)}")
+            elif what == name:
+                steps.append(f"its own pass from {_num(prev)} to {_num(x)}")
+            prev = x
+    lead = done.leadership.get(name if name != "topic-spread" else "topic-spread leaders")
+    if lead is not None:
+        moving = [label.get(what, what) for what, n, _off in done.stages if n]
+        forced += [m for m in moving if m not in forced] if name != "topic-spread" or not forced else []
+        steps.append(f"{'its leaders' if name == 'topic-spread' else 'leadership'}: {_num(lead[0])} off the band "
+                     f"after the replica moves ({', '.join(moving) or 'none'}), {_num(lead[1])} after "
+                     f"{'its pass' if name not in ('leaders', 'first-followers') else 'the leader phase'}")
+    if not steps:
+        return "its pass did not run (a bounded plan out of budget, or --no-balance)", []
+    why = (f"{_num(v['off_band_before'])} off the band before the plan; " + "; ".join(steps) +
+           ": no move it could make without making an earlier goal worse brought it back")
+    return why, forced
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if isinstance(x, int) or float(x).is_integer() else f"{x:.1f}"

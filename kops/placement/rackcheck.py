@@ -10,7 +10,7 @@ so are distinct racks on a one-level tree (safe: spread as evenly as can be).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from kops.placement.racks import RackTree, rack_violation
 
@@ -53,21 +53,24 @@ class RackSafety:
             self._cache[key] = ok
         return ok
 
-    def replacing(self, replicas: Sequence[int], src: int) -> Callable[[int], bool]:
-        """A test of :meth:`safe_distinct` for ``replicas`` with ``src`` replaced by a broker ``d``
-        (known, not among them), for a walk over many ``d``: on a one-level tree where the others'
-        racks are distinct, a ``d`` in another rack keeps them so (safe) without building the list."""
+    def replaced(self, replicas: Sequence[int], src: int, dst: int) -> bool:
+        """:meth:`safe_distinct` of ``replicas`` with ``src`` replaced by ``dst`` (known, not among
+        them), without building the list where the others' racks and dst's are distinct on a
+        one-level tree (safe)."""
         if self.trivial:
-            return lambda d: True
-
-        def full(d: int) -> bool:
-            return self.safe_distinct([d if b == src else b for b in replicas])
-        stay = [b for b in replicas if b != src]
+            return True
         leaf = self.leaf
-        racks = {leaf[b] for b in stay}
-        if self.flat and len(racks) == len(stay):
-            return lambda d: leaf[d] not in racks or full(d)
-        return full
+        if self.flat:
+            seen = {leaf[dst]}
+            for b in replicas:
+                if b != src:
+                    x = leaf[b]
+                    if x in seen:
+                        break
+                    seen.add(x)
+            else:
+                return True
+        return self.safe_distinct([dst if b == src else b for b in replicas])
 
     def unsafe(self, lists: Sequence[Sequence[int]]) -> list[int]:
         """Indexes of the lists that are not rack-safe (one tight pass; empty lists are skipped)."""

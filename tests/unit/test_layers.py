@@ -167,7 +167,7 @@ def test_no_import_cycles():
 
 #: modules known to be longer than a newcomer reads in one go; they may shrink, never grow, and
 #: no module joins them
-KNOWN_BIG = {"kops.placement.balancer": 959}
+KNOWN_BIG: dict[str, int] = {}
 MAX_LINES = 800
 
 

@@ -178,7 +178,8 @@ def test_what_if_capacities_from_a_file(tmp_path):
     assert rc == 0, err
     assert len(doc["plan"]["partitions"]) == 1  # 100 MiB of 150: 67 %; a second would be 133 %
     # by disk use it is given its capacity's share: less than one partition of 100 MiB
-    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a", "--capacity-file", str(cap))
+    rc, doc, err = _plan(tmp_path, "add-brokers", "--brokers", "3", "--add-broker", "3:a", "--capacity-file", str(cap),
+                         "--goals", "disk-usage,leaders")
     assert rc == 0, err
     assert doc["plan"]["partitions"] == [] and doc["report"]["goals_optimised"]["capacity_shares"], doc["report"]
 

@@ -69,7 +69,7 @@ def test_topic_spread_evens_every_topic_and_keeps_the_replica_balance():
 def test_network_in_is_balanced_within_the_disk_band():
     cap = Capacity(disk_bytes=10_000 * MB, nw_in_bytes_per_s=100 * MB)
     topo = _topo(caps=lambda b: cap, seed=3)
-    disk_only = plan(topo, Goal("rebalance"))
+    disk_only = plan(topo, Goal("rebalance"), goals="disk-usage,leaders,first-followers")
     both = plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,leaders")
     nw_before = both.report["goals"]["nw-in-usage"]["after"]
     assert nw_before < disk_only.report["goals"]["nw-in-usage"]["after"] / 2, (nw_before, disk_only.report["goals"])
@@ -181,18 +181,19 @@ def test_topic_leaders_even_through_a_chain_where_racks_have_two_brokers():
 @given(load=st.integers(0, 10_000), cap=st.integers(1, 50), lo=st.integers(0, 200), width=st.integers(0, 50),
        delta=st.integers(-10_000, 10_000))
 def test_room_is_the_interval_of_changes_that_keep_a_broker_no_further_from_the_band(load, cap, lo, width, delta):
-    """The topic pass checks the earlier goals by interval (``_Load.room``): a change of the
+    """The topic pass checks the earlier goals by interval (``Load.room``): a change of the
     broker's load is inside it exactly when ``dist`` says it leaves the broker no further from the
     band (away from the interval's ends, where float rounding may fall either way)."""
     from types import SimpleNamespace
 
-    from kops.placement.refine import _EPS, _Load
+    from kops.placement.goals.base import EPS
+    from kops.placement.goals.loads import ReplicasGoal
 
-    pl = SimpleNamespace(allowed=[7], reps=[[7]])
-    ld = _Load("replicas", pl, [float(load)], {7: float(cap)})
+    st = SimpleNamespace(allowed=[7], reps=[[7]], rf=[1], band_share=0.1)
+    ld = ReplicasGoal(st, [float(load)], {7: float(cap)})
     ld.lo, ld.hi = float(lo), float(lo + width)
     lo_d, hi_d = ld.room(7)
-    keeps = ld.dist(7, delta) <= ld.dist(7) + _EPS
+    keeps = ld.dist(7, delta) <= ld.dist(7) + EPS
     if min(abs(delta - lo_d), abs(delta - hi_d)) > 1e-6:
         assert (lo_d <= delta <= hi_d) == keeps
     assert lo_d <= 0.0 <= hi_d  # no change always keeps
@@ -202,103 +203,76 @@ def test_room_is_the_interval_of_changes_that_keep_a_broker_no_further_from_the_
 @given(lo=st.integers(0, 4), width=st.integers(0, 2), a=st.integers(1, 8), b=st.integers(0, 8),
        c=st.integers(0, 8), d=st.integers(1, 8))
 def test_topic_spread_move_arithmetic_matches_the_distance_from_the_band(lo, width, a, b, c, d):
-    """``_TopicSpread.gain1/keeps1/gain2`` (integer shortcuts) against ``dist``, the definition."""
+    """``TopicSpreadGoal.gain1/keeps1/gain2`` (integer shortcuts) against ``dist``, the definition."""
     from types import SimpleNamespace
 
-    from kops.placement.refine import _TopicSpread
+    from kops.placement.goals.topic_spread import TopicSpreadGoal
 
-    pl = SimpleNamespace(tps=[("t", 0), ("u", 0)], reps=[[1], [2]], allowed=[1, 2], allowed_set={1, 2})
-    ts = _TopicSpread(pl)
-    ts.band = {"t": (lo, lo + width), "u": (lo, lo + width + 1)}
-    ts.count["t"].update({1: a - ts.count["t"][1], 2: b - ts.count["t"][2]})
-    ts.count["u"].update({1: c - ts.count["u"][1], 2: d - ts.count["u"][2]})
+    st = SimpleNamespace(tps=[("t", 0), ("u", 0)], reps=[[1], [2]], rf=[1, 1], allowed=[1, 2], allowed_set={1, 2},
+                         on={1: {}, 2: {}})
+    ts = TopicSpreadGoal(st)
+    t, u = ts.topic  # (topics are numbered: t 0, u 1)
+    ts.band = [(lo, lo + width), (lo, lo + width + 1)]
+    ts.count[t].update({1: a - ts.count[t][1], 2: b - ts.count[t][2]})
+    ts.count[u].update({1: c - ts.count[u][1], 2: d - ts.count[u][2]})
     dist = ts.dist
-    gain_t = dist(("t", 1)) + dist(("t", 2)) - dist(("t", 1), -1) - dist(("t", 2), 1)
+    gain_t = dist((t, 1)) + dist((t, 2)) - dist((t, 1), -1) - dist((t, 2), 1)
     assert ts.gain1(0, 1, 2) == gain_t
-    assert ts.keeps1(0, 1, 2) == (dist(("t", 1), -1) <= dist(("t", 1)) and dist(("t", 2), 1) <= dist(("t", 2)))
-    gain_u = dist(("u", 2)) + dist(("u", 1)) - dist(("u", 2), -1) - dist(("u", 1), 1)
+    assert ts.keeps1(0, 1, 2) == (dist((t, 1), -1) <= dist((t, 1)) and dist((t, 2), 1) <= dist((t, 2)))
+    gain_u = dist((u, 2)) + dist((u, 1)) - dist((u, 2), -1) - dist((u, 1), 1)
     assert ts.gain2(0, 1, 1, 2) == gain_t + gain_u  # t's replica 1 -> 2, u's 2 -> 1
 
 
 def test_the_rooms_kept_per_broker_equal_fresh_ones_after_every_move(monkeypatch):
-    """Refiner keeps each broker's rooms on the earlier goals until a move changes its load: after
-    every move made by the passes, every kept room equals one computed afresh."""
-    from kops.placement import refine
+    """The optimizer keeps each broker's rooms on the earlier goals until a move changes its load:
+    after every move made by the passes, every kept room equals one computed afresh."""
+    from kops.placement.goals.loads import Load
+    from kops.placement.optimizer import Optimizer
 
-    checked = []
-    orig = refine.Refiner._try
+    compared = []
+    orig = Optimizer.try_moves
 
-    def _try(self, moves, goal, checked_guards=False, hard=False):
-        made = orig(self, moves, goal, checked_guards, hard)
+    def try_moves(self, moves, goal, checked=False, hard=False):
+        made = orig(self, moves, goal, checked, hard)
         if made:
             for b, kept in self._room_of.items():
-                assert kept == [(g.w, *g.room(b)) for g in self.guards if isinstance(g, refine._Load)], (b, moves)
-                checked.append(b)
+                assert kept == [(g.w, *g.room(b)) for g in self.guards if isinstance(g, Load)], (b, moves)
+                compared.append(b)
         return made
 
-    monkeypatch.setattr(refine.Refiner, "_try", _try)
+    monkeypatch.setattr(Optimizer, "try_moves", try_moves)
     topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7)
     plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,topic-spread,replicas")
     # (the passes moved, and the kept rooms were compared: 97 comparisons; topic spread asks for the
     # rooms of fewer brokers since it skips destinations a move there cannot gain on)
-    assert len(checked) > 50
-
-
-def test_a_disk_said_to_take_none_of_a_topic_refuses_each_of_its_partitions(monkeypatch):
-    """Topic spread leaves out of its walk the brokers ``_disk_takes_none`` names: on a cluster
-    whose disks fill up during the plan, each one it names is refused by ``_fits_disk`` for every
-    partition of the topic, at the moment it is asked."""
-    from kops.placement.limits import LoadsAndLimits
-
-    named = []
-    orig = LoadsAndLimits._disk_takes_none
-
-    def _disk_takes_none(self, parts):
-        test = orig(self, parts)
-        if test is None:
-            return None
-
-        def checked(b):
-            full = test(b)
-            if full:
-                assert not any(self._fits_disk(b, p) for p in parts), (b, parts)
-                named.append(b)
-            return full
-        return checked
-
-    monkeypatch.setattr(LoadsAndLimits, "_disk_takes_none", _disk_takes_none)
-    # disks of 2.2 GB with ~1.6 GB on each (80 % threshold: 1.76 GB): a few moves fill them
-    topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7,
-                 caps=lambda b: Capacity(disk_bytes=2200 * MB, nw_in_bytes_per_s=1e9))
-    plan(topo, Goal("rebalance"), goals="disk-usage,topic-spread,replicas")
-    assert named  # (some broker was named, and checked)
+    assert len(compared) > 50
 
 
 def test_a_move_tried_as_already_hard_checked_is_rack_safe_and_within_the_limits(monkeypatch):
-    """Topic spread's tries skip the rack and disk checks of the replica it moves (its walk made
-    them): at every such try, that move is rack-safe (by the uncached definition) and within the
-    disk and network limits, on a cluster whose disks fill up during the plan."""
-    from kops.placement import refine
+    """Topic spread's tries skip the rack and disk checks of the replicas it moves (its pairing
+    made them): at every such try, every move is rack-safe (by the uncached definition) and
+    within the disk and network limits, on a cluster whose disks fill up during the plan."""
+    from kops.placement.optimizer import Optimizer
 
     seen = []
-    orig = refine.Refiner._try
+    orig = Optimizer.try_moves
 
-    def _try(self, moves, goal, checked=False, hard=False):
+    def try_moves(self, moves, goal, checked=False, hard=False):
         if hard:
-            pl = self.pl
-            p, src, dst = moves[0]
-            new = [dst if b == src else b for b in pl.reps[p]]
-            assert rack_violation(new, tree) is None, (p, new)
-            assert pl._fits_disk(dst, p), (p, dst)
+            st = self.st
+            for p, src, dst in moves:
+                new = [dst if b == src else b for b in st.reps[p]]
+                assert rack_violation(new, tree) is None, (p, new)
+                assert st.limits.fits(dst, p), (p, dst)
             seen.append(len(moves))
         return orig(self, moves, goal, checked, hard)
 
-    monkeypatch.setattr(refine.Refiner, "_try", _try)
+    monkeypatch.setattr(Optimizer, "try_moves", try_moves)
     topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7,
                  caps=lambda b: Capacity(disk_bytes=2200 * MB, nw_in_bytes_per_s=1e9))
     tree = RackTree.build({b.id: b.rack for b in topo.brokers})
     plan(topo, Goal("rebalance"), goals="disk-usage,topic-spread,replicas")
-    assert 1 in seen and 2 in seen  # (moves and swaps were tried)
+    assert seen  # (moves were tried)
 
 
 @settings(max_examples=200, deadline=None)
@@ -309,9 +283,9 @@ def test_a_topic_leader_not_over_could_hand_no_leadership_on(counts, lo):
     ``worth`` for some broker, which is never so: the second condition skips no step."""
     from collections import Counter
 
-    from kops.placement.refine import _Counts
+    from kops.placement.goals.leadership import Counts
 
-    obj = _Counts("topic", Counter({("t", b): c for b, c in counts.items()}), None, topic=["t"],
+    obj = Counts("topic", Counter({("t", b): c for b, c in counts.items()}), None, topic=["t"],
                   bands={"t": (lo, lo + 1)})
     for a, c in counts.items():
         if c > lo and not obj.over(0, a):
@@ -319,90 +293,63 @@ def test_a_topic_leader_not_over_could_hand_no_leadership_on(counts, lo):
         assert obj.over(0, a) == (c > lo and c >= 2)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 4), min_size=1, max_size=40), st.randoms(use_true_random=False),
-       st.lists(st.integers(-1, 5), min_size=1, max_size=30))
-def test_the_destinations_by_count_walk_the_list_as_a_filter_over_it_would(counts, rnd, mosts):
-    """Topic spread walks its destination list's brokers holding at most ``most`` replicas of the
-    topic, and not full, through count groups kept as replicas move: the same brokers in the same
-    order as filtering the whole list by the current counts and fullness, after any sequence of
-    moves (a move changes the counts and the fullness of its two brokers only)."""
-    from collections import Counter
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=12), st.integers(0, 2),
+       st.integers(0, 1))
+def test_the_topics_a_pair_moves_are_those_a_filter_over_the_counts_finds(cells, lo, width):
+    """Topic spread pairs brokers by the topics each may give and take, kept as sets per broker
+    (over, spare, under, full): the topics going a -> b are exactly those whose cell on a is
+    above the band (and b below its top) or above the floor (and b below it), by the counts."""
+    from types import SimpleNamespace
 
-    from kops.placement.destinations import ByCount
+    from kops.placement.goals.topic_spread import TopicSpreadGoal
 
-    brokers = list(range(100, 100 + len(counts)))
-    rnd.shuffle(brokers)
-    cnt = Counter({b: c for b, c in zip(brokers, counts) if c})
-    others = [7, 8, 9]  # brokers beyond the head: moves to and from them change no group
-    cnt.update({7: 3, 8: 1})
-    full = {b for b in brokers if rnd.random() < 0.3}
-    head = ByCount(list(brokers), cnt, full.__contains__)
-    everyone = brokers + others
-    for most in mosts:
-        assert list(head.upto(most)) == [b for b in brokers if cnt.get(b, 0) <= most and b not in full]
-        src = rnd.choice([b for b in everyone if cnt.get(b, 0) > 0] or [None])
-        if src is None:
-            continue
-        dst = rnd.choice([b for b in everyone if b != src])
-        cnt[src] -= 1
-        cnt[dst] += 1
-        for b in (src, dst):
-            if rnd.random() < 0.5:
-                full ^= {b}
-        head.moved(src, dst)
-    # (up to 30 moves can take a broker past 10 replicas: the count filters at 10 too)
-    assert list(head.upto(10)) == [b for b in brokers if cnt.get(b, 0) <= 10 and b not in full]
+    # topic i has x_i replicas on broker 1 and y_i on broker 2 (one partition per replica)
+    tps, reps = [], []
+    for i, (x, y) in enumerate(cells):
+        for k in range(max(x, y)):
+            tps.append((f"t{i:02d}", k))
+            reps.append([b for b, n in ((1, x), (2, y)) if k < n])
+    st = SimpleNamespace(tps=tps, reps=reps, rf=[len(r) for r in reps], allowed=[1, 2], allowed_set={1, 2},
+                         on={1: {}, 2: {}})
+    ts = TopicSpreadGoal(st)
+    band = (lo, lo + width)
+    ts.band = [band] * len(ts.band)
+    for t, c in enumerate(ts.count):  # (the sets again, for the band set by hand)
+        for b in (1, 2):
+            ts._cell(t, b, c.get(b, 0))
+    names = {name: i for i, name in enumerate(ts.names)}
+    goes = (ts.over[1] - ts.full[2]) | (ts.spare[1] & ts.under[2])
+    want = {names[f"t{i:02d}"] for i, (x, y) in enumerate(cells) if max(x, y)
+            and ((x > band[1] and y < band[1]) or (x > band[0] and y < band[0]))}
+    assert goes == want
 
 
-def test_a_replica_topic_spread_cannot_move_directly_had_no_destination_with_room(monkeypatch):
-    """Topic spread's direct move looks at every destination of its walk whose rooms on the earlier
-    goals take the replica (not only at the first few that pass the hard checks: on a large
-    cluster those are often brokers at the top of the network-in band): whenever a replica that
-    may leave its source did not move directly, no broker of its walk (as it was before the try)
-    was a direct destination -- not holding it, rack-safe, within the limits, gaining, with room."""
-    from kops.placement import refine
+def test_every_move_of_topic_spread_takes_no_topic_cell_further_off(monkeypatch):
+    """Topic spread's moves and swaps keep every topic's cell on both brokers no further from its
+    band (the topics off it can only fall in number): checked at every move it makes."""
+    from kops.placement.goals.topic_spread import TopicSpreadGoal
+    from kops.placement.optimizer import Optimizer
+    from tests.unit.plan_corpus import cases
 
-    looked = []
-    orig = refine.Refiner._even_one
+    made = []
+    orig = Optimizer.try_moves
 
-    def _even_one(self, ts, p, src, head):
-        pl = self.pl
-        t = ts.topic[p]
-        walk = list(head.upto(ts.count[t][src] - 2))
-        leaves = refine._within(self._rooms(src), p, -1.0)
-        made = orig(self, ts, p, src, head)
-        if leaves and made is None:
-            r = pl.reps[p]
-            for d in walk:
-                new = [d if b == src else b for b in r]
-                ok = d not in r and pl.safety.safe_distinct(new) and (not pl.limited or pl._fits_disk(d, p)) \
-                    and ts.gain1(p, src, d) > refine._EPS and refine._within(self._rooms(d), p)
-                assert not ok, (p, src, d, walk.index(d))
-            looked.append(len(walk))
-        return made
+    def try_moves(self, moves, goal, checked=False, hard=False):
+        if not isinstance(goal, TopicSpreadGoal):
+            return orig(self, moves, goal, checked, hard)
+        cells = {(goal.topic[p], b) for p, src, dst in moves for b in (src, dst)}
+        dist = {k: goal.dist(k) for k in cells}
+        ok = orig(self, moves, goal, checked, hard)
+        if ok:
+            assert all(goal.dist(k) <= v for k, v in dist.items()), (moves, dist)
+            made.append(len(moves))
+        return ok
 
-    monkeypatch.setattr(refine.Refiner, "_even_one", _even_one)
-    # 120 brokers, 60 topics of one replica per broker or so: ~44 brokers without one per topic,
-    # more than the 32 takers the walk once stopped at; network-in rates spread over three orders of
-    # magnitude with ~200 replicas per broker, so the network-in band is narrow and the brokers the
-    # nw-in-usage pass brought down to its top have no room for a busy replica
-    rng = random.Random(5)
-    n, racks = 120, 6
-    topics = []
-    for t in range(60):
-        ps = []
-        for i in range(40):
-            reps = tuple(rng.choice(range(r, n, racks)) for r in rng.sample(range(racks), 3))
-            ps.append(Partition(f"t{t}", i, reps, size_bytes=int(2 ** rng.uniform(20, 30)),
-                                bytes_in_per_s=2 ** rng.uniform(6, 20)))
-        topics.append(Topic(f"t{t}", tuple(ps)))
-    brokers = tuple(Broker(b, f"r{b % racks}", capacity=Capacity(disk_bytes=(2 if b % 4 == 0 else 1) * 400 * 2**30,
-                                                              nw_in_bytes_per_s=(2 if b % 4 == 0 else 1) * 40 * MB))
-                    for b in range(n))
-    plan(Topology(brokers=brokers, topics=tuple(topics)), Goal("rebalance"),
-         goals="disk-usage,nw-in-usage,topic-spread")
-    assert max(looked) > 32, looked  # (walks longer than the old cap were checked)
+    monkeypatch.setattr(Optimizer, "try_moves", try_moves)
+    for case in ("mixed-12-stacked", "rates-12", "dead-broker"):
+        plan(*cases()[case])
+    assert 1 in made and 2 in made  # (moves and swaps were made)
 
 
 @settings(max_examples=300, deadline=None)
@@ -415,16 +362,16 @@ def test_leaders_bytes_in_steps_at_the_partitions_a_full_sort_would_step_at(part
     whole order sorted at its start steps at, while each step hands leadership on as the pass does."""
     from collections import Counter
 
-    from kops.placement.refine import _Counts
+    from kops.placement.goals.leadership import Counts
 
     def run(lazy: bool) -> list[int]:
         reps = [[a, b if b != a else (a + 1) % 6] for a, b, _w in parts]
         weight = [w for _a, _b, w in parts]
-        obj = _Counts("lbi", Counter(), (0, hi), weight=weight)
+        obj = Counts("lbi", Counter(), (0, hi), weight=weight)
         for r, w in zip(reps, weight):
             obj.count[r[0]] += w
         scope = list(range(len(reps)))
-        order = obj.candidates(scope, reps) if lazy else \
+        order = obj.candidates(scope, reps, None) if lazy else \
             sorted(scope, key=lambda p: (-obj.count[reps[p][0]], -weight[p], p))
         stepped = []
         for p in order:
@@ -445,22 +392,53 @@ def test_the_goal_passes_leave_the_planners_heaps_alone(monkeypatch):
     """Phase 2's broker heaps are not read after it: the goal passes' moves (hundreds of
     thousands on a large cluster) do not push onto them, and a phase reading them must rebuild
     them first (``_ascending`` refuses heaps let go)."""
-    from kops.placement import refine
+    from kops.placement.optimizer import Optimizer
 
     sizes = []
-    orig = refine.Refiner.run
+    orig = Optimizer._replica_goals
 
-    def run(self, goals):
-        pl = self.pl
-        sizes.append((len(pl.minheap), len(pl.maxheap)))
-        moves = orig(self, goals)
-        assert sum(moves.values()) > 0, moves
-        sizes.append((len(pl.minheap), len(pl.maxheap)))
+    def _replica_goals(self):
+        heaps = self.st.heaps
+        sizes.append((len(heaps.minheap), len(heaps.maxheap)))
+        orig(self)
+        assert sum(self.moves.values()) > 0, self.moves
+        sizes.append((len(heaps.minheap), len(heaps.maxheap)))
         with pytest.raises(AssertionError, match="rebuild them first"):
-            pl._ascending(lambda b: 1)
-        return moves
+            heaps.ascending(lambda b: 1)
 
-    monkeypatch.setattr(refine.Refiner, "run", run)
+    monkeypatch.setattr(Optimizer, "_replica_goals", _replica_goals)
     topo = _topo(n_brokers=12, n_racks=3, topics=8, parts=16, skew=0.7)
     plan(topo, Goal("rebalance"), goals="disk-usage,nw-in-usage,topic-spread,replicas")
     assert len(sizes) == 2 and sizes[0] == sizes[1], sizes
+
+
+@pytest.mark.parametrize("case", ["mixed-12-stacked", "rf-1-to-4-unequal-racks", "dead-broker", "50-racks"])
+def test_the_goals_following_a_plan_equal_goals_built_afresh(case, monkeypatch):
+    """Every goal tracking a plan follows its moves (state watchers): at the end of the replica
+    goals, each one's loads, counts, per-broker topic sets and off-band total equal those of the
+    same goal built afresh on the state."""
+    from kops.placement.goals import by_name
+    from kops.placement.optimizer import Optimizer
+    from tests.unit.plan_corpus import cases
+
+    checked = []
+    orig = Optimizer._replica_goals
+
+    def _replica_goals(self):
+        orig(self)
+        st = self.st
+        for name, goal in self.tracked.items():
+            fresh = by_name(name).track(st)
+            if name == "topic-spread":
+                assert [dict(+c) for c in goal.count] == [dict(+c) for c in fresh.count]
+                for which in ("over", "spare", "under", "full"):
+                    assert getattr(goal, which) == getattr(fresh, which), which
+                assert goal.total() == fresh.total()
+            else:
+                assert all(abs(goal.load[b] - fresh.load[b]) <= 1e-6 * max(1.0, fresh.load[b]) for b in st.allowed)
+            checked.append(name)
+
+    monkeypatch.setattr(Optimizer, "_replica_goals", _replica_goals)
+    topo, goal = cases()[case]
+    plan(topo, goal)
+    assert "topic-spread" in checked and "replicas" in checked

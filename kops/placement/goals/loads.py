@@ -1,0 +1,413 @@
+"""The balance goals over a per-broker load: ``replicas`` (replica counts), ``disk-usage`` (bytes,
+% of each broker's disk) and ``nw-in-usage`` (bytes-in, % of each broker's NW_IN).
+
+A :class:`Load` tracks the load of a plan in progress per allowed broker, in units of each
+broker's share (its capacity, where every broker's is known; else equal shares), and its band:
+floor/ceil of the mean for replica counts, the mean ± :func:`~kops.placement.goals.base.band`
+for the others. A broker's distance from the band is what a later goal may not grow; its
+*room* is the interval of load changes that keep that distance (checked once per broker, then
+one comparison per candidate). The first of these goals whose data is there is balanced by
+phase 2 (:mod:`kops.placement.balance`); the others by :meth:`Load.optimize`, moving replicas
+from brokers above the band to the least used and filling those below it from the most used. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from kops.placement.capacity import disk_capacity, shared_disks
+from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, band, within
+from kops.placement.goals.measure import Evaluation, count_bound, off_band, spread
+from kops.placement.state import PlacementState
+
+__all__ = ["DiskUsageGoal", "Load", "NwInUsageGoal", "ReplicasGoal"]
+
+MIB = 1 << 20
+#: swaps: brokers paired with each one outside the band, and replicas looked at on each side
+SWAPS = 8
+SIZES = "partition sizes (a live read, or a snapshot with size_bytes)"
+RATES = "bytes-in rates (cluster describe --sample-seconds N)"
+
+
+class Load(PlanGoal):
+    """A per-broker load summed over replicas (disk bytes, network-in bytes/s or replicas) and
+    its band, in units of each broker's share (capacity; 1 each where capacities are unknown).
+    The band is the plan's target: the mean of the load every partition in scope has at its
+    target RF. Kept current by the state (:meth:`moved`)."""
+
+    def __init__(self, st: PlacementState, w: Sequence[float], cap: dict[int, float] | None,
+                 lists: Sequence[Sequence[int]] | None = None):
+        self.w = w
+        ids = st.allowed
+        #: shares by capacity (else equal shares: the figures are the load itself)
+        self.shares = cap is not None
+        self.cap = cap if cap is not None else dict.fromkeys(ids, 1.0)
+        self.load = dict.fromkeys(ids, 0.0)
+        for p, r in enumerate(st.reps if lists is None else lists):
+            for b in r:
+                if b in self.load:
+                    self.load[b] += w[p]
+        total = sum(rf * x for rf, x in zip(st.rf, w))
+        if self.name == "replicas":
+            n = len(ids)
+            self.lo, self.hi = float(int(total) // n), float(-(-int(total) // n))
+        else:
+            mean = total / sum(self.cap.values()) if self.cap else 0.0
+            self.lo, self.hi = band(mean, max(w, default=0.0) / min(self.cap.values()), st.band_share)
+        self.mean = (self.lo + self.hi) / 2
+
+    def total(self) -> float:
+        """How far the brokers are outside the band, summed, in the report's unit (:meth:`scale`)."""
+        return sum(map(self.dist, self.load)) * self.scale(self.shares)
+
+    def use(self, b: int) -> float:
+        return self.load[b] / self.cap[b]
+
+    def dist(self, b: int, delta: float = 0.0) -> float:
+        u = (self.load[b] + delta) / self.cap[b]
+        return max(0.0, u - self.hi) + max(0.0, self.lo - u)
+
+    def deltas(self, moves: Sequence[Move]) -> dict[int, float]:
+        d: dict[int, float] = defaultdict(float)
+        for p, src, dst in moves:
+            d[src] -= self.w[p]
+            d[dst] += self.w[p]
+        return d
+
+    def moved(self, p: int, gone: Sequence[int], came: Sequence[int]) -> None:
+        """Partition ``p`` left the brokers ``gone`` and came to ``came`` (:meth:`PlacementState.move`)."""
+        load, w = self.load, self.w[p]
+        for b in gone:
+            if b in load:
+                load[b] -= w
+        for b in came:
+            if b in load:
+                load[b] += w
+
+    def fits(self, b: int, delta: float) -> bool:
+        """Does changing ``b``'s load by ``delta`` leave it no further from the band (:meth:`room`)?"""
+        lo, hi = self.room(b)
+        return lo <= delta <= hi
+
+    def keeps1(self, p: int, src: int, dst: int) -> bool:
+        w = self.w[p]
+        return self.fits(src, -w) and self.fits(dst, w)
+
+    def gain1(self, p: int, src: int, dst: int) -> float:
+        w = self.w[p]
+        return self.dist(src) + self.dist(dst) - self.dist(src, -w) - self.dist(dst, w)
+
+    def room(self, b: int) -> tuple[float, float]:
+        """The changes of ``b``'s load that leave it no further from the band: with ``D`` its
+        distance now, ``dist(u') <= D`` exactly when ``lo - D <= u' <= hi + D`` (the distance is
+        zero inside the band and grows by one per unit outside it), an interval of deltas that a
+        pass computes once per broker and then checks each candidate's weight against."""
+        c, x = self.cap[b], self.load[b]
+        u, lo, hi = x / c, self.lo, self.hi
+        d = (u - hi if u > hi else lo - u if u < lo else 0.0) + EPS
+        return (lo - d) * c - x, (hi + d) * c - x
+
+    def gain2(self, p: int, q: int, src: int, dst: int) -> float:
+        """p's replica src -> dst and q's dst -> src (a swap)."""
+        x = self.w[p] - self.w[q]
+        return self.dist(src) + self.dist(dst) - self.dist(src, -x) - self.dist(dst, x)
+
+    def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
+        """p's replica src -> dst and q's dst -> src (a swap)."""
+        x = self.w[p] - self.w[q]
+        return self.fits(src, -x) and self.fits(dst, x)
+
+    def optimize(self, mover: Mover) -> int:
+        """Shed load from the brokers above the band to the least used ones, and fill the brokers
+        below it from the most used: per broker the partitions whose weight fits the gap first
+        (the largest that does not overshoot), a bounded number of tries each (earlier goals
+        refuse many: a partition heavy on an earlier goal's load is tried after a light one)."""
+        st, ld = mover.st, self
+        made = 0
+        guard = next((g for g in mover.guards if isinstance(g, Load)), None)
+        gw = guard.w if guard is not None else None
+        spread = [g for g in mover.guards if g.checks_leaving]  # (p leaving src: checked once)
+
+        # the weights do not change during the pass: each partition's place in that order (heaviest
+        # first; among equals the lightest on the guard, then by index) is computed once
+        w = ld.w
+        rank = [0] * len(w)
+        for i, q in enumerate(sorted(range(len(w)), key=lambda q: (-w[q], gw[q] if gw else 0, q))):
+            rank[q] = i
+
+        def order(b: int, room: float) -> list[int]:
+            # the partitions on b fitting the room, in that order
+            c = ld.cap[b]
+            fit = [q for q in st.on[b] if w[q] > 0 and w[q] / c <= room]
+            fit.sort(key=rank.__getitem__)
+            return fit[:LOOK]
+
+        stuck: set[int] = set()  # brokers a whole round found no move for: not tried again
+        for _round in range(64):
+            if st.budget.hit:
+                break
+            before = made
+            ids = sorted(st.allowed, key=lambda b: (ld.use(b), b))
+            over = [b for b in reversed(ids) if ld.use(b) > ld.hi + EPS and b not in stuck]
+            under = [b for b in ids if ld.use(b) < ld.lo - EPS and b not in stuck]
+            if not over and not under:
+                break
+            below = [b for b in ids if ld.use(b) < ld.mean]
+            above = [b for b in reversed(ids) if ld.use(b) > ld.mean]
+            dsts = below[:16]
+            for src in over:
+                tries, got = 0, made
+                srooms = mover.rooms(src)
+                for p in order(src, ld.use(src) - ld.lo):
+                    if ld.dist(src) <= EPS or tries > 4 * LOOK:
+                        break
+                    if not within(srooms, p, -1.0) or not all(g.keeps_off(p, src) for g in spread):
+                        tries += len(dsts)  # (an earlier goal refuses p leaving src: every dst alike)
+                        continue
+                    for dst in dsts:
+                        tries += 1
+                        if within(mover.rooms(dst), p) and mover.try_moves(((p, src, dst),), ld):
+                            made += 1
+                            srooms = mover.rooms(src)
+                            break
+                if made == got:
+                    stuck.add(src)
+            for dst in under:
+                tries, got = 0, made
+                drooms = mover.rooms(dst)
+                for src in above[:16]:
+                    if ld.dist(dst) <= EPS or tries > 4 * LOOK:
+                        break
+                    room = (ld.hi - ld.use(dst)) * ld.cap[dst] / ld.cap[src]
+                    srooms = mover.rooms(src)
+                    for p in order(src, room):
+                        tries += 1
+                        if not within(drooms, p) or not within(srooms, p, -1.0) or \
+                                not all(g.keeps_off(p, src) for g in spread):
+                            continue  # (an earlier goal refuses the move, as try_moves would)
+                        if mover.try_moves(((p, src, dst),), ld):
+                            made += 1
+                            drooms, srooms = mover.rooms(dst), mover.rooms(src)
+                            if ld.dist(dst) <= EPS:
+                                break
+                if made == got:
+                    stuck.add(dst)
+            if made == before:
+                break
+        if mover.guards and not st.budget.hit:
+            made += self._swaps(mover)
+        return made
+
+    def _swaps(self, mover: Mover) -> int:
+        """Where no single move keeps the earlier goals (replica counts held within floor/ceil,
+        say): a replica of a broker outside the band swapped for a lighter one of another broker
+        (keeping both brokers' replica counts), the pair whose difference brings them nearest
+        each other. Per pair of brokers the :data:`SWAPS` heaviest and lightest replicas."""
+        st, ld, w = mover.st, self, self.w
+        made = 0
+        for _round in range(16):
+            if st.budget.hit:
+                break
+            before = made
+            ids = sorted(st.allowed, key=lambda b: (ld.use(b), b))
+            over = [b for b in reversed(ids) if ld.use(b) > ld.hi + EPS]
+            under = [b for b in ids if ld.use(b) < ld.lo - EPS]
+            pairs = [(src, dst) for src in over for dst in ids[:SWAPS]]
+            pairs += [(src, dst) for dst in under for src in ids[::-1][:SWAPS]]
+            tried: set[tuple[int, int]] = set()
+            for src, dst in pairs:
+                if src == dst or (src, dst) in tried or (ld.dist(src) <= EPS and ld.dist(dst) <= EPS):
+                    continue
+                tried.add((src, dst))
+                cs, cd = ld.cap[src], ld.cap[dst]
+                # the weight moved that evens the two brokers' use
+                even = (ld.load[src] * cd - ld.load[dst] * cs) / (cs + cd)
+                if even <= 0:
+                    continue
+                heavy = sorted(st.on[src], key=lambda q: (-w[q], q))[:4 * SWAPS]
+                light = sorted(st.on[dst], key=lambda q: (w[q], q))[:SWAPS]
+                cands = sorted(((abs(w[p] - w[q] - even), p, q) for p in heavy for q in light
+                                if 0 < w[p] - w[q] <= 2 * even), key=lambda c: c[0])
+                for _gap, p, q in cands[:SWAPS * SWAPS]:
+                    if mover.try_moves(((p, src, dst), (q, dst, src)), ld):
+                        made += 2
+                        break
+            if made == before:
+                break
+        return made
+
+    # -- what each load goal is made of ----------------------------------------------------------
+    @classmethod
+    def has_data(cls, st: PlacementState) -> bool:
+        return True
+
+    @classmethod
+    def weights(cls, st: PlacementState) -> Sequence[float]:
+        raise NotImplementedError
+
+    @classmethod
+    def capacities(cls, st: PlacementState) -> dict[int, Any] | None:
+        """Each allowed broker's capacity for this load (None: no capacities at all)."""
+        return None
+
+    @classmethod
+    def scale(cls, shares: bool) -> float:
+        """From the load's unit (a share of capacity, or the load itself) to the report's."""
+        return 100.0 if shares else 1.0
+
+    @classmethod
+    def track(cls, st: PlacementState, lists: Sequence[Sequence[int]] | None = None) -> Load | None:
+        """The goal tracking ``st`` (its replica lists as they are, or ``lists``; None: its data is
+        missing)."""
+        if not cls.has_data(st):
+            return None
+        caps = cls.capacities(st)
+        return cls(st, cls.weights(st), caps if caps is not None and all(caps.values()) else None, lists)
+
+    @classmethod
+    def phase2(cls, st: PlacementState) -> tuple[list[int], dict[int, int] | None]:
+        """What phase 2 balances for this goal: integer weights, and each broker's share where
+        capacities differ and every one's is known (None: equal shares, the mean)."""
+        w = [int(x) for x in cls.weights(st)]
+        caps = cls.capacities(st)
+        if caps is None or not caps or any(not v for v in caps.values()) or len(set(caps.values())) == 1:
+            return w, None
+        return w, {b: int(v) for b, v in caps.items()}
+
+
+class ReplicasGoal(Load):
+    """Replica counts per broker within floor/ceil of the mean."""
+
+    name = "replicas"
+
+    @classmethod
+    def weights(cls, st: PlacementState) -> Sequence[float]:
+        return [1] * len(st.reps)
+
+    @classmethod
+    def track(cls, st: PlacementState, lists: Sequence[Sequence[int]] | None = None) -> Load | None:
+        goal = super().track(st, lists)
+        if goal is not None and st.primary in ("replicas", "count") and lists is not None:
+            # phase 2 balances replica counts: the state's load is this one (the kept replicas
+            # now, every move after), shared rather than kept twice
+            assert goal.load == st.load
+            goal.load = st.load
+        return goal
+
+    @classmethod
+    def measure(cls, ev: Evaluation) -> dict[str, Any]:
+        return count_figures(cls.name, ev, None)
+
+
+class DiskUsageGoal(Load):
+    """Each broker's bytes within the band of the mean: as a share of its disk where every
+    broker's is known, else the bytes themselves (equal shares)."""
+
+    name = "disk-usage"
+
+    @classmethod
+    def has_data(cls, st: PlacementState) -> bool:
+        return st.sizes_known and any(st.size)
+
+    @classmethod
+    def weights(cls, st: PlacementState) -> Sequence[float]:
+        return st.size
+
+    @classmethod
+    def capacities(cls, st: PlacementState) -> dict[int, Any] | None:
+        shared = shared_disks(st.topo)
+        return {b: disk_capacity(st.topo.broker(b), shared) for b in st.allowed}
+
+    @classmethod
+    def scale(cls, shares: bool) -> float:
+        return 100.0 if shares else 1.0 / MIB
+
+    @classmethod
+    def missing(cls, st: PlacementState) -> str | None:
+        return None if st.sizes_known else SIZES
+
+    @classmethod
+    def measure(cls, ev: Evaluation) -> dict[str, Any]:
+        if not ev.sizes_known:
+            return ev.unknown(cls.name, SIZES)
+        caps = ev.disk_cap if set(ev.ids) <= set(ev.disk_cap) else None
+        unit = ("spread of disk use, percentage points" if caps else "spread of bytes per broker, MiB")
+        return usage_figures(ev, cls, unit, "bal-size", caps, ev.largest(ev.size))
+
+
+class NwInUsageGoal(Load):
+    """Each broker's bytes-in within the band of the mean: as a share of its NW_IN where every
+    broker's is known, else the bytes-in themselves (equal shares)."""
+
+    name = "nw-in-usage"
+
+    @classmethod
+    def has_data(cls, st: PlacementState) -> bool:
+        return st.rates_known and any(st.rate)
+
+    @classmethod
+    def weights(cls, st: PlacementState) -> Sequence[float]:
+        return st.rate
+
+    @classmethod
+    def capacities(cls, st: PlacementState) -> dict[int, Any] | None:
+        c = {b: st.topo.broker(b).capacity for b in st.allowed}
+        return {b: (x.nw_in_bytes_per_s if x is not None else None) for b, x in c.items()}
+
+    @classmethod
+    def missing(cls, st: PlacementState) -> str | None:
+        return None if st.rates_known else RATES
+
+    @classmethod
+    def phase2(cls, st: PlacementState) -> tuple[list[int], dict[int, int] | None]:
+        _w, capw = super().phase2(st)  # (milli-bytes/s: integers like every other weight)
+        return [int(round(r * 1000)) for r in st.rate], capw
+
+    @classmethod
+    def measure(cls, ev: Evaluation) -> dict[str, Any]:
+        if not ev.rates_known:
+            return ev.unknown(cls.name, RATES)
+        caps = ev.in_cap if set(ev.ids) <= set(ev.in_cap) else None
+        unit = ("spread of network-in use, percentage points" if caps else "spread of bytes-in per broker, bytes/s")
+        return usage_figures(ev, cls, unit, "bal-rate", caps, ev.largest(ev.rate))
+
+
+def usage_figures(ev: Evaluation, goal: type[Load], unit: str, what: str, caps: dict[int, float] | None,
+                  largest: float) -> dict:
+    """A balance goal over use: spread before / after (bound 0) in the report's unit, how far the
+    brokers are outside the band (``off_band_*``), met when none is (those outside it named)."""
+    ids = ev.ids
+    cap = caps or dict.fromkeys(ids, 1.0)
+    scale = goal.scale(caps is not None)
+    before, after = ev.per_broker(what, "before"), ev.per_broker(what, "after")
+    ub = {b: before[b] / cap[b] for b in ids}
+    ua = {b: after[b] / cap[b] for b in ids}
+    mean = sum(after.values()) / sum(cap[b] for b in ids) if ids else 0.0
+    lo, hi = band(mean, largest / min(cap.values(), default=1.0), ev.band_share)
+    tol = 1e-12 * max(1.0, abs(hi))
+    out_of = [f"broker {b}: {_fmt(v * scale)}" for b, v in sorted(ua.items()) if not lo - tol <= v <= hi + tol]
+    return ev.figures(goal.name, unit, _fmt(spread(ub.values()) * scale), _fmt(spread(ua.values()) * scale), 0.0,
+                      met=not out_of, blockers=out_of[:10], mean=_fmt(mean * scale),
+                      band=[_fmt(lo * scale), _fmt(hi * scale)],
+                      off_band_before=_fmt(off_band(ub.values(), lo, hi) * scale),
+                      off_band_after=_fmt(off_band(ua.values(), lo, hi) * scale))
+
+
+def count_figures(goal: str, ev: Evaluation, slot: int | None) -> dict:
+    """A count per broker (replicas; preferred leaders, slot 0; first followers, slot 1) over the
+    partitions balanced: its spread before and after, how far the brokers are outside floor/ceil
+    of the mean (``off_band_*``), met within 1 (or the bound where that is more)."""
+    cb, ca = ev.counts("before", slot), ev.counts("after", slot)
+    total = int(sum(ca.values()))
+    n = len(ev.ids)
+    lo, hi = (total // n, -(-total // n)) if n else (0, 0)
+    bound = count_bound(total, n)
+    return ev.figures(goal, "spread (max - min per broker)", int(spread(cb.values())), int(spread(ca.values())),
+                      bound, met=spread(ca.values()) <= max(bound, 1), off_band_before=int(off_band(cb.values(), lo, hi)),
+                      off_band_after=int(off_band(ca.values(), lo, hi)))
+
+
+def _fmt(x: float) -> float:
+    return round(x, 1)

@@ -1,0 +1,166 @@
+"""Measuring goals on an assignment before and after a plan: the data every goal's
+:meth:`~kops.placement.goals.base.PlanGoal.measure` reads (:class:`Evaluation`, per-broker sums
+computed once and shared) and the shape of a goal's figures (:func:`figures`). Pure."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
+from typing import Any
+
+from kops.model import TopicPartition, Topology
+from kops.placement.capacity import disk_capacity, shared_disks
+
+Assignment = Mapping[TopicPartition, Sequence[int]]
+
+
+class Evaluation:
+    """One evaluation of goals (:func:`kops.placement.goals.evaluate`): the topology, the
+    assignments before and after (every partition), the brokers balanced over (``ids``), the
+    partitions balanced (``scope``: the balance goals' figures are over them; None: all), the
+    thresholds and the balance band, and what the goals read of the data: sizes, rates,
+    capacities."""
+
+    def __init__(self, topo: Topology, before: Assignment, after: Assignment, ids: list[int], threshold: float,
+                 fanout: float, nw_threshold: float | None, hard: frozenset[str], band_share: float,
+                 scope: set | None = None):
+        self.topo, self.before, self.after, self.ids = topo, before, after, ids
+        self.threshold, self.fanout, self.nw_threshold, self.hard = threshold, fanout, nw_threshold, hard
+        self.band_share = band_share
+        if scope is None:
+            self.bal_before, self.bal_after = before, after
+        else:
+            self.bal_before = {tp: r for tp, r in before.items() if tp in scope}
+            self.bal_after = {tp: r for tp, r in after.items() if tp in scope}
+        parts = {p.tp: p for p in topo.partitions()}
+        self.size = {tp: p.size_bytes for tp, p in parts.items()}
+        self.rate = {tp: p.bytes_in_per_s for tp, p in parts.items()}
+        self.sizes_known = bool(self.size) and all(v is not None for v in self.size.values())
+        self.rates_known = bool(self.rate) and all(v is not None for v in self.rate.values())
+        cap = {b: topo.broker(b).capacity if topo.broker(b) else None for b in ids}
+        self.shared = shared_disks(topo)
+        self.disk_cap = {b: c for b in ids if (c := disk_capacity(topo.broker(b), self.shared))}
+        self.in_cap = {b: c.nw_in_bytes_per_s for b, c in cap.items() if c is not None and c.nw_in_bytes_per_s}
+        self.out_cap = {b: c.nw_out_bytes_per_s for b, c in cap.items() if c is not None and c.nw_out_bytes_per_s}
+        # per-broker sums more than one goal reads (each a pass over every partition), over all of
+        # ``ids`` (a goal over fewer brokers takes its brokers' entries: the same sums)
+        self._sums: dict[tuple[str, str], dict[int, float]] = {}
+
+    def assignment(self, when: str, balanced: bool = False) -> Assignment:
+        if balanced:
+            return self.bal_before if when == "before" else self.bal_after
+        return self.before if when == "before" else self.after
+
+    def per_broker(self, what: str, when: str) -> dict[int, float]:
+        """``size``: bytes per broker; ``nw-in-capacity`` / ``nw-out-capacity``: network use;
+        ``bal-size`` / ``bal-rate``: the bytes / bytes-in of the partitions balanced."""
+        got = self._sums.get((what, when))
+        if got is None:
+            assign = self.assignment(when, what.startswith("bal-"))
+            if what in ("size", "bal-size"):
+                got = per_broker(assign, self.ids, self.size.get)
+            elif what == "bal-rate":
+                got = per_broker(assign, self.ids, self.rate.get)
+            else:
+                got = network_use(assign, self.ids, self.rate, what, self.fanout)
+            self._sums[(what, when)] = got
+        return got
+
+    def counts(self, when: str, slot: int | None) -> dict[int, int]:
+        """Per broker of ``ids``, the partitions balanced it holds (slot None), or holds at replica
+        index ``slot`` (0: preferred leader)."""
+        got = self._sums.get(("count", when, slot))
+        if got is None:
+            lists = self.assignment(when, True).values()
+            c = Counter(chain.from_iterable(lists)) if slot is None else Counter(r[slot] for r in lists if len(r) > slot)
+            got = self._sums[("count", when, slot)] = {b: c.get(b, 0) for b in self.ids}
+        return got
+
+    def largest(self, weight: Mapping[TopicPartition, float | None]) -> float:
+        """The largest weight of a partition balanced."""
+        return max((weight.get(tp) or 0 for tp in self.bal_after), default=0)
+
+    def unknown(self, goal: str, needs: str) -> dict[str, Any]:
+        return {"hard": goal in self.hard, "status": "unknown", "needs": needs}
+
+    def figures(self, goal: str, unit: str, before: Any, after: Any, bound: Any, *, met: bool | None,
+                **extra: Any) -> dict:
+        return figures(goal, unit, before, after, bound, met=met, hard=goal in self.hard, **extra)
+
+
+def figures(goal: str, unit: str, before: Any, after: Any, bound: Any, *, met: bool | None, hard: bool,
+            **extra: Any) -> dict:
+    """A goal's entry in the report: its figure before and after, the bound no placement beats,
+    its status (met / not met / reported: a figure without a verdict) and what else it says."""
+    d = {"hard": hard, "unit": unit, "before": before, "after": after, "bound": bound,
+         "status": "met" if met else ("not met" if met is False else "reported")}
+    d.update({k: v for k, v in extra.items() if v not in (None, [], ())})
+    return d
+
+
+def spread(values: Iterable[float]) -> float:
+    v = list(values)
+    return (max(v) - min(v)) if v else 0.0
+
+
+def pct(x: float) -> float:
+    return round(100.0 * x, 1)
+
+
+def per_broker(assign: Assignment, brokers: Sequence[int], weight, slots: slice | int | None = None) -> dict[int, float]:
+    out = dict.fromkeys(brokers, 0.0)
+    for tp, reps in assign.items():
+        chosen = reps if slots is None else (reps[slots:slots + 1] if isinstance(slots, int) else reps[slots])
+        w = weight(tp)
+        if w is None:
+            continue
+        for b in chosen:
+            if b in out:
+                out[b] += w
+    return out
+
+
+def count_bound(total: int, n: int) -> int:
+    """The least spread ``total`` units can have over ``n`` brokers."""
+    return 0 if n == 0 or total % n == 0 else 1
+
+
+def off_band(values: Iterable[float], lo: float, hi: float) -> float:
+    """How far ``values`` are outside ``[lo, hi]``, summed (0: every one within it)."""
+    return sum(max(0.0, v - hi) + max(0.0, lo - v) for v in values)
+
+
+def added(assign: Assignment, other: Assignment, ids: Sequence[int],
+          size: Mapping[TopicPartition, int | None]) -> dict[int, float]:
+    """Per broker of ``ids``: the sizes of the replicas ``assign`` puts on it that ``other`` does
+    not (one pass, no copy of the assignment)."""
+    out = dict.fromkeys(ids, 0.0)
+    for tp, reps in assign.items():
+        w = size.get(tp)
+        if w is None:
+            continue
+        had = other.get(tp, ())
+        for b in reps:
+            if b in out and b not in had:
+                out[b] += w
+    return out
+
+
+def network_use(assign: Assignment, ids: Sequence[int], rate: Mapping[TopicPartition, float | None], goal: str,
+                fanout: float) -> dict[int, float]:
+    """Network use per broker: in, every replica takes the partition's bytes-in (the leader from
+    producers, each follower by fetching); out, a leader sends it to each follower and to
+    ``fanout`` consumers."""
+    load = dict.fromkeys(ids, 0.0)
+    for tp, reps in assign.items():
+        r = rate.get(tp) or 0.0
+        if not reps:
+            continue
+        if goal == "nw-in-capacity":
+            for b in reps:
+                if b in load:
+                    load[b] += r
+        elif reps[0] in load:
+            load[reps[0]] += r * (len(reps) - 1 + fanout)
+    return load
