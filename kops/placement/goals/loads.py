@@ -14,6 +14,9 @@ from brokers above the band to the least used and filling those below it from th
 from __future__ import annotations
 
 from collections import defaultdict
+from heapq import nsmallest
+from itertools import chain
+from operator import itemgetter
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +32,17 @@ MIB = 1 << 20
 SWAPS = 8
 SIZES = "partition sizes (a live read, or a snapshot with size_bytes)"
 RATES = "bytes-in rates (cluster describe --sample-seconds N)"
+
+
+def _swap_fits(rooms: list[tuple[tuple[Sequence[float], float, float], tuple[Sequence[float], float, float]]],
+               p: int, q: int) -> bool:
+    """Does p's replica src -> dst and q's dst -> src keep each earlier load goal, given its rooms
+    of src and dst (:meth:`Mover.rooms`): :meth:`Load.keeps2`, with the rooms computed once."""
+    for (gw, slo, shi), (_gw, dlo, dhi) in rooms:
+        x = gw[p] - gw[q]
+        if not (slo <= -x <= shi and dlo <= x <= dhi):
+            return False
+    return True
 
 
 class Load(PlanGoal):
@@ -206,6 +220,36 @@ class Load(PlanGoal):
         (keeping both brokers' replica counts), the pair whose difference brings them nearest
         each other. Per pair of brokers the :data:`SWAPS` heaviest and lightest replicas."""
         st, ld, w = mover.st, self, self.w
+        # each broker's heaviest and lightest replicas, kept until a swap of this pass changes them:
+        # keys (weight, partition) built by map/zip and taken by nsmallest (what a sort by that
+        # key gives, without a Python key call per replica: 1,000 of them per broker per pair)
+        neg = [-x for x in w]
+        heavies: dict[int, list[int]] = {}
+        lights: dict[int, list[int]] = {}
+
+        def heaviest(b: int) -> list[int]:
+            got = heavies.get(b)
+            if got is None:
+                on = st.on[b]
+                got = heavies[b] = [q for _x, q in nsmallest(4 * SWAPS, zip(map(neg.__getitem__, on), on))]
+            return got
+
+        def lightest(b: int) -> list[int]:
+            got = lights.get(b)
+            if got is None:
+                on = st.on[b]
+                got = lights[b] = [q for _x, q in nsmallest(SWAPS, zip(map(w.__getitem__, on), on))]
+            return got
+
+        # a pair that found no swap is not searched again while nothing it looked at changed: what
+        # a try depends on is its two brokers (loads, counts, limits) and its candidates' replica
+        # lists (rack safety), and in this pass only its own swaps change them (``tick``: the
+        # swaps made so far; per broker and partition, the tick of its last change)
+        others = [g for g in mover.guards if not isinstance(g, Load)]
+        tick = 0
+        changed: dict[int, int] = {}
+        pchanged: dict[int, int] = {}
+        failed: dict[tuple[int, int], int] = {}
         made = 0
         for _round in range(16):
             if st.budget.hit:
@@ -226,14 +270,34 @@ class Load(PlanGoal):
                 even = (ld.load[src] * cd - ld.load[dst] * cs) / (cs + cd)
                 if even <= 0:
                     continue
-                heavy = sorted(st.on[src], key=lambda q: (-w[q], q))[:4 * SWAPS]
-                light = sorted(st.on[dst], key=lambda q: (w[q], q))[:SWAPS]
-                cands = sorted(((abs(w[p] - w[q] - even), p, q) for p in heavy for q in light
-                                if 0 < w[p] - w[q] <= 2 * even), key=lambda c: c[0])
+                heavy, light = heaviest(src), lightest(dst)
+                f = failed.get((src, dst))
+                if (f is not None and changed.get(src, 0) <= f and changed.get(dst, 0) <= f
+                        and all(pchanged.get(x, 0) <= f for x in chain(heavy, light))):
+                    continue
+                two = 2 * even
+                lw = [(q, w[q]) for q in light]
+                cands = sorted([(abs(a - b - even), p, q) for p in heavy for a in (w[p],) for q, b in lw
+                                if 0 < a - b <= two], key=itemgetter(0))
+                # the earlier goals checked here, the load goals by their rooms of the two brokers
+                # (once per pair: Load.keeps2 without computing them per swap), the others by
+                # their own keeps2 -- then the try need not check them again
+                rooms = list(zip(mover.rooms(src), mover.rooms(dst)))
                 for _gap, p, q in cands[:SWAPS * SWAPS]:
-                    if mover.try_moves(((p, src, dst), (q, dst, src)), ld):
+                    if not _swap_fits(rooms, p, q) or not all(g.keeps2(p, q, src, dst) for g in others):
+                        continue
+                    if mover.try_moves(((p, src, dst), (q, dst, src)), ld, checked=True):
                         made += 2
+                        tick += 1
+                        for b in (src, dst):
+                            heavies.pop(b, None)
+                            lights.pop(b, None)
+                            changed[b] = tick
+                        pchanged[p] = pchanged[q] = tick
                         break
+                else:
+                    if not st.budget.hit:  # (refused by the budget: not a failure of the pair)
+                        failed[(src, dst)] = tick
             if made == before:
                 break
         return made
