@@ -33,6 +33,8 @@ from typing import Any
 
 from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput
 from kops.model import Topology
+from kops.ops import metrics
+from kops.ops.metrics import GaugeSpec
 
 BALANCED, MOVED, STEPPED_ASIDE, DRY_RUN, NOT_DONE = "balanced", "moved", "stepped_aside", "dry_run", "not_done"
 #: what marks an execution as one of this job's steps (in the journal's options)
@@ -366,34 +368,33 @@ def _resume_own(conn, opts, reporter):
 # ------------------------------------------------------------------------------------------
 
 
-def format_metrics(res: StepResult, *, now: float | None = None) -> str:
-    from kops.ops.leader_rebalance import prometheus_lines
-
-    samples: list[tuple[str, str, list[tuple[dict[str, str], float]]]] = [
-        ("kops_rebalance_step_replicas_moved", "Replicas moved by the last step.", [({}, res.replicas_moved)]),
-        ("kops_rebalance_step_bytes_moved", "Bytes moved by the last step (0 when sizes are unknown).",
-         [({}, res.bytes_moved or 0)]),
-        ("kops_rebalance_step_moves_left", "Replica moves the full plan still needs after the last step (-1 unknown).",
-         [({}, -1 if res.moves_left is None else res.moves_left)]),
-        ("kops_rebalance_step_balanced", "1 when the last step found nothing to move.",
-         [({}, 1 if res.status == BALANCED else 0)]),
-        ("kops_rebalance_step_stepped_aside", "1 when the last run stepped aside (pause, execution, unhealthy).",
-         [({}, 1 if res.status == STEPPED_ASIDE else 0)]),
-        ("kops_rebalance_step_goal_spread", "Each goal's spread after the last step (max - min over brokers).",
-         [({"goal": g}, v.get("after") if v.get("after") is not None else v.get("before"))
-          for g, v in res.goals.items()]),
-        ("kops_rebalance_step_bytes_deviation_ratio",
-         "Largest distance of a broker's bytes from the mean, / mean, before the last step (-1 unknown).",
-         [({}, -1 if res.deviation_pct is None else round(res.deviation_pct / 100, 4))]),
-        ("kops_rebalance_step_exit_code", "Exit code of the last run.", [({}, res.exit_code)]),
-        ("kops_rebalance_step_duration_seconds", "Duration of the last run.", [({}, round(res.duration_s, 3))]),
-        ("kops_rebalance_step_last_run_timestamp_seconds", "Unix time the last run ended.",
-         [({}, round(now if now is not None else time.time(), 3))]),
+def gauges(res: StepResult, *, now: float | None = None) -> list[GaugeSpec]:
+    """The step's textfile metrics (``--metrics-file``); operators' alerts read these names."""
+    return [
+        GaugeSpec.single("kops_rebalance_step_replicas_moved", "Replicas moved by the last step.",
+                         res.replicas_moved),
+        GaugeSpec.single("kops_rebalance_step_bytes_moved", "Bytes moved by the last step (0 when sizes are unknown).",
+                         res.bytes_moved or 0),
+        GaugeSpec.single("kops_rebalance_step_moves_left",
+                         "Replica moves the full plan still needs after the last step (-1 unknown).",
+                         -1 if res.moves_left is None else res.moves_left),
+        GaugeSpec.single("kops_rebalance_step_balanced", "1 when the last step found nothing to move.",
+                         1 if res.status == BALANCED else 0),
+        GaugeSpec.single("kops_rebalance_step_stepped_aside",
+                         "1 when the last run stepped aside (pause, execution, unhealthy).",
+                         1 if res.status == STEPPED_ASIDE else 0),
+        GaugeSpec("kops_rebalance_step_goal_spread", "Each goal's spread after the last step (max - min over brokers).",
+                  [({"goal": g}, v.get("after") if v.get("after") is not None else v.get("before"))
+                   for g, v in res.goals.items()], labels=("goal",)),
+        GaugeSpec.single("kops_rebalance_step_bytes_deviation_ratio",
+                         "Largest distance of a broker's bytes from the mean, / mean, before the last step (-1 unknown).",
+                         -1 if res.deviation_pct is None else round(res.deviation_pct / 100, 4)),
+        GaugeSpec.single("kops_rebalance_step_exit_code", "Exit code of the last run.", res.exit_code),
+        GaugeSpec.single("kops_rebalance_step_duration_seconds", "Duration of the last run.", round(res.duration_s, 3)),
+        GaugeSpec.single("kops_rebalance_step_last_run_timestamp_seconds", "Unix time the last run ended.",
+                         round(now if now is not None else time.time(), 3)),
     ]
-    return prometheus_lines(samples)
 
 
 def write_metrics(path: str, res: StepResult) -> None:
-    from kops.ops.leader_rebalance import write_textfile
-
-    write_textfile(path, format_metrics(res))
+    metrics.write_textfile(path, gauges(res))
