@@ -251,7 +251,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     --sample-seconds``); ``capacities``: a read capacity file (``kops.inputs.capacity``)."""
     from kops.cluster.topology import list_reassignments
     from kops.ops import maintenance
-    from kops.ops import reassign as R
+    from kops.ops import reassign
     from kops.ops.leader_rebalance import kops_execution_in_progress
     from kops.placement.leadership import tp_str
 
@@ -260,11 +260,11 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         raise BadInput("--max-moves must be >= 1 for a step that moves anything")
     if bounds.max_duration_s is not None and not throttle:
         raise BadInput("--max-duration needs --throttle (the copy time is estimated at the throttle)")
-    R.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
+    reassign.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
     paused = maintenance.current(conn)
     if paused is not None:
         return _step_aside(bounds, throttle, f"kops' cron jobs are {paused.describe()}", t0)
-    opts = R.ExecuteOptions(throttle=throttle, max_moves_per_broker=max_moves_per_broker, wait=True,
+    opts = reassign.ExecuteOptions(throttle=throttle, max_moves_per_broker=max_moves_per_broker, wait=True,
                             timeout_s=(bounds.max_duration_s * WAIT_MARGIN + 30) if bounds.max_duration_s else None,
                             poll_interval_s=poll_interval_s, origin=ORIGIN)
     holder = kops_execution_in_progress(conn)
@@ -280,7 +280,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     if ongoing:
         eg = ", ".join(tp_str(tp) for tp in sorted(ongoing)[:3])
         return _step_aside(bounds, throttle, f"{len(ongoing)} partitions are being reassigned (e.g. {eg})", t0)
-    topo = R.read(conn, sizes=True)
+    topo = reassign.read(conn, sizes=True)
     sick = unhealthy(topo)
     if sick:
         more = f" (and {len(sick) - 3} more)" if len(sick) > 3 else ""
@@ -315,7 +315,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.duration_s = time.monotonic() - t0
         return result
     result.moves_left = _moves_left(res_plan.topology_after(topo), chosen, bounds)
-    prepared = R.prepare(conn, res_plan.plan, opts)  # validates all of it (disk, health); writes nothing
+    prepared = reassign.prepare(conn, res_plan.plan, opts)  # validates all of it (disk, health); writes nothing
     if dry_run:
         from kops.ops.dryrun import simulate
 
@@ -323,7 +323,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.execution = simulate(prepared, opts)  # the waves, throttles, bytes and disks it would give
         result.duration_s = time.monotonic() - t0
         return result
-    outcome = R.start(conn, prepared, opts, reporter=reporter)
+    outcome = reassign.start(conn, prepared, opts, reporter=reporter)
     result.execution = outcome.to_dict()
     if outcome.exit_code == EXIT_OK and outcome.finished:
         result.status = MOVED
@@ -348,17 +348,17 @@ def _moves_left(topo: Topology, goals: Sequence[str] | None, bounds: StepBounds)
 def _resume_own(conn, opts, reporter):
     """Resume the unfinished execution an earlier step of this job left (its process gone);
     None when the execution in progress is someone else's (or still has a live owner)."""
-    from kops.ops import journal as J
-    from kops.ops import reassign as R
+    from kops.ops import journal
+    from kops.ops import reassign
     from kops.ops.lock import LockHeld
 
-    topo = R.cluster_identity(conn)
-    store = J.JournalStore(conn, R.cluster_id_of(topo))
-    j = R.find_journal(store, unfinished_only=True)
+    topo = reassign.cluster_identity(conn)
+    store = journal.JournalStore(conn, reassign.cluster_id_of(topo))
+    j = reassign.find_journal(store, unfinished_only=True)
     if j is None or (j.options or {}).get("origin") != ORIGIN:
         return None
     try:
-        return R.resume(conn, opts, execution_id=j.id, reporter=reporter)
+        return reassign.resume(conn, opts, execution_id=j.id, reporter=reporter)
     except LockHeld:
         return None  # its owner is alive: that run is still driving it
 
