@@ -35,8 +35,6 @@ TS_RE = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}"
 LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
 # groups: 1 timestamp, 2 level, 3 message, 4 logger.  A trailing \r (CRLF files) is tolerated.
 LINE_RE = r"^\[(" + TS_RE + r")\] (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (.*) \(([A-Za-z0-9_.$-]+)\)\r?$"
-# A line that starts a record (anything else is a continuation line, e.g. a stack trace).
-START_RE = r"^\["
 
 # -- who wrote it ----------------------------------------------------------------------------
 # [Broker id=3] / [Controller id=1 epoch=5] (StateChangeLogger)
@@ -200,7 +198,6 @@ REPLICA_PATTERNS: list[str] = [
     r"after removing replica (\d+) ",
     r"state change of replica (\d+) ",
 ]
-ASSIGNED_REPLICAS_RE = r"with assigned replicas ([\d,]+)"
 
 #: Spark/JSON column order of a merged record
 RECORD_FIELDS = (
