@@ -258,6 +258,12 @@ def out_console():
 _json_written = False
 
 
+def reset_json_state() -> None:
+    """A new command invocation: it has written no JSON document yet."""
+    global _json_written
+    _json_written = False
+
+
 def emit_json(doc: Any) -> None:
     """Exactly one JSON document on stdout."""
     global _json_written
@@ -344,8 +350,7 @@ def handle_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        global _json_written
-        _json_written = False
+        reset_json_state()
         try:
             return fn(*args, **kwargs)
         except typer.Exit:

@@ -51,7 +51,7 @@ class LazyGroup(TyperGroup):
     # parsed, before a command's own error handling runs: with --output json they still end in
     # one JSON error document on stdout (Click's message and usage stay on stderr).
     def make_context(self, info_name, args, parent=None, **extra):
-        common._json_written = False  # a new invocation (also under CliRunner)
+        common.reset_json_state()  # a new invocation (also under CliRunner)
         raw = list(args)
         try:
             return super().make_context(info_name, args, parent=parent, **extra)

@@ -63,7 +63,7 @@ def assign(
     """
     from kops.errors import BadInput
     from kops.inputs import Problems
-    from kops.inputs import values as V
+    from kops.inputs import values
     from kops.inputs.values import INT32_MAX
     from kops.model import ReassignmentPlan, parse_broker_list
     from kops.placement.kafka_assign import assign_replicas_to_brokers
@@ -78,15 +78,15 @@ def assign(
                 continue
             b_text, sep, rack = item.partition(":")
             try:
-                b = V.broker_id(b_text) if sep and rack else None
-            except V.Invalid:
+                b = values.broker_id(b_text) if sep and rack else None
+            except values.Invalid:
                 b = None
             if b is None:
-                bad.add(V.show(item), "is not BROKER:RACK (e.g. 0:r1,1:r2 or 0:/dc1/r1)")
+                bad.add(values.show(item), "is not BROKER:RACK (e.g. 0:r1,1:r2 or 0:/dc1/r1)")
             elif b not in rack_of:
-                bad.add(V.show(item), f"broker {b} is not in --brokers {ids}")
+                bad.add(values.show(item), f"broker {b} is not in --brokers {ids}")
             elif rack_of[b] is not None:
-                bad.add(V.show(item), f"broker {b} is given a rack twice")
+                bad.add(values.show(item), f"broker {b} is given a rack twice")
             else:
                 rack_of[b] = rack
         bad.raise_if_any("")
@@ -259,7 +259,7 @@ def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
     from dataclasses import replace
 
     from kops.inputs import Problems
-    from kops.inputs import values as V
+    from kops.inputs import values
     from kops.model import Broker, Capacity
 
     added: list = []
@@ -272,10 +272,10 @@ def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
                 problems.add(spec, "expected ID:RACK or ID:RACK:DISK (e.g. 7:c:2T; ID: for no rack)")
                 continue
             try:
-                bid = V.broker_id(parts[0])
-                rack = V.rack(parts[1]) if parts[1] else None
-                disk = V.size(parts[2], lo=1) if len(parts) == 3 else None
-            except V.Invalid as e:
+                bid = values.broker_id(parts[0])
+                rack = values.rack(parts[1]) if parts[1] else None
+                disk = values.size(parts[2], lo=1) if len(parts) == 3 else None
+            except values.Invalid as e:
                 problems.add(spec, str(e))
                 continue
             if topo.broker(bid) is not None:
@@ -670,10 +670,10 @@ def set_replication_factor(
     """Raise or lower the replication factor of topics: existing replicas stay, new ones go to the
     least-loaded brokers that keep each partition rack-safe; lowering drops replicas without copying."""
     from kops.errors import BadInput
-    from kops.inputs import values as V
+    from kops.inputs import values
     from kops.placement.balancer import Goal
 
-    names = tuple(V.check("--topic", V.topics, topic))
+    names = tuple(values.check("--topic", values.topics, topic))
     if not names:
         raise BadInput("--topic: no topic names given")
     _run_goal(c, lambda topo: Goal("set-replication-factor", topics=names,

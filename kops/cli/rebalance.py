@@ -98,7 +98,7 @@ def step(
     Exit 0 balanced, step done or stepped aside; 3 step not done within its bound (it goes on in
     the cluster; the next run finishes it) or no move fits the bound; 1 failure; 2 bad input.
     """
-    from kops.ops import replica_rebalance as RR
+    from kops.ops import replica_rebalance
     from kops.placement.goals import select_goals
 
     chosen = select_goals(goals) if goals is not None else None  # checked before connecting (None: the default)
@@ -107,7 +107,7 @@ def step(
         from kops.inputs.capacity import read_capacity_file
 
         capacities = read_capacity_file(capacity_file)
-    bounds = RR.StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration,
+    bounds = replica_rebalance.StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration,
                            threshold_pct=balance_threshold)
     res = None
     try:
@@ -117,12 +117,12 @@ def step(
                 from kops.cli.progress import make_reporter
 
                 reporter = make_reporter()
-            res = RR.step(conn, bounds=bounds, throttle=throttle, dry_run=dry_run,
+            res = replica_rebalance.step(conn, bounds=bounds, throttle=throttle, dry_run=dry_run,
                           max_moves_per_broker=max_moves_per_broker, reporter=reporter, goals=chosen,
                           sample_seconds=sample_seconds, capacities=capacities)
     finally:
         if metrics_file and res is not None:
-            RR.write_metrics(metrics_file, res)
+            replica_rebalance.write_metrics(metrics_file, res)
     if c.json:
         emit_json(res.to_dict())
     else:

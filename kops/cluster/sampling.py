@@ -78,7 +78,7 @@ def estimate(first: Mapping[TopicPartition, Reading], second: Mapping[TopicParti
 
 def read_point(conn, topo: Topology, topics: Iterable[str] | None = None) -> dict[TopicPartition, Reading]:
     """Every partition's (of ``topics``, default all) log start / end offsets and size now."""
-    from confluent_kafka import TopicPartition as TP
+    import confluent_kafka
     from confluent_kafka.admin import OffsetSpec
 
     from kops.cluster.topology import log_dir_usage
@@ -88,8 +88,8 @@ def read_point(conn, topo: Topology, topics: Iterable[str] | None = None) -> dic
     admin = conn.admin()
     offsets: dict[str, dict[TopicPartition, int]] = {}
     for name, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest())):
-        futures = admin.list_offsets({TP(p.topic, p.partition): spec for p in parts if not p.offline},
-                                     request_timeout=conn.timeout_s) if parts else {}
+        asked = {confluent_kafka.TopicPartition(p.topic, p.partition): spec for p in parts if not p.offline}
+        futures = admin.list_offsets(asked, request_timeout=conn.timeout_s) if parts else {}
         got: dict[TopicPartition, int] = {}
         for tp, fut in futures.items():
             try:

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -274,14 +274,3 @@ def wait_reordered(
             if time.monotonic() - ordered_at >= 3.0:
                 return not_done, sorted(still_open)
         time.sleep(poll_s)
-
-
-def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
-    buf: list[Any] = []
-    for x in items:
-        buf.append(x)
-        if len(buf) >= size:
-            yield buf
-            buf = []
-    if buf:
-        yield buf

@@ -151,17 +151,6 @@ class Journal:
         )
         return j
 
-    def plan_dict(self) -> dict[str, Any]:
-        """The plan in Kafka's format (targets), and the rollback plan (originals)."""
-        return {
-            "version": 1,
-            "partitions": [
-                {"topic": m.topic, "partition": m.partition, "replicas": list(m.target),
-                 "log_dirs": list(m.log_dirs) if m.log_dirs else ["any"] * len(m.target)}
-                for m in self.moves
-            ],
-        }
-
     def rollback_dict(self) -> dict[str, Any]:
         return {
             "version": 1,

@@ -34,6 +34,7 @@ from typing import Any
 from kops.cluster.connection import Connection
 from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput, ClusterError, KopsError
 from kops.model import Topology, TopicPartition
+from kops.ops import metrics
 from kops.ops.elections import (
     DEFAULT_BATCH_SIZE,
     ElectionResult,
@@ -41,6 +42,7 @@ from kops.ops.elections import (
     submit_reorder,
     wait_reordered,
 )
+from kops.ops.metrics import GaugeSpec
 from kops.ops.progress import poll_while_progressing
 from kops.placement.leadership import (
     DEFAULT_IMBALANCE_PCT,
@@ -432,76 +434,55 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
 # ------------------------------------------------------------------------------------------
 
 
-def prometheus_lines(metrics: list[tuple[str, str, list[tuple[dict[str, str], float]]]]) -> str:
-    """Prometheus text format of gauges: ``[(name, help, [(labels, value), ...]), ...]``."""
-    lines: list[str] = []
-    for name, help_, samples in metrics:
-        lines.append(f"# HELP {name} {help_}")
-        lines.append(f"# TYPE {name} gauge")
-        for labels, value in samples:
-            lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            v = float(value)
-            text = str(int(v)) if v.is_integer() else repr(v)
-            lines.append(f"{name}{{{lab}}} {text}" if lab else f"{name} {text}")
-    return "\n".join(lines) + "\n"
-
-
-def format_metrics(res: RebalanceResult, *, now: float | None = None) -> str:
-    out: list[tuple[str, str, list[tuple[dict[str, str], float]]]] = []
-
-    def metric(name: str, help_: str, typ: str, samples: list[tuple[dict[str, str], float]]) -> None:
-        out.append((name, help_, samples))
-
+def gauges(res: RebalanceResult, *, now: float | None = None) -> list[GaugeSpec]:
+    """The run's textfile metrics (``--metrics-file``); operators' alerts read these names."""
+    out: list[GaugeSpec] = []
     rep = res.after or res.before
     if rep is not None:
-        metric("kops_leader_imbalance_ratio",
-               "Share of the partitions preferring this broker that it does not lead (controller's ratio).",
-               "gauge", [({"broker": str(b.broker)}, b.ratio) for b in rep.brokers])
-        metric("kops_leader_preferred_partitions", "Partitions whose preferred replica is this broker.",
-               "gauge", [({"broker": str(b.broker)}, b.preferred) for b in rep.brokers])
-        metric("kops_leader_not_preferred_partitions",
-               "Partitions preferring this broker that are led elsewhere or offline.",
-               "gauge", [({"broker": str(b.broker)}, b.not_preferred) for b in rep.brokers])
+        out += [
+            GaugeSpec("kops_leader_imbalance_ratio",
+                      "Share of the partitions preferring this broker that it does not lead (controller's ratio).",
+                      [({"broker": str(b.broker)}, b.ratio) for b in rep.brokers], labels=("broker",)),
+            GaugeSpec("kops_leader_preferred_partitions", "Partitions whose preferred replica is this broker.",
+                      [({"broker": str(b.broker)}, b.preferred) for b in rep.brokers], labels=("broker",)),
+            GaugeSpec("kops_leader_not_preferred_partitions",
+                      "Partitions preferring this broker that are led elsewhere or offline.",
+                      [({"broker": str(b.broker)}, b.not_preferred) for b in rep.brokers], labels=("broker",)),
+        ]
     if res.before is not None:
-        metric("kops_leader_imbalance_ratio_before", "Leader imbalance ratio before this run's elections.",
-               "gauge", [({"broker": str(b.broker)}, b.ratio) for b in res.before.brokers])
+        out.append(GaugeSpec("kops_leader_imbalance_ratio_before",
+                             "Leader imbalance ratio before this run's elections.",
+                             [({"broker": str(b.broker)}, b.ratio) for b in res.before.brokers], labels=("broker",)))
     counts = res.elections.counts() if res.elections else {"elected": 0, "not_needed": 0, "failed": 0}
-    metric("kops_leader_rebalance_elections", "Preferred elections in the last run, by outcome.", "gauge",
-           [({"result": k}, v) for k, v in counts.items()])
-    metric("kops_leader_rebalance_blocked_partitions",
-           "Partitions on over-threshold brokers whose preferred replica is down or out of the ISR.", "gauge",
-           [({}, len(res.blocked))])
-    metric("kops_leader_rebalance_threshold_ratio", "leader.imbalance.per.broker.percentage / 100.", "gauge",
-           [({}, res.threshold_pct / 100)])
+    out += [
+        GaugeSpec("kops_leader_rebalance_elections", "Preferred elections in the last run, by outcome.",
+                  [({"result": k}, v) for k, v in counts.items()], labels=("result",)),
+        GaugeSpec.single("kops_leader_rebalance_blocked_partitions",
+                         "Partitions on over-threshold brokers whose preferred replica is down or out of the ISR.",
+                         len(res.blocked)),
+        GaugeSpec.single("kops_leader_rebalance_threshold_ratio", "leader.imbalance.per.broker.percentage / 100.",
+                         res.threshold_pct / 100),
+    ]
     if rep is not None:
         balanced = not res.unreachable and (res.status != DRY_RUN or rep.balanced)
-        metric("kops_leader_rebalance_balanced",
-               "1 when no broker is over the threshold after the run (dry run: before).", "gauge",
-               [({}, 1 if balanced else 0)])
-    metric("kops_leader_rebalance_stepped_aside", "1 when the last run stepped aside (lock or reassignment).",
-           "gauge", [({}, 1 if res.status == STEPPED_ASIDE else 0)])
-    metric("kops_leader_rebalance_exit_code", "Exit code of the last run.", "gauge", [({}, res.exit_code)])
-    metric("kops_leader_rebalance_duration_seconds", "Duration of the last run.", "gauge",
-           [({}, round(res.duration_s, 3))])
-    metric("kops_leader_rebalance_last_run_timestamp_seconds", "Unix time the last run ended.", "gauge",
-           [({}, round(now if now is not None else time.time(), 3))])
-    return prometheus_lines(out)
+        out.append(GaugeSpec.single("kops_leader_rebalance_balanced",
+                                    "1 when no broker is over the threshold after the run (dry run: before).",
+                                    1 if balanced else 0))
+    out += [
+        GaugeSpec.single("kops_leader_rebalance_stepped_aside",
+                         "1 when the last run stepped aside (lock or reassignment).",
+                         1 if res.status == STEPPED_ASIDE else 0),
+        GaugeSpec.single("kops_leader_rebalance_exit_code", "Exit code of the last run.", res.exit_code),
+        GaugeSpec.single("kops_leader_rebalance_duration_seconds", "Duration of the last run.",
+                         round(res.duration_s, 3)),
+        GaugeSpec.single("kops_leader_rebalance_last_run_timestamp_seconds", "Unix time the last run ended.",
+                         round(now if now is not None else time.time(), 3)),
+    ]
+    return out
 
 
 def write_metrics(path: str, res: RebalanceResult) -> None:
-    write_textfile(path, format_metrics(res))
-
-
-def write_textfile(path: str, text: str) -> None:
-    """Atomically (write + rename), as node_exporter's textfile collector expects."""
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, p)
-    except OSError as e:
-        raise ClusterError(f"--metrics-file {path}: cannot write ({e.strerror or e})") from None
+    metrics.write_textfile(path, gauges(res))
 
 
 # ------------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ from typing import Any
 
 from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput
 from kops.model import Topology
+from kops.ops import metrics
+from kops.ops.metrics import GaugeSpec
 
 BALANCED, MOVED, STEPPED_ASIDE, DRY_RUN, NOT_DONE = "balanced", "moved", "stepped_aside", "dry_run", "not_done"
 #: what marks an execution as one of this job's steps (in the journal's options)
@@ -249,7 +251,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     --sample-seconds``); ``capacities``: a read capacity file (``kops.inputs.capacity``)."""
     from kops.cluster.topology import list_reassignments
     from kops.ops import maintenance
-    from kops.ops import reassign as R
+    from kops.ops import reassign
     from kops.ops.leader_rebalance import kops_execution_in_progress
     from kops.placement.leadership import tp_str
 
@@ -258,11 +260,11 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         raise BadInput("--max-moves must be >= 1 for a step that moves anything")
     if bounds.max_duration_s is not None and not throttle:
         raise BadInput("--max-duration needs --throttle (the copy time is estimated at the throttle)")
-    R.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
+    reassign.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
     paused = maintenance.current(conn)
     if paused is not None:
         return _step_aside(bounds, throttle, f"kops' cron jobs are {paused.describe()}", t0)
-    opts = R.ExecuteOptions(throttle=throttle, max_moves_per_broker=max_moves_per_broker, wait=True,
+    opts = reassign.ExecuteOptions(throttle=throttle, max_moves_per_broker=max_moves_per_broker, wait=True,
                             timeout_s=(bounds.max_duration_s * WAIT_MARGIN + 30) if bounds.max_duration_s else None,
                             poll_interval_s=poll_interval_s, origin=ORIGIN)
     holder = kops_execution_in_progress(conn)
@@ -278,7 +280,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     if ongoing:
         eg = ", ".join(tp_str(tp) for tp in sorted(ongoing)[:3])
         return _step_aside(bounds, throttle, f"{len(ongoing)} partitions are being reassigned (e.g. {eg})", t0)
-    topo = R.read(conn, sizes=True)
+    topo = reassign.read(conn, sizes=True)
     sick = unhealthy(topo)
     if sick:
         more = f" (and {len(sick) - 3} more)" if len(sick) > 3 else ""
@@ -313,7 +315,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.duration_s = time.monotonic() - t0
         return result
     result.moves_left = _moves_left(res_plan.topology_after(topo), chosen, bounds)
-    prepared = R.prepare(conn, res_plan.plan, opts)  # validates all of it (disk, health); writes nothing
+    prepared = reassign.prepare(conn, res_plan.plan, opts)  # validates all of it (disk, health); writes nothing
     if dry_run:
         from kops.ops.dryrun import simulate
 
@@ -321,7 +323,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.execution = simulate(prepared, opts)  # the waves, throttles, bytes and disks it would give
         result.duration_s = time.monotonic() - t0
         return result
-    outcome = R.start(conn, prepared, opts, reporter=reporter)
+    outcome = reassign.start(conn, prepared, opts, reporter=reporter)
     result.execution = outcome.to_dict()
     if outcome.exit_code == EXIT_OK and outcome.finished:
         result.status = MOVED
@@ -346,17 +348,17 @@ def _moves_left(topo: Topology, goals: Sequence[str] | None, bounds: StepBounds)
 def _resume_own(conn, opts, reporter):
     """Resume the unfinished execution an earlier step of this job left (its process gone);
     None when the execution in progress is someone else's (or still has a live owner)."""
-    from kops.ops import journal as J
-    from kops.ops import reassign as R
+    from kops.ops import journal
+    from kops.ops import reassign
     from kops.ops.lock import LockHeld
 
-    topo = R.cluster_identity(conn)
-    store = J.JournalStore(conn, R.cluster_id_of(topo))
-    j = R.find_journal(store, unfinished_only=True)
+    topo = reassign.cluster_identity(conn)
+    store = journal.JournalStore(conn, reassign.cluster_id_of(topo))
+    j = reassign.find_journal(store, unfinished_only=True)
     if j is None or (j.options or {}).get("origin") != ORIGIN:
         return None
     try:
-        return R.resume(conn, opts, execution_id=j.id, reporter=reporter)
+        return reassign.resume(conn, opts, execution_id=j.id, reporter=reporter)
     except LockHeld:
         return None  # its owner is alive: that run is still driving it
 
@@ -366,34 +368,33 @@ def _resume_own(conn, opts, reporter):
 # ------------------------------------------------------------------------------------------
 
 
-def format_metrics(res: StepResult, *, now: float | None = None) -> str:
-    from kops.ops.leader_rebalance import prometheus_lines
-
-    samples: list[tuple[str, str, list[tuple[dict[str, str], float]]]] = [
-        ("kops_rebalance_step_replicas_moved", "Replicas moved by the last step.", [({}, res.replicas_moved)]),
-        ("kops_rebalance_step_bytes_moved", "Bytes moved by the last step (0 when sizes are unknown).",
-         [({}, res.bytes_moved or 0)]),
-        ("kops_rebalance_step_moves_left", "Replica moves the full plan still needs after the last step (-1 unknown).",
-         [({}, -1 if res.moves_left is None else res.moves_left)]),
-        ("kops_rebalance_step_balanced", "1 when the last step found nothing to move.",
-         [({}, 1 if res.status == BALANCED else 0)]),
-        ("kops_rebalance_step_stepped_aside", "1 when the last run stepped aside (pause, execution, unhealthy).",
-         [({}, 1 if res.status == STEPPED_ASIDE else 0)]),
-        ("kops_rebalance_step_goal_spread", "Each goal's spread after the last step (max - min over brokers).",
-         [({"goal": g}, v.get("after") if v.get("after") is not None else v.get("before"))
-          for g, v in res.goals.items()]),
-        ("kops_rebalance_step_bytes_deviation_ratio",
-         "Largest distance of a broker's bytes from the mean, / mean, before the last step (-1 unknown).",
-         [({}, -1 if res.deviation_pct is None else round(res.deviation_pct / 100, 4))]),
-        ("kops_rebalance_step_exit_code", "Exit code of the last run.", [({}, res.exit_code)]),
-        ("kops_rebalance_step_duration_seconds", "Duration of the last run.", [({}, round(res.duration_s, 3))]),
-        ("kops_rebalance_step_last_run_timestamp_seconds", "Unix time the last run ended.",
-         [({}, round(now if now is not None else time.time(), 3))]),
+def gauges(res: StepResult, *, now: float | None = None) -> list[GaugeSpec]:
+    """The step's textfile metrics (``--metrics-file``); operators' alerts read these names."""
+    return [
+        GaugeSpec.single("kops_rebalance_step_replicas_moved", "Replicas moved by the last step.",
+                         res.replicas_moved),
+        GaugeSpec.single("kops_rebalance_step_bytes_moved", "Bytes moved by the last step (0 when sizes are unknown).",
+                         res.bytes_moved or 0),
+        GaugeSpec.single("kops_rebalance_step_moves_left",
+                         "Replica moves the full plan still needs after the last step (-1 unknown).",
+                         -1 if res.moves_left is None else res.moves_left),
+        GaugeSpec.single("kops_rebalance_step_balanced", "1 when the last step found nothing to move.",
+                         1 if res.status == BALANCED else 0),
+        GaugeSpec.single("kops_rebalance_step_stepped_aside",
+                         "1 when the last run stepped aside (pause, execution, unhealthy).",
+                         1 if res.status == STEPPED_ASIDE else 0),
+        GaugeSpec("kops_rebalance_step_goal_spread", "Each goal's spread after the last step (max - min over brokers).",
+                  [({"goal": g}, v.get("after") if v.get("after") is not None else v.get("before"))
+                   for g, v in res.goals.items()], labels=("goal",)),
+        GaugeSpec.single("kops_rebalance_step_bytes_deviation_ratio",
+                         "Largest distance of a broker's bytes from the mean, / mean, before the last step (-1 unknown).",
+                         -1 if res.deviation_pct is None else round(res.deviation_pct / 100, 4)),
+        GaugeSpec.single("kops_rebalance_step_exit_code", "Exit code of the last run.", res.exit_code),
+        GaugeSpec.single("kops_rebalance_step_duration_seconds", "Duration of the last run.", round(res.duration_s, 3)),
+        GaugeSpec.single("kops_rebalance_step_last_run_timestamp_seconds", "Unix time the last run ended.",
+                         round(now if now is not None else time.time(), 3)),
     ]
-    return prometheus_lines(samples)
 
 
 def write_metrics(path: str, res: StepResult) -> None:
-    from kops.ops.leader_rebalance import write_textfile
-
-    write_textfile(path, format_metrics(res))
+    metrics.write_textfile(path, gauges(res))

@@ -54,11 +54,11 @@ def read_records(path: str, broker: int | None, *, parse: bool = False) -> Itera
 
 
 def _quick_ok(text: str) -> bool:
-    return lf._rx(lf.LINE_RE).match(text) is not None
+    return lf.compiled(lf.LINE_RE).match(text) is not None
 
 
 def _prefix_broker(text: str) -> int | None:
-    m = lf._rx(r"^\[" + lf.TS_RE + r"\] [A-Z]+ \[(?:Broker|Controller) id=(\d+)").match(text)
+    m = lf.compiled(r"^\[" + lf.TS_RE + r"\] [A-Z]+ \[(?:Broker|Controller) id=(\d+)").match(text)
     return int(m.group(1)) if m else None
 
 

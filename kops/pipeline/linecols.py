@@ -12,7 +12,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
 
-def _F():
+def spark_functions():
+    """``pyspark.sql.functions``, imported on first use (kops runs without PySpark until a Spark
+    job is asked for)."""
     from pyspark.sql import functions as F
 
     return F
@@ -24,7 +26,7 @@ def msg_broker(value: Column, msg_at: Column | None = None) -> Column:
     ``SCL_PREFIX_RE`` does (its lazy part stops at their `` id=``), so it is the only pattern run.
     Where ``msg_at`` (the message's first byte, from :func:`with_layout_ok`) is known, the regex runs
     on the message up to its first ``]`` only (no match holds a ``]``), not on the whole line."""
-    F = _F()
+    F = spark_functions()
     lead = r"^\[" + lf.TS_RE + r"\] [A-Z]+ "
     whole = F.regexp_extract(value, lead + lf.OTHER_PREFIX_RE[1:], 1)
     if msg_at is None:
@@ -38,7 +40,7 @@ def ascii_head(v: Column, pos: int, n: int) -> Column:
     match in them matters (a time, the layout's head): the bytes cut out of the line's, not its
     characters counted one by one (Spark's ``substring`` walks a string character by character; this
     costs a copy of the line's bytes, a few times cheaper)."""
-    F = _F()
+    F = spark_functions()
     return F.substring(v.cast("binary"), pos, n).cast("string")
 
 
@@ -52,7 +54,7 @@ def with_layout_ok(df: DataFrame, clean: Column | None = None) -> DataFrame:
     ``)``, that `` (`` starting after the head (a logger holds neither a space nor a ``(``: a match's
     `` (`` is always the last one). The head's length and the tail are columns of their own, so that
     each is computed once; ``_msg_at`` (where ``clean``: the byte the message starts at) is kept."""
-    F = _F()
+    F = spark_functions()
     v = F.col("value")
     if clean is None:
         return df.withColumn("_ok", v.rlike(lf.LINE_RE))
@@ -69,7 +71,7 @@ def layout_fields(v: Column) -> tuple[Column, Column, Column]:
     """(level, message, logger) of a line that follows the layout (LINE_RE), cut out by position:
     the same as LINE_RE's groups 2, 3 and 4, with no second regex over the line.  The logger holds
     no " " nor "(", so the last " (" of the line opens it."""
-    F = _F()
+    F = spark_functions()
     level = F.substring_index(F.substring(v, 27, 6), " ", 1)  # after '[' + 23-char time + '] '
     msg_at = F.length(level) + 28
     tail = F.substring_index(v, " (", -1)  # 'logger)' (+ a final line terminator)

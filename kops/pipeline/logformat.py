@@ -35,8 +35,6 @@ TS_RE = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}"
 LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
 # groups: 1 timestamp, 2 level, 3 message, 4 logger.  A trailing \r (CRLF files) is tolerated.
 LINE_RE = r"^\[(" + TS_RE + r")\] (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (.*) \(([A-Za-z0-9_.$-]+)\)\r?$"
-# A line that starts a record (anything else is a continuation line, e.g. a stack trace).
-START_RE = r"^\["
 
 # -- who wrote it ----------------------------------------------------------------------------
 # [Broker id=3] / [Controller id=1 epoch=5] (StateChangeLogger)
@@ -200,7 +198,6 @@ REPLICA_PATTERNS: list[str] = [
     r"after removing replica (\d+) ",
     r"state change of replica (\d+) ",
 ]
-ASSIGNED_REPLICAS_RE = r"with assigned replicas ([\d,]+)"
 
 #: Spark/JSON column order of a merged record
 RECORD_FIELDS = (
@@ -237,7 +234,8 @@ class ParsedLine:
 _C: dict[str, re.Pattern] = {}
 
 
-def _rx(p: str) -> re.Pattern:
+def compiled(p: str) -> re.Pattern:
+    """``re.compile(p)``, cached: the parsers run the same few patterns on every line."""
     r = _C.get(p)
     if r is None:
         r = _C[p] = re.compile(p)
@@ -248,7 +246,7 @@ def _first(patterns: list[str], text: str, ngroups: int = 1):
     """The first pattern's groups; for one group, the first non-empty capture, as the Spark job's
     ``coalesce(nullif(regexp_extract(..), ''), ..)`` reads it (so an empty ISR ``isr=[]`` is None)."""
     for p in patterns:
-        m = _rx(p).search(text)
+        m = compiled(p).search(text)
         if m:
             if ngroups > 1:
                 return m.groups()[:ngroups]
@@ -263,15 +261,15 @@ def _int(s: str | None) -> int | None:
 
 def classify(message: str) -> str:
     for name, p in EVENTS:
-        if _rx(p).search(message):
+        if compiled(p).search(message):
             return name
     return "other"
 
 
 def parse_isr(message: str) -> list[int] | None:
-    m = _rx(ISR_BROKER_STATE_LIST).search(message)
+    m = compiled(ISR_BROKER_STATE_LIST).search(message)
     if m:
-        return [int(x) for x in _rx(ISR_BROKER_STATE_ID).findall(m.group(1))]
+        return [int(x) for x in compiled(ISR_BROKER_STATE_ID).findall(m.group(1))]
     s = _first(ISR_PATTERNS, message)
     if s is None:
         return None
@@ -281,16 +279,16 @@ def parse_isr(message: str) -> list[int] | None:
 
 def parse_line(line: str) -> ParsedLine | None:
     """Parse the first line of a record; None when it does not follow the layout."""
-    m = _rx(LINE_RE).match(line)
+    m = compiled(LINE_RE).match(line)
     if not m:
         return None
     ts, level, msg, logger = m.groups()
     p = ParsedLine(ts=ts, level=level, message=msg, logger=logger)
-    pm = _rx(SCL_PREFIX_RE).match(msg)
+    pm = compiled(SCL_PREFIX_RE).match(msg)
     if pm:
         p.broker = int(pm.group(2))
     else:
-        om = _rx(OTHER_PREFIX_RE).match(msg)
+        om = compiled(OTHER_PREFIX_RE).match(msg)
         if om:
             p.broker = int(om.group(1))
     p.event = classify(msg)
@@ -306,7 +304,7 @@ def parse_line(line: str) -> ParsedLine | None:
     p.partition_epoch = _int(_first(PARTITION_EPOCH_PATTERNS, msg))
     p.controller_id = _int(_first(CONTROLLER_ID_PATTERNS, msg))
     p.replica = _int(_first(REPLICA_PATTERNS, msg))
-    st = _rx(STATES_RE).search(msg)
+    st = compiled(STATES_RE).search(msg)
     if st and p.event in STATE_EVENTS:
         p.from_state, p.to_state = st.groups()
     return p

@@ -45,7 +45,8 @@ class Filters:
         return any(v for v in asdict(self).values())
 
 
-def _is_remote(p: str) -> bool:
+def is_remote_path(p: str) -> bool:
+    """A path Spark reads itself (``hdfs://``, ``s3a://`` ...), not a local file."""
     return bool(_SCHEME.match(p)) and not p.startswith("file://")
 
 
@@ -71,7 +72,7 @@ def expand_sources(specs: list[str], *, include_controller: bool = False) -> lis
                 broker, spec = values.broker_id(m.group(1)), m.group(2)
             except values.Invalid as e:
                 raise LogInputError(f"--logs {spec[:60]!r}: {e}") from None
-        if _is_remote(spec):
+        if is_remote_path(spec):
             paths = [spec + STATE_CHANGE_GLOB] if spec.endswith("/") else [spec]
             if spec.endswith("/") and include_controller:
                 paths.append(spec + CONTROLLER_GLOB)

@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 from kops.pipeline import localscan
 from kops.pipeline import logformat as lf
-from kops.pipeline.linecols import _F, ascii_head, layout_fields, msg_broker, with_layout_ok
+from kops.pipeline.linecols import ascii_head, layout_fields, msg_broker, spark_functions, with_layout_ok
 from kops.pipeline.order import in_merge_order, sort_keys
 from kops.pipeline.sources import (  # noqa: F401  (the merge's inputs, re-exported: sc.expand_sources ...)
     TOPIC_REGEX_WRAP,
     Filters,
     LogInputError,
     LogSource,
-    _is_remote,
     expand_sources,
+    is_remote_path,
     validate_filters,
 )
 
@@ -91,14 +91,14 @@ def _rlike(col: Column, pattern: str) -> Column:
 
 def _extract(col: Column, pattern: str, idx: int) -> Column:
     """``regexp_extract`` with "" (no match) as null, the regex run only where it can match."""
-    F = _F()
+    F = spark_functions()
     got = F.nullif(F.regexp_extract(col, pattern, idx), F.lit(""))
     guard = _could_match(col, pattern)
     return got if guard is None else F.when(guard, got)
 
 
 def _first_of(col: Column, patterns: list[str], idx: int = 1) -> Column:
-    return _F().coalesce(*[_extract(col, p, idx) for p in patterns])
+    return spark_functions().coalesce(*[_extract(col, p, idx) for p in patterns])
 
 
 _CACHED: list = []
@@ -135,7 +135,7 @@ def read_sources(spark: SparkSession, sources: list[LogSource]) -> DataFrame:
     """
     import uuid
 
-    F = _F()
+    F = spark_functions()
     token = uuid.uuid4().hex
     dfs = []
     for src in sources:
@@ -159,7 +159,7 @@ def read_sources(spark: SparkSession, sources: list[LogSource]) -> DataFrame:
 def _ts_long(ts: Column) -> Column:
     """``yyyy-MM-dd HH:mm:ss,SSS`` as the long yyyyMMddHHmmssSSS (same order; a fixed-width value, so
     the per-split aggregate stays a hash aggregate instead of sorting every line)."""
-    return _F().translate(ts, "- :,", "").cast("long")
+    return spark_functions().translate(ts, "- :,", "").cast("long")
 
 
 def _ts_text(n: int | None) -> str | None:
@@ -179,7 +179,7 @@ def paths_name_brokers(sources: list[LogSource], broker_of: str | None = None) -
     pattern = broker_of or lf.DEFAULT_BROKER_OF_PATH
     try:
         return all(
-            src.broker is not None or all(not _is_remote(p) and lf.broker_of_path(p, pattern) is not None
+            src.broker is not None or all(not is_remote_path(p) and lf.broker_of_path(p, pattern) is not None
                                           for p in src.paths)
             for src in sources
         )
@@ -199,7 +199,7 @@ def number_lines(
     lines). Without ``writers`` (every path names its broker: :func:`paths_name_brokers`) the
     writers are not read; if a file turns out to have no broker from its path after all, the
     pass runs again with them."""
-    F = _F()
+    F = spark_functions()
     v = F.col("value")
     is_start = v.startswith("[")
     lines = raw.select(
@@ -296,7 +296,7 @@ def parse_starts(starts: DataFrame) -> DataFrame:
     may be.  Level, message and logger are cut out of a line that matched by position (no second
     regex); the fields of a line that breaks the layout are null, its ``broker`` is its file's and its
     ``kind`` is ``unparsed``."""
-    F = _F()
+    F = spark_functions()
     v = F.col("value")
     ok = F.col("_ok")
     level, msg, logger = layout_fields(v)
@@ -372,7 +372,7 @@ def _sql_str(s: str) -> str:
 
 def filter_condition(f: Filters) -> Column | None:
     """The filters as one condition on parsed records (None: no filter)."""
-    F = _F()
+    F = spark_functions()
     conds = []
     if f.topic:
         conds.append(F.col("topic") == f.topic)
@@ -410,7 +410,7 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
     in Python (:mod:`kops.pipeline.localscan`). Returns (numbered lines, continuation lines or None,
     what the observed counts must be), or None where this does not apply (then the numbering pass
     runs)."""
-    F = _F()
+    F = spark_functions()
     if not paths_name_brokers(sources, broker_of):
         return None
     given = {p: src.broker for src in sources for p in src.paths}
@@ -502,7 +502,7 @@ def settle(stats: MergeStats) -> None:
 def _account_unparsed(stats: MergeStats, bad: DataFrame, n_bad: int, cont: DataFrame | None, samples: int) -> None:
     """``stats.unparsed_lines`` and samples of them: the lines that break the layout (``bad``, read
     only when there are some), and the continuation lines at the top of a file or below such a line."""
-    F = _F()
+    F = spark_functions()
     parts = [bad.select("file", "line", "value", "file_broker")] if n_bad else []
     n = n_bad
     if cont is not None:
@@ -546,7 +546,7 @@ def merged_records(
     and :func:`settle` puts them in ``stats`` after the writer's action."""
     from pyspark.sql import Observation, Window
 
-    F = _F()
+    F = spark_functions()
     v = F.col("value")
     is_start = v.startswith("[")
     once = _read_once(spark, sources, stats, broker_of)
@@ -657,7 +657,7 @@ _NULL_FIELDS = [
 
 
 def text_column() -> Column:
-    F = _F()
+    F = spark_functions()
     b = F.coalesce(F.col("broker").cast("string"), F.lit("?"))
     return F.when(
         F.col("kind") == "unparsed",
@@ -667,13 +667,13 @@ def text_column() -> Column:
 
 
 def json_column() -> Column:
-    F = _F()
+    F = spark_functions()
     fields = [F.col(c) for c in lf.RECORD_FIELDS if c != "file"]
     return F.to_json(F.struct(*fields, _display_file_col().alias("file")), {"ignoreNullFields": "true"})
 
 
 def _display_file_col() -> Column:
-    F = _F()
+    F = spark_functions()
     return F.regexp_replace(F.col("file"), r"^file:(?://(?=/))?", "")
 
 
@@ -696,7 +696,7 @@ def iter_lines(df: DataFrame, fmt: str, stats: MergeStats) -> Iterator[str]:
 
 
 def write_parquet(df: DataFrame, out: str) -> None:
-    F = _F()
+    F = spark_functions()
     (
         df.withColumn("file", _display_file_col())
         .withColumn("date", F.to_date(F.substring("ts", 1, 10)))
@@ -746,7 +746,3 @@ def write_local_file(df: DataFrame, out: str, fmt: str, stats: MergeStats) -> in
         return lines
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def is_remote_path(p: str) -> bool:
-    return _is_remote(p)

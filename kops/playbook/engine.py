@@ -30,7 +30,7 @@ from kops.playbook.state import (  # noqa: F401  (re-exported: the engine's publ
     RunContext,
     RunState,
     StepFailed,
-    _now,
+    now_iso,
     runs_dir,
 )
 
@@ -185,7 +185,7 @@ def run(
         if rec["status"] in ("done", "skipped"):
             continue
         if rec["status"] == "paused":  # resuming the run is the operator's go-ahead
-            rec.update(status="done", finished_at=_now(), result={"summary": "operator resumed the run"})
+            rec.update(status="done", finished_at=now_iso(), result={"summary": "operator resumed the run"})
             state.save()
             say(f"[{spec.id}] pause: operator resumed the run")
             continue
@@ -200,7 +200,7 @@ def run(
         if item.pause_before_s and ran_here and not dry_run:
             say(f"[{item.loop}] pausing {item.pause_before_s:.0f} s before broker {item.broker}")
             time.sleep(item.pause_before_s)
-        rec.update(status="running", started_at=_now())
+        rec.update(status="running", started_at=now_iso())
         rec.pop("error", None)
         state.save()
         ran_here = True
@@ -234,7 +234,7 @@ def run(
             if not dry_run:
                 say(f"fix the cause, then: kops playbook run {pb.name} --resume {state.run_id}")
             raise
-        rec.update(status="done", finished_at=_now(), duration_s=round(time.monotonic() - t0, 3),
+        rec.update(status="done", finished_at=now_iso(), duration_s=round(time.monotonic() - t0, 3),
                    result=result or {})
         state.save()
         summary = (result or {}).get("summary")

@@ -25,7 +25,7 @@ def runs_dir() -> Path:
     return kops_home() / "playbook-runs"
 
 
-def _now() -> str:
+def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -39,7 +39,7 @@ class RunState:
     steps: list[dict[str, Any]]
     status: str = "running"
     dry_run: bool = False
-    created_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=now_iso)
     path: Path | None = None
     #: each for_each step's brokers, in the order the run goes through them (fixed when the run
     #: starts: a resumed run continues the same order even if the controller moved meanwhile)
@@ -107,7 +107,7 @@ class RunState:
             problems.add("run_id", f"{d.get('run_id')!r}, not {run_id!r}")
         problems.raise_if_any(recover)
         return cls(d["run_id"], d["playbook"], d["source"], d["sha256"], d["params"], d["steps"],
-                   str(d.get("status", "running")), False, str(d.get("created_at", _now())), path, loops)
+                   str(d.get("status", "running")), False, str(d.get("created_at", now_iso())), path, loops)
 
     def step(self, sid: str) -> dict[str, Any]:
         return next(s for s in self.steps if s["id"] == sid)

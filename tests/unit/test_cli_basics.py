@@ -130,12 +130,12 @@ def test_env_selects_json_errors_human_mode_keeps_stdout_empty(monkeypatch):
 def test_error_document_never_follows_a_document(capsys):
     from kops.cli import common
 
-    common._json_written = False
+    common.reset_json_state()
     common.emit_json({"ok": True})
     common.emit_error_json(1, "late failure")
     out = capsys.readouterr().out
     assert json.loads(out) == {"ok": True}  # still exactly one document
-    common._json_written = False
+    common.reset_json_state()
     common.emit_error_json(3, "another execution is running", ["id x"], exc=None)
     doc = json.loads(capsys.readouterr().out)
     assert doc == {"error": {"exit_code": 3, "type": "not_done", "class": None,

@@ -168,8 +168,7 @@ def test_rebalance_asks_the_controller_for_preferred_out_of_isr_as_read(monkeypa
             "not in the ISR [6]" in res.summary()
         assert len(doc["elections"]["failed"]) == 2 and len(doc["blocked"]) == 2
     assert doc["asked_out_of_isr"] == 2
-    from kops.ops.leader_rebalance import format_metrics
-    assert f"kops_leader_rebalance_blocked_partitions {len(res.blocked)}\n" in format_metrics(res, now=0)
+    assert _samples(lr.gauges(res, now=0))["kops_leader_rebalance_blocked_partitions", ()] == len(res.blocked)
     # a dry run says what it would ask for; a cap leaves room for the asked only after the candidates
     dry = lr._plan_only(topo(parts), 10.0, None)
     assert dry.asked == [("t", 8), ("t", 9)] and "and ask the controller for 2" in dry.summary()
@@ -392,20 +391,29 @@ def test_run_lock_is_exclusive_and_names_its_holder(tmp_path):
     RunLock(_NoZk(), "c1", what="again", lock_dir=tmp_path).acquire().release()
 
 
+def _samples(gauges) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The written metrics, parsed back: {(name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from kops.ops import metrics
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(metrics.text(gauges)) for s in family.samples}
+
+
 def test_metrics_text_format():
-    from kops.ops.leader_rebalance import STEPPED_ASIDE, RebalanceResult, format_metrics
+    from kops.ops.leader_rebalance import STEPPED_ASIDE, RebalanceResult, gauges
 
     parts = [("t", i, [1, 2], 2 if i < 3 else 1, None) for i in range(10)]
     rep = leader_imbalance(topo(parts), 10)
     res = RebalanceResult("elected", 0, 10.0, before=rep, after=None, planned=rep.candidates())
-    text = format_metrics(res, now=1700000000)
-    assert 'kops_leader_imbalance_ratio{broker="1"} 0.3' in text
-    assert 'kops_leader_rebalance_elections{result="elected"} 0' in text
-    assert "kops_leader_rebalance_last_run_timestamp_seconds 1700000000\n" in text
-    for line in text.splitlines():
-        assert line.startswith("#") or " " in line
-    aside = format_metrics(RebalanceResult(STEPPED_ASIDE, 0, 10.0, reason="locked"))
-    assert "kops_leader_rebalance_stepped_aside 1" in aside and "imbalance_ratio{" not in aside
+    got = _samples(gauges(res, now=1700000000))
+    assert got["kops_leader_imbalance_ratio", (("broker", "1"),)] == 0.3
+    assert got["kops_leader_rebalance_elections", (("result", "elected"),)] == 0
+    assert got["kops_leader_rebalance_last_run_timestamp_seconds", ()] == 1700000000
+    aside = _samples(gauges(RebalanceResult(STEPPED_ASIDE, 0, 10.0, reason="locked")))
+    assert aside["kops_leader_rebalance_stepped_aside", ()] == 1
+    assert not any(name == "kops_leader_imbalance_ratio" for name, _ in aside)
 
 
 def test_demotion_store_roundtrip(tmp_path):
