@@ -27,7 +27,7 @@ from kops.model import ReassignmentPlan, TopicPartition, Topology
 from kops.placement import metrics
 from kops.placement.goals import BAND, DEFAULT_THRESHOLD, select_goals
 from kops.placement.optimizer import FORCED, Optimizer
-from kops.placement.scope import GOAL_KINDS, Goal, _resolve  # noqa: F401 (GOAL_KINDS: public)
+from kops.placement.scope import GOAL_KINDS, Goal, resolve  # noqa: F401 (GOAL_KINDS: public)
 from kops.placement.state import PlacementState
 
 __all__ = [
@@ -128,7 +128,7 @@ def plan(
     if not 0 < disk_threshold <= 1:
         raise BadInput(f"the disk threshold must be above 0 and at most 100 % (got {disk_threshold:.0%})")
     chosen = select_goals(goals)
-    st = PlacementState(topology, goal, _resolve(topology, goal), max_moves, max_bytes, band)
+    st = PlacementState(topology, goal, resolve(topology, goal), max_moves, max_bytes, band)
     optimizer = Optimizer(st, chosen, followers=balance_followers, rebalance=rebalance)
     st.limits.limit_disks(st, disk_threshold)
     st.limits.limit_network(st, DEFAULT_THRESHOLD)

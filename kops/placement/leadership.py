@@ -545,10 +545,3 @@ def leaders_per_broker(topo: Topology) -> dict[int, int]:
             out[p.leader] = out.get(p.leader, 0) + 1
     return out
 
-
-def preferred_per_broker(topo: Topology) -> dict[int, int]:
-    out: dict[int, int] = {b.id: 0 for b in topo.brokers}
-    for p in topo.partitions():
-        if p.replicas:
-            out[p.replicas[0]] = out.get(p.replicas[0], 0) + 1
-    return out

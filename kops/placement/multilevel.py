@@ -101,13 +101,6 @@ class MultiLevelTree:
     def domain_name(self, node: int) -> str:
         return "/" + "/".join(self.name[node][: self.depth]) if self.level[node] <= self.depth else str(self.broker_of[node])
 
-    def is_uniform(self) -> bool:
-        """Every domain of a level has the same number of children (and racks the same brokers)."""
-        for lvl in range(0, self.depth + 1):
-            sizes = {len(self.kids[x]) for x in range(len(self.name)) if self.level[x] == lvl}
-            if len(sizes) > 1:
-                return False
-        return True
 
 
 def assign_replicas_multilevel(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kops.errors import BadInput
@@ -111,10 +111,6 @@ class RackTree:
         paths = any(r is not None and r.startswith("/") for r in racks.values())
         return cls(depth, tuple(level_of), capacity, paths)
 
-    def domain(self, broker: int, level: int | None = None) -> tuple[str, ...]:
-        """The broker's domain at ``level`` (default: its rack)."""
-        return self.level_of[(level or self.depth) - 1][broker]
-
     def rack_violation(self, replicas: Sequence[int]) -> str | None:
         """Why ``replicas`` is not rack-safe over this tree's brokers, or ``None``."""
         return rack_violation(replicas, self)
@@ -164,10 +160,3 @@ def _fmt(dom: tuple[str, ...], paths: bool) -> str:
         return dom[0]
     return "/" + "/".join(dom)
 
-
-def racks_spanned(replicas: Iterable[int], rack_of: Mapping[int, str | None]) -> int:
-    return len({rack_of.get(b) for b in replicas if rack_of.get(b) is not None})
-
-
-def min_racks_required(replication_factor: int, n_racks: int) -> int:
-    return min(replication_factor, n_racks)

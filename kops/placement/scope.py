@@ -62,7 +62,7 @@ class Goal:
 # goal resolution
 # ---------------------------------------------------------------------------------------------
 @dataclass
-class _Resolved:
+class Resolved:
     allowed: list[int]  # sorted broker ids replicas may live on
     scope: list[Partition]  # partitions the plan may change, sorted by (topic, partition)
     rf: list[int]  # target replication factor per scope partition
@@ -85,7 +85,7 @@ def _rack_members(topo: Topology, rack: str) -> list[int]:
     return sorted(out)
 
 
-def _resolve(topo: Topology, goal: Goal) -> _Resolved:
+def resolve(topo: Topology, goal: Goal) -> Resolved:
     if goal.kind not in GOAL_KINDS:
         raise BadInput(f"unknown goal {goal.kind!r}; one of {', '.join(GOAL_KINDS)}")
     known = topo.broker_map
@@ -173,4 +173,4 @@ def _resolve(topo: Topology, goal: Goal) -> _Resolved:
             details=details,
         )
     # Kafka needs racks on all brokers or none (the rack-aware check of --generate)
-    return _Resolved(allowed, scope, rf, dest_only, notes)
+    return Resolved(allowed, scope, rf, dest_only, notes)

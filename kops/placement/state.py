@@ -161,7 +161,7 @@ class Limits:
 
 class PlacementState:
     """The assignment of the partitions in scope of a plan, and what is kept in step with it
-    (see the module doc). ``res``: the goal's resolution (:func:`kops.placement.scope._resolve`)."""
+    (see the module doc). ``res``: the goal's resolution (:func:`kops.placement.scope.resolve`)."""
 
     def __init__(self, topo: Topology, goal: Goal, res: Any, max_moves: int | None, max_bytes: int | None,
                  band_share: float):

@@ -284,11 +284,7 @@ def private_uses(src: Source, modules: Iterable[str]) -> list[str]:
 
 
 #: ``module: use`` (no line number)
-KNOWN_PRIVATE_USES = {
-    # TEMPORARY: kops/placement/ is being changed on another branch; scope._resolve is to be made
-    # public there (kops/placement/balancer.py, kops/placement/scope.py) and this entry removed
-    "kops.placement.balancer: from kops.placement.scope import _resolve",
-}
+KNOWN_PRIVATE_USES: set[str] = set()
 
 
 def _without_line(use: str) -> str:

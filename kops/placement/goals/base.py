@@ -20,7 +20,6 @@ EPS = 1e-9
 LOOK = 256
 
 Move = tuple[int, int, int]  # (partition, from broker, to broker)
-Swap = tuple[int, int]  # (partition, index of the follower that becomes its leader)
 
 
 def band(mean: float, largest: float, share: float = BAND) -> tuple[float, float]:

@@ -17,10 +17,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from kops.placement.goals.base import EPS, Move, Mover, PlanGoal, within
+from kops.placement.goals.base import Move, Mover, PlanGoal, within
 from kops.placement.goals.leadership import Counts, Leadership
-from kops.placement.goals.loads import Load
-from kops.placement.goals.measure import Assignment, Evaluation, off_band, spread
+from kops.placement.goals.measure import Assignment, Evaluation, off_band
 from kops.placement.state import PlacementState
 
 __all__ = ["TopicSpreadGoal"]
@@ -407,7 +406,7 @@ class _Backs:
         if topics is None:  # (as of the first asking: the topics that keep theirs)
             gain = (ts.over[src] - ts.full[dst]) | (ts.spare[src] & ts.under[dst])
             topics = (ts.spare[src] - ts.full[dst]) - gain
-        by_topic, reps, on = ts.by_topic(src), self.st.reps, self.st.on[src]
+        by_topic, reps = ts.by_topic(src), self.st.reps
         for u in list(topics):
             for q in by_topic.get(u, ()):
                 if dst not in reps[q]:
