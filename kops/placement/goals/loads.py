@@ -285,6 +285,9 @@ class Load(PlanGoal):
                 if (f is not None and changed.get(src, 0) <= f and changed.get(dst, 0) <= f
                         and all(pchanged.get(x, 0) <= f for x in chain(heavy, light))):
                     continue
+                if not all(g.swappable(heavy, light, src, dst) for g in others):
+                    failed[(src, dst)] = tick  # (no try of the pair can keep an earlier goal)
+                    continue
                 two = 2 * even
                 lw = [(q, w[q]) for q in light]
                 cands = sorted([(abs(a - b - even), p, q) for p in heavy for a in (w[p],) for q, b in lw
