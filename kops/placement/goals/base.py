@@ -80,6 +80,11 @@ class PlanGoal:
         """Replica moves toward the goal's band that keep every goal before it; returns how many."""
         return 0
 
+    def swappable(self, ps: Sequence[int], qs: Sequence[int], src: int, dst: int) -> bool:
+        """As a guard: may a swap of one of ``ps``' replicas (src -> dst) with one of ``qs``'
+        (dst -> src) keep the goal? False only where none can (a pass then tries none of them)."""
+        return True
+
     @classmethod
     def leader_guard(cls, st: Any) -> Any | None:
         """A leadership count the leadership goals must keep within its band (None: not one)."""

@@ -13,8 +13,8 @@ from brokers above the band to the least used and filling those below it from th
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import defaultdict
-from heapq import nsmallest
 from itertools import chain
 from operator import itemgetter
 from collections.abc import Sequence
@@ -220,26 +220,36 @@ class Load(PlanGoal):
         (keeping both brokers' replica counts), the pair whose difference brings them nearest
         each other. Per pair of brokers the :data:`SWAPS` heaviest and lightest replicas."""
         st, ld, w = mover.st, self, self.w
-        # each broker's heaviest and lightest replicas, kept until a swap of this pass changes them:
-        # keys (weight, partition) built by map/zip and taken by nsmallest (what a sort by that
-        # key gives, without a Python key call per replica: 1,000 of them per broker per pair)
+        # each broker's replicas by weight, heaviest first and lightest first ((weight, partition)
+        # keys: the order a sort by that key gives), sorted when first asked for and then kept by
+        # this pass's swaps (the only moves while it runs)
         neg = [-x for x in w]
-        heavies: dict[int, list[int]] = {}
-        lights: dict[int, list[int]] = {}
+        heavies: dict[int, list[tuple[float, int]]] = {}
+        lights: dict[int, list[tuple[float, int]]] = {}
 
         def heaviest(b: int) -> list[int]:
             got = heavies.get(b)
             if got is None:
                 on = st.on[b]
-                got = heavies[b] = [q for _x, q in nsmallest(4 * SWAPS, zip(map(neg.__getitem__, on), on))]
-            return got
+                got = heavies[b] = sorted(zip(map(neg.__getitem__, on), on))
+            return [q for _x, q in got[:4 * SWAPS]]
 
         def lightest(b: int) -> list[int]:
             got = lights.get(b)
             if got is None:
                 on = st.on[b]
-                got = lights[b] = [q for _x, q in nsmallest(SWAPS, zip(map(w.__getitem__, on), on))]
-            return got
+                got = lights[b] = sorted(zip(map(w.__getitem__, on), on))
+            return [q for _x, q in got[:SWAPS]]
+
+        def swapped(p: int, src: int, dst: int) -> None:
+            """p's replica went src -> dst: the two brokers' sorted lists follow."""
+            for by, key in ((heavies, (neg[p], p)), (lights, (w[p], p))):
+                got = by.get(src)
+                if got is not None:
+                    del got[bisect_left(got, key)]
+                got = by.get(dst)
+                if got is not None:
+                    insort(got, key)
 
         # a pair that found no swap is not searched again while nothing it looked at changed: what
         # a try depends on is its two brokers (loads, counts, limits) and its candidates' replica
@@ -275,6 +285,9 @@ class Load(PlanGoal):
                 if (f is not None and changed.get(src, 0) <= f and changed.get(dst, 0) <= f
                         and all(pchanged.get(x, 0) <= f for x in chain(heavy, light))):
                     continue
+                if not all(g.swappable(heavy, light, src, dst) for g in others):
+                    failed[(src, dst)] = tick  # (no try of the pair can keep an earlier goal)
+                    continue
                 two = 2 * even
                 lw = [(q, w[q]) for q in light]
                 cands = sorted([(abs(a - b - even), p, q) for p in heavy for a in (w[p],) for q, b in lw
@@ -289,9 +302,9 @@ class Load(PlanGoal):
                     if mover.try_moves(((p, src, dst), (q, dst, src)), ld, checked=True):
                         made += 2
                         tick += 1
+                        swapped(p, src, dst)
+                        swapped(q, dst, src)
                         for b in (src, dst):
-                            heavies.pop(b, None)
-                            lights.pop(b, None)
                             changed[b] = tick
                         pchanged[p] = pchanged[q] = tick
                         break

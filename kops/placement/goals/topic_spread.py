@@ -202,6 +202,15 @@ class TopicSpreadGoal(PlanGoal):
         (one more): :func:`~kops.placement.goals.base.keeps` of the two moves, without building their deltas."""
         return self.topic[p] == self.topic[q] or (self.keeps1(p, src, dst) and self.keeps1(q, dst, src))
 
+    def swappable(self, ps: Sequence[int], qs: Sequence[int], src: int, dst: int) -> bool:
+        """A swap keeps the counts when its two replicas are of one topic, else when each side
+        keeps them (:meth:`keeps2`): none of ``ps`` x ``qs`` can when no topic is on both sides
+        and no replica of one side may move."""
+        topic = self.topic
+        if not {topic[p] for p in ps}.isdisjoint([topic[q] for q in qs]):
+            return True
+        return any(self.keeps1(p, src, dst) for p in ps) and any(self.keeps1(q, dst, src) for q in qs)
+
     def optimize(self, mover: Mover) -> int:
         """Brokers paired, the most off their topics' bands first: between two brokers, a replica
         of each topic one holds above its band (or above its floor, where the other is below it)
