@@ -79,6 +79,9 @@ class Fix:
     keys: tuple[str, ...]
     #: balancing moves allowed (filling new brokers); False: only the moves the goal forces
     rebalance: bool = False
+    #: the planner's goals (None: its default set); forced moves only: no leadership goal, so
+    #: that no other partition's replica order (its preferred leader) changes
+    goals: tuple[str, ...] | None = None
 
     def describe(self) -> str:
         if self.kind == BROKER_FAILURE:
@@ -89,7 +92,8 @@ class Fix:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "goal": self.goal.to_dict(), "anomalies": list(self.keys),
-                "rebalance": self.rebalance, "what": self.describe()}
+                "rebalance": self.rebalance, "goals": None if self.goals is None else list(self.goals),
+                "what": self.describe()}
 
 
 @dataclass
@@ -158,14 +162,26 @@ def decide(anomalies: Sequence[Anomaly], *, settings: Settings, now: float, bloc
     return Decision(out, fix, exit_code, reason)
 
 
+#: goals that only reorder replica lists (preferred leaders, first followers)
+LEADERSHIP_GOALS = ("leaders", "first-followers", "leader-bytes-in")
+
+
+def forced_goals() -> tuple[str, ...]:
+    """The planner's goals for a fix of forced moves: every goal but the leadership ones (they
+    would reorder partitions the fix does not need to touch)."""
+    from kops.placement.goals import DEFAULT_GOALS
+
+    return tuple(g for g in DEFAULT_GOALS if g not in LEADERSHIP_GOALS)
+
+
 def _fix(kind: str, chosen: Sequence[Anomaly]) -> Fix:
     keys = tuple(a.key for a in chosen)
     brokers = tuple(sorted({b for a in chosen for b in a.brokers}))
     if kind == BROKER_FAILURE:
-        return Fix(kind, Goal("decommission", brokers=brokers), keys)
+        return Fix(kind, Goal("decommission", brokers=brokers), keys, goals=forced_goals())
     if kind == NEW_BROKER:
         return Fix(kind, Goal("add-brokers", brokers=brokers), keys, rebalance=True)
-    return Fix(kind, Goal("rebalance"), keys)
+    return Fix(kind, Goal("rebalance"), keys, goals=forced_goals())
 
 
 @dataclass(frozen=True)

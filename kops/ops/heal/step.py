@@ -230,7 +230,8 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
     scope = decide.planning_topology(anomalies.without_topics(sized, exclude), racks, fix)
     res.held_back = list(scope.held_back[:50])
     try:
-        planned, est, fits = plan_step(scope.topology, res.bounds, res.throttle, goal=fix.goal, rebalance=fix.rebalance)
+        planned, est, fits = plan_step(scope.topology, res.bounds, res.throttle, fix.goals, goal=fix.goal,
+                                       rebalance=fix.rebalance)
     except BadInput as e:  # the goal cannot be met (e.g. not enough brokers left for an RF)
         _not_done(res, mine, f"the planner cannot {fix.describe()}: {e.message}", EXIT_NOT_DONE)
         return
@@ -249,7 +250,8 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
         _not_done(res, mine, why, EXIT_NOT_DONE)
         return
     try:
-        full = plan(planned.topology_after(scope.topology), fix.goal, compare_kafka=False, rebalance=fix.rebalance)
+        full = plan(planned.topology_after(scope.topology), fix.goal, compare_kafka=False, rebalance=fix.rebalance,
+                    goals=fix.goals)
         res.moves_left = int(full.report.get("replicas_moved") or 0)
     except BadInput:
         res.moves_left = None
