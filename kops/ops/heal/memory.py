@@ -5,8 +5,8 @@ nothing; on ZooKeeper and KRaft clusters alike. Also kept there: the racks broke
 registered (``heal/brokers``: a dead broker's rack is gone from the metadata) and the last run
 (``heal/last-run``).
 
-Records are JSON, written only when they change (a quiet cluster costs no write per run); an
-anomaly that ended (fixed or cleared) is kept :data:`HISTORY_S` for ``heal status``, then
+Records are JSON; each run writes its last-run record and only the other records that changed
+(a quiet cluster costs one small write per run); an anomaly that ended (fixed or cleared) is kept :data:`HISTORY_S` for ``heal status``, then
 deleted (a tombstone).
 """
 
