@@ -1,5 +1,5 @@
 """``kops heal step | status`` on the live sandbox: heal's memory lives in the cluster; a broker
-back before its grace gets nothing moved; two brokers down with ``--max-dead-brokers 1`` is an
+back before its grace gets nothing moved, nor one past it while kops' cron jobs are paused; two brokers down with ``--max-dead-brokers 1`` is an
 outage (reported, exit 3, nothing moved); a broker stopped for good is healed, its replicas
 re-created on live brokers rack-safe, and the next run has nothing to do.
 
@@ -125,6 +125,18 @@ def test_a_broker_back_before_its_grace_gets_nothing_moved(sandbox, bootstrap, u
             assert code == 0 and doc["status"] == "watching" and doc["replicas_moved"] == 0, (doc, err)
             assert _anomaly(doc, f"broker_failure/{victim}")["state"] == "in_grace", doc
             assert _replicas(bootstrap, topic) == before and not ongoing(bootstrap)
+            # past its grace but kops' cron jobs paused (a maintenance): nothing moved, said why
+            r = kops("rebalance", "pause", "--for", "10m", "--reason", "heal test maintenance",
+                     "--bootstrap-server", bootstrap, timeout=60)
+            assert r.returncode == 0, r.stderr
+            try:
+                code, doc, err = _step(bootstrap, "--broker-grace", "0s")
+                assert code == 0 and doc["status"] == "stepped_aside" and doc["replicas_moved"] == 0, (doc, err)
+                a = _anomaly(doc, f"broker_failure/{victim}")
+                assert a["state"] == "refused" and "heal test maintenance" in a["why"], a
+                assert _replicas(bootstrap, topic) == before and not ongoing(bootstrap)
+            finally:
+                kops("rebalance", "unpause", "--bootstrap-server", bootstrap, timeout=60)
         finally:
             sandbox.start(victim)
         wait_for(lambda: _full_isr(bootstrap), 90, 1, "ISR complete after the restart")
@@ -217,6 +229,8 @@ def test_a_broker_lost_for_good_is_healed_rack_safe(sandbox, bootstrap, unique_t
             (hist,) = [a for a in st["history"] if a["key"] == f"broker_failure/{victim}"]
             assert hist["state"] == "fixed" and sum(f["replicas_moved"] for f in hist["fixes"]) >= len(lost), hist
             assert all(f["execution_id"] for f in hist["fixes"]), hist
+            r = kops("heal", "status", "--bootstrap-server", bootstrap, timeout=120)
+            assert r.returncode == 0 and f"broker_failure/{victim}" in r.stdout and "fixed" in r.stdout, r
             # no throttle left behind on the brokers or the topic
             snap = _snapshot(bootstrap)
             assert not any(k.endswith("replication.throttled.rate") for b in snap["brokers"]

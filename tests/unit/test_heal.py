@@ -337,3 +337,16 @@ def test_own_rack_first_needs_the_rack_the_dead_broker_had():
 
     assert replacement(racks) == {6}
     assert replacement({b: r for b, r in racks.items() if b != 7}) == {2}  # its rack forgotten: the lowest id
+
+
+def test_summary_lines_of_each_outcome():
+    a = Anomaly("too_much_down", TOO_MUCH_DOWN, "cluster", "d", first_seen=0.0, state=REFUSED, why="w")
+    res = HealResult("refused", EXIT_NOT_DONE, Settings(), StepBounds(), None, anomalies=[a], reason="outage")
+    assert res.summary().startswith("heal step: nothing moved: outage; cluster: too_much_down (refused)")
+    res = HealResult("moved", EXIT_OK, Settings(), StepBounds(), None,
+                     reason="this run finished an earlier heal step's execution first (done)")
+    assert res.summary().startswith("heal step: this run finished an earlier heal step's execution first")
+    res = HealResult("moved", EXIT_OK, Settings(), StepBounds(), None, replicas_moved=3, bytes_moved=3 * 1048576,
+                     fix={"what": "re-create the replicas of dead brokers [5] on live brokers"}, moves_left=4)
+    assert res.summary().startswith("heal step: moved 3 replicas, 3.0 MiB to re-create the replicas of dead brokers "
+                                    "[5] on live brokers; 4 replica moves left")

@@ -85,6 +85,8 @@ class HealResult:
             why = f": {self.reason}" if self.reason else ""
             label = {WATCHING: "watching", STEPPED_ASIDE: "stepped aside", REFUSED_RUN: "nothing moved"}[self.status]
             return f"heal step: {label}{why}{tail}; {d}"
+        if self.fix is None:  # this run finished an earlier step's execution instead
+            return f"heal step: {self.reason}{tail}; {d}"
         mb = f", {self.bytes_moved / 1048576:.1f} MiB" if self.bytes_moved is not None else ""
         left = f"; {self.moves_left} replica moves left" if self.moves_left else ""
         fix = (self.fix or {}).get("what", "")
