@@ -198,6 +198,11 @@ def test_a_broker_lost_for_good_is_healed_rack_safe(sandbox, bootstrap, unique_t
         assert lost
         sandbox.stop(victim)
         try:
+            # a dry run: the step it would take, nothing changed (not even heal's memory)
+            code, doc, err = _step(bootstrap, "--broker-grace", "0s", "--max-moves", "2", "--dry-run")
+            assert code == 0 and doc["status"] == "dry_run" and doc["records_written"] == 0, (doc, err)
+            assert 0 < doc["replicas_moved"] <= 2 and doc["plan"]["partitions"], doc
+            assert _replicas(bootstrap, topic) == before and not ongoing(bootstrap)
             code, doc, err = _step(bootstrap, "--broker-grace", "0s", "--max-moves", "2", "--throttle", "10M",
                                    "--metrics-file", str(metrics))
             assert code == 0 and doc["status"] == "moved", (doc, err)

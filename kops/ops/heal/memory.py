@@ -94,7 +94,9 @@ def load(conn) -> Memory:
 
 
 def save(conn, writes: Mapping[str, bytes | None]) -> int:
-    """Write these records (:func:`changes`); returns how many."""
+    """Write these records (:func:`changes`); returns how many. The first write that fails
+    raises (:class:`~kops.errors.ClusterError`): the others are not tried (each would wait as
+    long)."""
     from kops.ops.journal import TopicStore
 
     store = TopicStore(conn)

@@ -2,8 +2,8 @@
 
 Each run:
 
-1. reads the cluster (metadata, configs, reassignments: no sizes unless it acts) and heal's
-   memory (:mod:`kops.ops.heal.memory`, in the cluster);
+1. reads the cluster's metadata (configs and sizes only when it acts) and heal's memory
+   (:mod:`kops.ops.heal.memory`, in the cluster);
 2. observes the anomalies (:func:`kops.ops.heal.anomalies.observe`; topics matching
    ``--exclude-topics`` are neither watched nor moved) and merges them into the memory: the time
    each was first seen is kept across runs and hosts;
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kops.errors import EXIT_FAILURE, EXIT_NOT_DONE, EXIT_OK, BadInput, KopsError
+from kops.errors import EXIT_FAILURE, EXIT_NOT_DONE, EXIT_OK, BadInput, ClusterError, KopsError
 from kops.ops import metrics
 from kops.ops.cron import DRY_RUN, MOVED, NOT_DONE
 from kops.ops.heal.anomalies import FIXING, IN_GRACE, KINDS, REFUSED, Anomaly, iso
@@ -63,6 +63,8 @@ class HealResult:
     held_back: list[str] = field(default_factory=list)
     execution: dict[str, Any] | None = None
     records_written: int = 0
+    #: what went wrong beside the run's work (heal's memory not saved)
+    notes: list[str] = field(default_factory=list)
     now: float = field(default_factory=time.time)
     duration_s: float = 0.0
 
@@ -78,7 +80,7 @@ class HealResult:
         if len(self.anomalies) > 4:
             what += f"; and {len(self.anomalies) - 4} more"
         ended = "; ".join(f"{a.subject}: {a.kind} {a.state}" for a in self.ended[:3])
-        tail = "".join(f"; {x}" for x in (what, ended) if x)
+        tail = "".join(f"; {x}" for x in (what, ended, *self.notes) if x)
         if self.status == NOTHING:
             return f"heal step: nothing to do{tail}; {d}"
         if self.status in (WATCHING, STEPPED_ASIDE, REFUSED_RUN):
@@ -119,6 +121,8 @@ class HealResult:
                 d[key] = getattr(self, key)
         if self.held_back:
             d["held_back"] = self.held_back
+        if self.notes:
+            d["notes"] = self.notes
         return d
 
 
@@ -152,13 +156,16 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
          dry_run: bool = False, max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0,
          reporter=None, now: float | None = None) -> HealResult:
     """One cron run (see the module doc)."""
+    from kops.cluster.topology import ReadOptions, read_topology
     from kops.ops import cron, maintenance, reassign
     from kops.ops.heal import anomalies, decide, memory
 
     t0 = time.monotonic()
     check(settings, bounds, throttle)
     reassign.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
-    topo = reassign.read(conn)
+    # what detection needs is the metadata alone (brokers, racks, replicas, ISR): every run pays
+    # for it; configs and sizes are read only when a fix is planned
+    topo = read_topology(conn, ReadOptions(with_configs=False, with_sizes=False, with_reassignments=False))
     mem = memory.load(conn)
     now = time.time() if now is None else now
     racks = anomalies.racks_seen(topo, mem.racks)
@@ -194,7 +201,14 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     if not dry_run:
         last = {"at": iso(now), "status": res.status, "exit_code": res.exit_code, "summary": res.summary()}
         kept = [*res.anomalies, *res.ended, *remembered.history]
-        res.records_written = memory.save(conn, memory.changes(mem, memory.records(kept, racks, last, now)))
+        try:
+            res.records_written = memory.save(conn, memory.changes(mem, memory.records(kept, racks, last, now)))
+        except ClusterError as e:
+            # e.g. the journal topic under its min.insync.replicas in an outage: what was seen is
+            # still reported; unsaved first-seen times only make the grace start again (safe)
+            res.notes.append(f"heal's memory was not saved ({e.message}): this run's first-seen times are lost "
+                             "and graces start again")
+            res.exit_code = _worse(res.exit_code, EXIT_NOT_DONE)
     res.duration_s = time.monotonic() - t0
     return res
 
