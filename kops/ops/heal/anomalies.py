@@ -149,9 +149,13 @@ def racks_seen(topo: Topology, known: Mapping[int, str | None]) -> dict[int, str
     return out
 
 
-def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers: int) -> list[Observed]:
+def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers: int,
+            exclude: re.Pattern[str] | None = None) -> list[Observed]:
     """What is wrong in ``topo`` (see the module doc), sorted by key. ``racks``: the racks
-    brokers had while registered (:func:`racks_seen`)."""
+    brokers had while registered (:func:`racks_seen`). ``exclude``: topics not watched
+    (``--exclude-topics``); an outage counts every broker down that holds replicas, of any topic."""
+    down_anywhere = {b for p in topo.partitions() for b in p.replicas} - set(topo.alive_broker_ids)
+    topo = without_topics(topo, exclude)
     holding: dict[int, int] = {}
     no_isr: list[str] = []
     for p in topo.partitions():
@@ -160,14 +164,14 @@ def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers
         if p.replicas and not p.isr:
             no_isr.append(f"{p.topic}-{p.partition}")
     alive = {b.id for b in topo.brokers if b.alive}
-    dead = sorted(b for b in holding if b not in alive)
     out: list[Observed] = []
-    for b in dead:
+    for b in sorted(b for b in holding if b not in alive):
         rack = racks.get(b)
         where = f" (rack {rack})" if rack is not None else " (rack unknown: never seen registered by heal)"
         out.append(Observed(f"{BROKER_FAILURE}/{b}", BROKER_FAILURE, f"broker {b}",
                             f"broker {b}{where} is not registered and holds {holding[b]} replicas",
                             brokers=(b,), count=holding[b]))
+    dead = sorted(down_anywhere)
     why_down = []
     if len(dead) > max_dead_brokers:
         why_down.append(f"{len(dead)} brokers holding replicas are down ({', '.join(map(str, dead))}), "

@@ -169,8 +169,7 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     mem = memory.load(conn)
     now = time.time() if now is None else now
     racks = anomalies.racks_seen(topo, mem.racks)
-    observed = anomalies.observe(anomalies.without_topics(topo, exclude), racks,
-                                 max_dead_brokers=settings.max_dead_brokers)
+    observed = anomalies.observe(topo, racks, max_dead_brokers=settings.max_dead_brokers, exclude=exclude)
     remembered = anomalies.remember(observed, mem.anomalies, now)
     res = HealResult(NOTHING, EXIT_OK, settings, bounds, throttle, ended=remembered.ended, now=now)
 
