@@ -93,13 +93,19 @@ def load(conn) -> Memory:
         raise conn.map_error(e, "read heal's memory (topic __kops_journal)") from None
 
 
-def save(conn, writes: Mapping[str, bytes | None]) -> int:
-    """Write these records (:func:`changes`); returns how many. The first write that fails
-    raises (:class:`~kops.errors.ClusterError`): the others are not tried (each would wait as
-    long)."""
+def save(conn, writes: Mapping[str, bytes | None], mem: Memory | None = None) -> int:
+    """Write these records (:func:`changes`); returns how many. ``mem``: the memory they were
+    computed against, updated with each record written (a later :func:`changes` is then only
+    what changed since). The first write that fails raises (:class:`~kops.errors.ClusterError`):
+    the others are not tried (each would wait as long)."""
     from kops.ops.journal import TopicStore
 
     store = TopicStore(conn)
     for key, value in writes.items():
         store.put_raw(key, value)
+        if mem is not None:
+            if value is None:
+                mem.raw.pop(key, None)
+            else:
+                mem.raw[key] = value
     return len(writes)

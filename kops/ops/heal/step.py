@@ -193,21 +193,26 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     res.anomalies = decision.anomalies
     res.exit_code = _worse(res.exit_code, decision.exit_code)
     res.reason = decision.reason
-    if decision.fix is not None:
-        _fix(conn, res, decision.fix, racks, exclude, opts, dry_run=dry_run, reporter=reporter)
-    res.status = _status(res, decision, blocked)
 
-    if not dry_run:
-        last = {"at": iso(now), "status": res.status, "exit_code": res.exit_code, "summary": res.summary()}
+    def persist(last: dict[str, Any] | None) -> None:
+        """Write what changed in the memory (never on a dry run)."""
+        if dry_run:
+            return
         kept = [*res.anomalies, *res.ended, *remembered.history]
         try:
-            res.records_written = memory.save(conn, memory.changes(mem, memory.records(kept, racks, last, now)))
+            res.records_written += memory.save(conn, memory.changes(mem, memory.records(kept, racks, last, now)), mem)
         except ClusterError as e:
             # e.g. the journal topic under its min.insync.replicas in an outage: what was seen is
             # still reported; unsaved first-seen times only make the grace start again (safe)
             res.notes.append(f"heal's memory was not saved ({e.message}): this run's first-seen times are lost "
                              "and graces start again")
             res.exit_code = _worse(res.exit_code, EXIT_NOT_DONE)
+
+    if decision.fix is not None:
+        _fix(conn, res, decision.fix, racks, exclude, opts, dry_run=dry_run, reporter=reporter,
+             before_executing=lambda: persist(mem.last_run))
+    res.status = _status(res, decision, blocked)
+    persist({"at": iso(now), "status": res.status, "exit_code": res.exit_code, "summary": res.summary()})
     res.duration_s = time.monotonic() - t0
     return res
 
@@ -232,8 +237,10 @@ def _status(res: HealResult, decision, blocked: str | None) -> str:
     return WATCHING
 
 
-def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, reporter) -> None:
-    """Plan the decision's fix (bounded), execute it, and note it on its anomalies."""
+def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, reporter, before_executing) -> None:
+    """Plan the decision's fix (bounded), execute it, and note it on its anomalies: first as
+    started (``before_executing`` saves the memory, so that a run killed while it moves data
+    leaves its fix in the history), then with what it did."""
     from kops.ops import cron, reassign
     from kops.ops.heal import anomalies, decide
     from kops.ops.replica_rebalance import plan_step
@@ -270,22 +277,27 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
         res.moves_left = int(full.report.get("replicas_moved") or 0)
     except BadInput:
         res.moves_left = None
+    if not dry_run:
+        entry = {"at": iso(res.now), "at_ts": res.now, "execution_id": None, "replicas_moved": res.replicas_moved,
+                 "bytes_moved": res.bytes_moved, "status": "started", "goal": fix.goal.to_dict()}
+        for a in mine:
+            a.add_fix(entry)
+        before_executing()
     try:
         ran = cron.execute(conn, planned.plan, opts, dry_run=dry_run, reporter=reporter)
-    except KopsError as e:  # refused by the engine's preflight (health, disk): nothing was changed
-        _not_done(res, mine, f"the reassignment engine refused the step: {e.message}",
+    except KopsError as e:  # the engine's preflight refused it (health, disk), or the execution failed
+        _not_done(res, mine, f"the reassignment engine stopped the step: {e.message}",
                   e.exit_code if e.exit_code != EXIT_OK else EXIT_FAILURE)
+        for a in [] if dry_run else mine:
+            a.fixes[-1]["status"] = "failed"
         return
     res.status, res.execution = ran.status, ran.execution
     if ran.exit_code != EXIT_OK:
         res.exit_code, res.reason = _worse(res.exit_code, ran.exit_code), ran.reason
     if dry_run:
         return
-    entry = {"at": iso(res.now), "at_ts": res.now, "execution_id": (ran.execution or {}).get("execution_id"),
-             "replicas_moved": res.replicas_moved, "bytes_moved": res.bytes_moved, "status": ran.status,
-             "goal": fix.goal.to_dict()}
     for a in mine:
-        a.add_fix(entry)
+        a.fixes[-1].update(execution_id=(ran.execution or {}).get("execution_id"), status=ran.status)
         if ran.status == NOT_DONE:
             a.why = f"{fix.describe()}: not done yet ({ran.reason})"
 
