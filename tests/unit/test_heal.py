@@ -353,3 +353,81 @@ def test_summary_lines_of_each_outcome():
                      fix={"what": "re-create the replicas of dead brokers [5] on live brokers"}, moves_left=4)
     assert res.summary().startswith("heal step: moved 3 replicas, 3.0 MiB to re-create the replicas of dead brokers "
                                     "[5] on live brokers; 4 replica moves left")
+
+
+# ---------------------------------------------------------------------------------------------
+# the run's orchestration, its cluster access replaced (tests/cluster/test_heal.py: the real one)
+# ---------------------------------------------------------------------------------------------
+
+
+class _Run:
+    """``heal.step.step`` with the cluster replaced: ``topology`` read, a memory of records,
+    optionally failing writes, and a fake engine that records what it was given."""
+
+    def __init__(self, monkeypatch, topology: Topology, *, fail_writes: bool = False):
+        from kops.errors import ClusterError
+        from kops.ops import cron, maintenance, reassign
+        from kops.cluster import topology as topology_reader
+
+        self.records: dict[str, bytes] = {}
+        self.saved_before_execute: dict[str, bytes] | None = None
+        self.executed = []
+        self.topology = topology
+
+        def put(conn, writes, mem=None):
+            if fail_writes:
+                raise ClusterError("journal: write to topic __kops_journal failed: NOT_ENOUGH_REPLICAS")
+            for k, v in writes.items():
+                if v is None:
+                    self.records.pop(k, None)
+                else:
+                    self.records[k] = v
+                if mem is not None:
+                    mem.raw[k] = v
+            return len(writes)
+
+        def execute(conn, plan, opts, *, dry_run, reporter=None):
+            self.saved_before_execute = dict(self.records)
+            self.executed.append((plan, opts.origin))
+            return cron.Ran(cron.MOVED, EXIT_OK, None, {"execution_id": "x-1"})
+
+        monkeypatch.setattr(reassign, "cluster_identity", lambda conn: None)
+        monkeypatch.setattr(reassign, "read", lambda conn, **kw: self.topology)
+        monkeypatch.setattr(topology_reader, "read_topology", lambda conn, opts=None: self.topology)
+        monkeypatch.setattr(memory, "load", lambda conn: memory.parse(self.records))
+        monkeypatch.setattr(memory, "save", put)
+        monkeypatch.setattr(maintenance, "current", lambda conn: None)
+        monkeypatch.setattr(cron, "busy", lambda conn, opts, **kw: None)
+        monkeypatch.setattr(cron, "execute", execute)
+
+    def __call__(self, now: float, **settings):
+        from kops.ops.heal import step
+
+        return step.step(object(), settings=Settings(**settings), bounds=StepBounds(max_moves=10), throttle=None,
+                         now=now)
+
+
+def test_a_run_remembers_then_fixes_past_the_grace_recording_the_fix_before_the_engine_runs(monkeypatch):
+    run = _Run(monkeypatch, topo(dead=(3,)))
+    run.topology = topo()
+    assert run(0.0).status == "nothing_to_do"  # racks remembered while every broker is up
+    run.topology = topo(dead=(3,))
+    res = run(100.0, broker_grace_s=GRACE)
+    assert res.status == "watching" and res.anomalies[0].state == IN_GRACE and not run.executed
+    res = run(100.0 + GRACE, broker_grace_s=GRACE)
+    assert res.status == "moved" and res.exit_code == EXIT_OK and len(run.executed) == 1
+    assert run.executed[0][1] == "heal-step"
+    before = memory.parse(run.saved_before_execute).anomalies["broker_failure/3"]
+    assert before.state == FIXING and before.first_seen == 100.0 and before.fixes[-1]["status"] == "started"
+    after = memory.parse(run.records).anomalies["broker_failure/3"]
+    assert after.fixes[-1]["status"] == "moved" and after.fixes[-1]["execution_id"] == "x-1"
+    run.topology = topo()  # its replicas are elsewhere now (as far as heal can tell: gone)
+    res = run(200.0 + GRACE, broker_grace_s=GRACE)
+    assert res.status == "nothing_to_do" and [(a.key, a.state) for a in res.ended] == [("broker_failure/3", FIXED)]
+
+
+def test_an_outage_is_reported_even_when_the_memory_cannot_be_written(monkeypatch):
+    run = _Run(monkeypatch, topo(dead=(1, 3)), fail_writes=True)
+    res = run(0.0, broker_grace_s=0)
+    assert res.status == "refused" and res.exit_code == EXIT_NOT_DONE and not run.executed
+    assert "memory was not saved" in res.summary() and "NOT_ENOUGH_REPLICAS" in res.notes[0]
