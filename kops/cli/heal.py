@@ -100,6 +100,11 @@ def step(
         str | None,
         typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
     ] = None,
+    notify_command: Annotated[
+        str | None, typer.Option("--notify-command", metavar="CMD",
+                                 help="Run CMD (a shell command line) for each anomaly that is new, changed state or "
+                                      "ended, with it as JSON on stdin; a failing hook is reported, never blocks a fix.")
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the run's plan and anomalies too.")] = False,
 ) -> None:
     """The cron job: notice, remember, decide, mend within bounds, report.
@@ -129,6 +134,10 @@ def step(
     settings = Settings(broker_grace_s=broker_grace, max_dead_brokers=max_dead_brokers, fix=_fix_kinds(fix))
     bounds = StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration)
     exclude = _regex(exclude_topics)
+    if notify_command is not None and not notify_command.strip():
+        from kops.errors import BadInput
+
+        raise BadInput("--notify-command: empty command")
     heal_step.check(settings, bounds, throttle)  # before connecting: exit 2, nothing changed
     res = None
     try:
@@ -139,7 +148,8 @@ def step(
 
                 reporter = make_reporter()
             res = heal_step.step(conn, settings=settings, bounds=bounds, throttle=throttle, exclude=exclude,
-                                 dry_run=dry_run, max_moves_per_broker=max_moves_per_broker, reporter=reporter)
+                                 dry_run=dry_run, max_moves_per_broker=max_moves_per_broker, reporter=reporter,
+                                 notify_command=notify_command)
     finally:
         if metrics_file and res is not None:
             heal_step.write_metrics(metrics_file, res)

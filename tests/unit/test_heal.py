@@ -298,6 +298,7 @@ def test_bad_settings_are_bad_input():
     (["--fix", "bogus"], "--fix"), (["--exclude-topics", "("], "--exclude-topics"),
     (["--max-moves", "0"], "--max-moves"), (["--broker-grace", "nan"], "--broker-grace"),
     (["--max-dead-brokers", "-1"], "--max-dead-brokers"), (["--throttle", "-5"], "--throttle"),
+    (["--notify-command", " "], "--notify-command"),
 ])
 def test_the_cli_refuses_bad_input_before_connecting(args, needle):
     from kops.cli.main import app
@@ -400,11 +401,11 @@ class _Run:
         monkeypatch.setattr(cron, "busy", lambda conn, opts, **kw: None)
         monkeypatch.setattr(cron, "execute", execute)
 
-    def __call__(self, now: float, **settings):
+    def __call__(self, now: float, notify_command: str | None = None, **settings):
         from kops.ops.heal import step
 
         return step.step(object(), settings=Settings(**settings), bounds=StepBounds(max_moves=10), throttle=None,
-                         now=now)
+                         now=now, notify_command=notify_command)
 
 
 def test_a_run_remembers_then_fixes_past_the_grace_recording_the_fix_before_the_engine_runs(monkeypatch):
@@ -431,3 +432,32 @@ def test_an_outage_is_reported_even_when_the_memory_cannot_be_written(monkeypatc
     res = run(0.0, broker_grace_s=0)
     assert res.status == "refused" and res.exit_code == EXIT_NOT_DONE and not run.executed
     assert "memory was not saved" in res.summary() and "NOT_ENOUGH_REPLICAS" in res.notes[0]
+
+
+def test_the_notify_hook_gets_each_new_changed_or_ended_anomaly_and_never_blocks(monkeypatch, tmp_path):
+    out = tmp_path / "events"
+    hook = f"cat >> {out}; echo >> {out}"
+    run = _Run(monkeypatch, topo())
+    run(0.0, notify_command=hook)
+    run.topology = topo(dead=(3,))
+    run(100.0, notify_command=hook, broker_grace_s=GRACE)  # new, in grace
+    run(200.0, notify_command=hook, broker_grace_s=GRACE)  # unchanged: nothing
+    run(100.0 + GRACE, notify_command=hook, broker_grace_s=GRACE)  # fixing
+    run.topology = topo()
+    run(200.0 + GRACE, notify_command=hook, broker_grace_s=GRACE)  # fixed
+    got = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    assert [(e["key"], e["event"], e["previous_state"], e["state"]) for e in got] == [
+        ("broker_failure/3", "new", None, IN_GRACE), ("broker_failure/3", "changed", IN_GRACE, FIXING),
+        ("broker_failure/3", "ended", FIXING, FIXED)]
+    # a failing hook: said, and the fix happens all the same
+    run = _Run(monkeypatch, topo(dead=(3,)))
+    res = run(0.0, notify_command="echo no such pager >&2; exit 4", broker_grace_s=0)
+    assert res.status == "moved" and res.exit_code == EXIT_OK and run.executed
+    assert res.notes == ["--notify-command for broker_failure/3 (new): exit 4: no such pager"]
+
+
+def test_a_hook_that_hangs_is_killed():
+    from kops.ops.heal import notify
+
+    assert notify.notify("sleep 5 & sleep 6", [{"key": "k", "event": "new"}], timeout_s=0.3) == [
+        "--notify-command for k (new): no end within 0.3 s (killed)"]

@@ -133,8 +133,8 @@ def decide(anomalies: Sequence[Anomaly], *, settings: Settings, now: float, bloc
             exit_code = EXIT_NOT_DONE
         elif a.age(now) < grace:
             a.state = IN_GRACE
-            a.why = (f"seen for {_duration(a.age(now))} of its {_duration(grace)} grace; heal acts after "
-                     f"{iso(a.first_seen + grace)} if it is still there")
+            # no age in it: the record stays the same from run to run (its age is in age_s)
+            a.why = f"grace {_duration(grace)}: heal acts after {iso(a.first_seen + grace)} if it is still there"
         elif outage is not None:
             a.state, a.why = REFUSED, f"too much down at once ({outage.detail}): nothing is moved"
         elif blocked is not None:

@@ -154,8 +154,9 @@ def _fixable() -> tuple[str, ...]:
 
 def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, exclude: re.Pattern[str] | None = None,
          dry_run: bool = False, max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0,
-         reporter=None, now: float | None = None) -> HealResult:
-    """One cron run (see the module doc)."""
+         reporter=None, now: float | None = None, notify_command: str | None = None) -> HealResult:
+    """One cron run (see the module doc). ``notify_command``: run for each anomaly new, changed
+    or ended in this run, last of all (:mod:`kops.ops.heal.notify`; not on a dry run)."""
     from kops.cluster.topology import ReadOptions, read_topology
     from kops.ops import cron, maintenance, reassign
     from kops.ops.heal import anomalies, decide, memory
@@ -167,6 +168,7 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     # for it; configs and sizes are read only when a fix is planned
     topo = read_topology(conn, ReadOptions(with_configs=False, with_sizes=False, with_reassignments=False))
     mem = memory.load(conn)
+    remembered_before = dict(mem.anomalies)
     now = time.time() if now is None else now
     racks = anomalies.racks_seen(topo, mem.racks)
     observed = anomalies.observe(topo, racks, max_dead_brokers=settings.max_dead_brokers, exclude=exclude)
@@ -213,6 +215,11 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
              before_executing=lambda: persist(mem.last_run))
     res.status = _status(res, decision, blocked)
     persist({"at": iso(now), "status": res.status, "exit_code": res.exit_code, "summary": res.summary()})
+    if notify_command and not dry_run:
+        from kops.ops.heal import notify
+
+        res.notes.extend(notify.notify(notify_command, notify.events(remembered_before, [*res.anomalies, *res.ended],
+                                                                     now)))
     res.duration_s = time.monotonic() - t0
     return res
 
