@@ -203,9 +203,13 @@ def test_a_broker_lost_for_good_is_healed_rack_safe(sandbox, bootstrap, unique_t
             assert code == 0 and doc["status"] == "dry_run" and doc["records_written"] == 0, (doc, err)
             assert 0 < doc["replicas_moved"] <= 2 and doc["plan"]["partitions"], doc
             assert _replicas(bootstrap, topic) == before and not ongoing(bootstrap)
+            events = tmp_path / "events.jsonl"
             code, doc, err = _step(bootstrap, "--broker-grace", "0s", "--max-moves", "2", "--throttle", "10M",
-                                   "--metrics-file", str(metrics))
-            assert code == 0 and doc["status"] == "moved", (doc, err)
+                                   "--metrics-file", str(metrics), "--notify-command", f"cat >> {events}; echo >> {events}")
+            assert code == 0 and doc["status"] == "moved" and not doc.get("notes"), (doc, err)
+            told = [json.loads(x) for x in events.read_text().splitlines() if x.strip()]
+            assert [(e["key"], e["event"], e["state"]) for e in told] == [
+                (f"broker_failure/{victim}", "new", "fixing")], told
             assert 0 < doc["replicas_moved"] <= 2 and doc["fix"]["goal"] == {"kind": "decommission", "brokers": [victim]}
             assert _anomaly(doc, f"broker_failure/{victim}")["state"] == "fixing"
             assert "kops_heal_step_replicas_moved" in metrics.read_text()
