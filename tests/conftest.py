@@ -6,6 +6,14 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from hypothesis import settings
+
+# Property tests assert what the code does, never how fast: hypothesis' default 200 ms deadline
+# per example fails them on a loaded machine (a round trip of client properties did, once, next
+# to two test suites), so no example has a deadline. (Loaded here, before any test module makes
+# its own settings, which inherit it.)
+settings.register_profile("kops", deadline=None)
+settings.load_profile("kops")
 
 
 @pytest.fixture
