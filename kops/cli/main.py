@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "reassign": "kops.cli.reassign",
     "leader": "kops.cli.leader",
     "rebalance": "kops.cli.rebalance",
+    "heal": "kops.cli.heal",
     "playbook": "kops.cli.playbook",
     "logs": "kops.cli.logs",
 }

@@ -34,9 +34,10 @@ from typing import Any
 from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput
 from kops.model import Topology
 from kops.ops import metrics
+from kops.ops.cron import DRY_RUN, MOVED, NOT_DONE
 from kops.ops.metrics import GaugeSpec
 
-BALANCED, MOVED, STEPPED_ASIDE, DRY_RUN, NOT_DONE = "balanced", "moved", "stepped_aside", "dry_run", "not_done"
+BALANCED, STEPPED_ASIDE = "balanced", "stepped_aside"
 #: what marks an execution as one of this job's steps (in the journal's options)
 ORIGIN = "rebalance-step"
 #: health findings that make the job step aside (moving data then slows the recovery down)
@@ -47,8 +48,6 @@ UNHEALTHY = ("offline", "under_min_isr", "under_replicated", "broker_down")
 DEFAULT_THRESHOLD_PCT = 10.0
 #: a step whose estimate is over its duration bound is planned again with this share of the bytes
 SHRINK = 0.5
-#: the wait for a step is its duration bound plus this margin (catching up new writes, waves)
-WAIT_MARGIN = 1.5
 
 
 @dataclass
@@ -184,8 +183,12 @@ def unhealthy(topo: Topology) -> list[str]:
     return [f"{f.subject}: {f.message}" for f in found]
 
 
-def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: Sequence[str] | None = None):
+def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: Sequence[str] | None = None, *,
+              goal=None, rebalance: bool = True):
     """The bounded plan of one step (pure): ``(PlanResult, estimated seconds, fits)``.
+
+    ``goal``: the planner's goal (default ``rebalance``; ``heal step`` gives a decommission of
+    dead brokers); ``rebalance=False``: only the moves the goal forces (as ``plan``).
 
     ``max_duration_s`` at ``throttle`` caps the bytes; when the estimate (busiest broker's
     bytes in or out / throttle, as the planner reports it) is still over the bound, the byte
@@ -193,6 +196,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
     within the bound (the plan then moves no data)."""
     from kops.placement.balancer import Goal, plan
 
+    goal = goal or Goal("rebalance")
     max_bytes = bounds.max_bytes
     if bounds.max_duration_s is not None:
         if not throttle:
@@ -202,16 +206,17 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
     shrunk = False
     band = bounds.threshold_pct / 100
     while True:
-        res = plan(topo, Goal("rebalance"), max_moves=bounds.max_moves, max_bytes=max_bytes, throttle=throttle,
-                   compare_kafka=False, goals=goals, band=band)
+        res = plan(topo, goal, max_moves=bounds.max_moves, max_bytes=max_bytes, throttle=throttle,
+                   compare_kafka=False, goals=goals, band=band, rebalance=rebalance)
         est = ((res.report.get("duration") or {}).get("seconds_parallel")) if throttle else None
         moved = res.report.get("replicas_moved") or 0
         if not moved:
             # nothing fits when shrinking ended here, or when the byte budget alone (by time)
             # leaves no move while the unbounded plan has some
             if not shrunk and bounds.max_duration_s is not None:
-                shrunk = bool(plan(topo, Goal("rebalance"), max_moves=bounds.max_moves, max_bytes=bounds.max_bytes,
-                                   compare_kafka=False, goals=goals, band=band).report.get("replicas_moved"))
+                shrunk = bool(plan(topo, goal, max_moves=bounds.max_moves, max_bytes=bounds.max_bytes,
+                                   compare_kafka=False, goals=goals, band=band,
+                                   rebalance=rebalance).report.get("replicas_moved"))
             return res, est, not shrunk
         if bounds.max_duration_s is None or est is None or est <= bounds.max_duration_s:
             return res, est, True
@@ -249,11 +254,9 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     default set; the goals' bands decide what is balanced, ``bounds.threshold_pct`` the balance
     goals' band); ``sample_seconds``: measure each partition's bytes-in first (``cluster describe
     --sample-seconds``); ``capacities``: a read capacity file (``kops.inputs.capacity``)."""
-    from kops.cluster.topology import list_reassignments
+    from kops.ops import cron
     from kops.ops import maintenance
     from kops.ops import reassign
-    from kops.ops.leader_rebalance import kops_execution_in_progress
-    from kops.placement.leadership import tp_str
 
     t0 = time.monotonic()
     if bounds.max_moves is not None and bounds.max_moves < 1:
@@ -264,22 +267,17 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     paused = maintenance.current(conn)
     if paused is not None:
         return _step_aside(bounds, throttle, f"kops' cron jobs are {paused.describe()}", t0)
-    opts = reassign.ExecuteOptions(throttle=throttle, max_moves_per_broker=max_moves_per_broker, wait=True,
-                            timeout_s=(bounds.max_duration_s * WAIT_MARGIN + 30) if bounds.max_duration_s else None,
-                            poll_interval_s=poll_interval_s, origin=ORIGIN)
-    holder = kops_execution_in_progress(conn)
-    if holder:
-        left = _resume_own(conn, opts, reporter) if not dry_run else None
-        if left is None:
-            return _step_aside(bounds, throttle, f"a kops execution is in progress: {holder}", t0)
+    opts = cron.execute_options(throttle=throttle, max_moves_per_broker=max_moves_per_broker,
+                                max_duration_s=bounds.max_duration_s, poll_interval_s=poll_interval_s, origin=ORIGIN)
+    occupied = cron.busy(conn, opts, dry_run=dry_run, reporter=reporter)
+    if occupied is not None and occupied.reason:
+        return _step_aside(bounds, throttle, occupied.reason, t0)
+    if occupied is not None:
+        left = occupied.resumed
         res = StepResult(MOVED if left.exit_code == EXIT_OK else NOT_DONE, left.exit_code, bounds, throttle,
                          reason=None if left.exit_code == EXIT_OK else left.message, execution=left.to_dict())
         res.duration_s = time.monotonic() - t0
         return res
-    ongoing = list_reassignments(conn)
-    if ongoing:
-        eg = ", ".join(tp_str(tp) for tp in sorted(ongoing)[:3])
-        return _step_aside(bounds, throttle, f"{len(ongoing)} partitions are being reassigned (e.g. {eg})", t0)
     topo = reassign.read(conn, sizes=True)
     sick = unhealthy(topo)
     if sick:
@@ -315,21 +313,10 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.duration_s = time.monotonic() - t0
         return result
     result.moves_left = _moves_left(res_plan.topology_after(topo), chosen, bounds)
-    prepared = reassign.prepare(conn, res_plan.plan, opts)  # validates all of it (disk, health); writes nothing
-    if dry_run:
-        from kops.ops.dryrun import simulate
-
-        result.status = DRY_RUN
-        result.execution = simulate(prepared, opts)  # the waves, throttles, bytes and disks it would give
-        result.duration_s = time.monotonic() - t0
-        return result
-    outcome = reassign.start(conn, prepared, opts, reporter=reporter)
-    result.execution = outcome.to_dict()
-    if outcome.exit_code == EXIT_OK and outcome.finished:
-        result.status = MOVED
-    else:
-        result.status, result.exit_code = NOT_DONE, outcome.exit_code or EXIT_NOT_DONE
-        result.reason = outcome.message
+    ran = cron.execute(conn, res_plan.plan, opts, dry_run=dry_run, reporter=reporter)
+    result.status, result.execution = ran.status, ran.execution
+    if ran.exit_code != EXIT_OK:
+        result.exit_code, result.reason = ran.exit_code, ran.reason
     result.duration_s = time.monotonic() - t0
     return result
 
@@ -343,24 +330,6 @@ def _moves_left(topo: Topology, goals: Sequence[str] | None, bounds: StepBounds)
                         band=bounds.threshold_pct / 100).report.get("replicas_moved") or 0)
     except BadInput:
         return None
-
-
-def _resume_own(conn, opts, reporter):
-    """Resume the unfinished execution an earlier step of this job left (its process gone);
-    None when the execution in progress is someone else's (or still has a live owner)."""
-    from kops.ops import journal
-    from kops.ops import reassign
-    from kops.ops.lock import LockHeld
-
-    topo = reassign.cluster_identity(conn)
-    store = journal.JournalStore(conn, reassign.cluster_id_of(topo))
-    j = reassign.find_journal(store, unfinished_only=True)
-    if j is None or (j.options or {}).get("origin") != ORIGIN:
-        return None
-    try:
-        return reassign.resume(conn, opts, execution_id=j.id, reporter=reporter)
-    except LockHeld:
-        return None  # its owner is alive: that run is still driving it
 
 
 # ------------------------------------------------------------------------------------------

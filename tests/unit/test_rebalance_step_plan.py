@@ -105,3 +105,66 @@ def test_a_step_with_goals_reports_them_in_their_order():
     g = goals_of(res.report, goals)
     assert list(g) == list(goals) and g["replicas"]["after"] < g["replicas"]["before"]
     assert worse_goals(g) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# the run: stepping aside, finishing its own earlier step, executing (kops.ops.cron), the
+# cluster replaced (tests/cluster/test_rebalance_step.py: the real one)
+# ---------------------------------------------------------------------------------------------
+
+
+def _healthy(topo):
+    """Every partition led by its first replica, its ISR complete."""
+    from dataclasses import replace
+
+    return replace(topo, topics=tuple(replace(t, partitions=tuple(replace(p, isr=p.replicas, leader=p.replicas[0])
+                                                                  for p in t.partitions)) for t in topo.topics))
+
+
+def _patched(monkeypatch, *, paused=None, busy=None):
+    from kops.ops import cron, maintenance, reassign
+
+    calls = []
+    monkeypatch.setattr(reassign, "cluster_identity", lambda conn: None)
+    monkeypatch.setattr(reassign, "read", lambda conn, **kw: _healthy(_skewed()))
+    monkeypatch.setattr(maintenance, "current", lambda conn: paused)
+    monkeypatch.setattr(cron, "busy", lambda conn, opts, **kw: (calls.append(("busy", opts.origin)), busy)[1])
+
+    def execute(conn, plan, opts, *, dry_run, reporter=None):
+        calls.append(("execute", opts.origin, opts.wait, opts.timeout_s, len(plan.entries)))
+        return cron.Ran(cron.MOVED, 0, None, {"execution_id": "e-1"})
+
+    monkeypatch.setattr(cron, "execute", execute)
+    return calls
+
+
+def test_a_step_steps_aside_when_paused_or_busy_and_executes_through_cron(monkeypatch):
+    from kops.ops import cron, replica_rebalance
+    from kops.ops.maintenance import Pause
+
+    pause = Pause("rack b patching", "operator", "me@host (pid 1)", "2026-01-01T00:00:00+00:00", "2999-01-01T00:00:00+00:00")
+    calls = _patched(monkeypatch, paused=pause)
+    res = replica_rebalance.step(object(), bounds=StepBounds(max_moves=5), throttle=10 * MIB)
+    assert res.status == "stepped_aside" and "rack b patching" in res.reason and calls == []
+
+    calls = _patched(monkeypatch, busy=cron.Busy(reason="a kops execution is in progress: x"))
+    res = replica_rebalance.step(object(), bounds=StepBounds(max_moves=5), throttle=10 * MIB)
+    assert res.status == "stepped_aside" and res.reason == "a kops execution is in progress: x"
+    assert calls == [("busy", "rebalance-step")]
+
+    class Resumed:
+        exit_code, message = 3, "execution e-0 not done (timed out)"
+
+        def to_dict(self):
+            return {"execution_id": "e-0"}
+
+    _patched(monkeypatch, busy=cron.Busy(resumed=Resumed()))
+    res = replica_rebalance.step(object(), bounds=StepBounds(max_moves=5), throttle=10 * MIB)
+    assert (res.status, res.exit_code, res.reason) == ("not_done", 3, "execution e-0 not done (timed out)")
+
+    calls = _patched(monkeypatch)
+    res = replica_rebalance.step(object(), bounds=StepBounds(max_moves=5, max_duration_s=60), throttle=10 * MIB)
+    assert res.status == "moved" and res.exit_code == 0 and res.execution == {"execution_id": "e-1"}
+    (_busy, (what, origin, wait, timeout, entries)) = calls
+    assert (what, origin, wait, timeout) == ("execute", "rebalance-step", True, 60 * 1.5 + 30) and entries
+    assert 0 < res.replicas_moved <= 5  # leader reorders are free

@@ -1,0 +1,463 @@
+"""Self-healing's pure core: what ``heal step`` observes in a topology, how its memory keeps
+first-seen times, what it decides (grace, outage, no ISR, --fix), what the planner is given for a
+dead broker (its own rack first, rack-safe), the memory's records and the metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+from typer.testing import CliRunner
+
+from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput
+from kops.model import Broker, Partition, Topic, Topology
+from kops.ops.heal import anomalies, decide, memory
+from kops.ops.heal.anomalies import (
+    BROKER_FAILURE, CLEARED, FIXED, FIXING, IN_GRACE, NEW_BROKER, NO_ISR, RACK_UNSAFE, REFUSED, TOO_MUCH_DOWN,
+    Anomaly, observe, racks_seen, remember,
+)
+from kops.ops.heal.decide import Settings, planning_topology
+from kops.ops.heal.step import HealResult, check, gauges
+from kops.ops.replica_rebalance import StepBounds, plan_step
+from kops.placement.racks import RackTree, rack_violation
+
+RACKS = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
+GRACE = 1800.0
+
+
+def _assignment(n: int = 12) -> dict[int, tuple[int, ...]]:
+    """RF 3, one replica per rack, spread over the six brokers."""
+    a, b, c = (0, 1), (2, 3), (4, 5)
+    return {p: (a[p % 2], b[(p // 2) % 2], c[(p // 4) % 2])[p % 3:] + (a[p % 2], b[(p // 2) % 2], c[(p // 4) % 2])[:p % 3]
+            for p in range(n)}
+
+
+def topo(dead=(), *, new=(), no_isr=(), assign=None, racks=RACKS) -> Topology:
+    """As kops reads a cluster: a dead broker is not registered (no rack, not alive)."""
+    brokers = [Broker(b, None, alive=False) if b in dead else Broker(b, r) for b, r in racks.items()]
+    brokers += [Broker(b, "a") for b in new]
+    parts = []
+    for p, reps in (assign or _assignment()).items():
+        isr = () if p in no_isr else tuple(b for b in reps if b not in dead)
+        parts.append(Partition("t", p, reps, isr, isr[0] if isr else None, size_bytes=1000))
+    return Topology(tuple(brokers), (Topic("t", tuple(parts), configs={"min.insync.replicas": "2"}),))
+
+
+def seen(t: Topology, max_dead: int = 1, racks=RACKS):
+    return observe(t, racks_seen(t, racks), max_dead_brokers=max_dead)
+
+
+# ---------------------------------------------------------------------------------------------
+# observe
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_healthy_cluster_has_no_anomaly():
+    assert seen(topo()) == []
+
+
+def test_a_dead_broker_holding_replicas_is_a_broker_failure_with_the_rack_it_had():
+    (o,) = seen(topo(dead=(3,)))
+    assert (o.key, o.kind, o.brokers, o.count) == ("broker_failure/3", BROKER_FAILURE, (3,), 6)
+    assert "rack b" in o.detail
+
+
+def test_a_dead_broker_heal_never_saw_registered_has_an_unknown_rack():
+    t = topo(dead=(3,))
+    (o,) = observe(t, racks_seen(t, {}), max_dead_brokers=1)
+    assert "rack unknown" in o.detail
+
+
+def test_more_dead_brokers_than_allowed_is_too_much_down():
+    keys = [o.key for o in seen(topo(dead=(1, 3)))]
+    assert keys == ["broker_failure/1", "broker_failure/3", "too_much_down"]
+    assert [o.key for o in seen(topo(dead=(1, 3)), max_dead=2)] == ["broker_failure/1", "broker_failure/3"]
+
+
+def test_a_whole_rack_down_is_too_much_down_whatever_the_count():
+    found = {o.key: o for o in seen(topo(dead=(4, 5)), max_dead=5)}
+    assert "every broker of rack c is down" in found["too_much_down"].detail
+
+
+def test_partitions_without_isr_and_new_brokers_and_rack_unsafe_lists():
+    found = {o.key: o for o in seen(topo(no_isr=(1, 2)))}
+    assert found[NO_ISR].count == 2 and found[NO_ISR].partitions == ("t-1", "t-2")
+    found = {o.key: o for o in seen(topo(new=(6,)))}
+    assert list(found) == ["new_broker/6"]
+    assign = _assignment()
+    assign[0] = (0, 1, 2)  # two replicas in rack a
+    found = {o.key: o for o in seen(topo(assign=assign))}
+    assert found[RACK_UNSAFE].partitions == ("t-0",)
+    # rack safety is not judged while a broker is down
+    assert RACK_UNSAFE not in {o.key for o in seen(topo(dead=(5,), assign=assign))}
+
+
+def test_excluded_topics_are_not_watched():
+    import re
+
+    t = topo(dead=(3,))
+    assert observe(t, racks_seen(t, RACKS), max_dead_brokers=1, exclude=re.compile("t")) == []
+    assert len(observe(t, racks_seen(t, RACKS), max_dead_brokers=1, exclude=re.compile("t.+"))) == 1
+    # an outage is judged on every topic: excluded ones cannot hide a second broker down
+    found = observe(topo(dead=(1, 3)), RACKS, max_dead_brokers=1, exclude=re.compile("t"))
+    assert [o.key for o in found] == ["too_much_down"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the memory: first seen, ended, a new episode
+# ---------------------------------------------------------------------------------------------
+
+
+def test_first_seen_is_kept_run_after_run_and_a_new_episode_starts_afresh():
+    t = topo(dead=(3,))
+    r1 = remember(seen(t), {}, now=1000.0)
+    mem = {a.key: a for a in r1.current}
+    r2 = remember(seen(t), mem, now=1600.0)
+    assert r2.current[0].first_seen == 1000.0
+    # back (before any fix): cleared; dead again later: first seen anew
+    r3 = remember(seen(topo()), {a.key: a for a in r2.current}, now=1700.0)
+    assert [(a.key, a.state, a.ended_at) for a in r3.ended] == [("broker_failure/3", CLEARED, 1700.0)]
+    r4 = remember(seen(t), {a.key: a for a in r3.ended}, now=5000.0)
+    assert r4.current[0].first_seen == 5000.0
+
+
+def test_an_anomaly_heal_was_fixing_that_is_gone_is_fixed():
+    a = Anomaly("broker_failure/3", BROKER_FAILURE, "broker 3", "", first_seen=1.0, state=FIXING)
+    r = remember([], {a.key: a}, now=99.0)
+    assert r.ended[0].state == FIXED and r.ended[0].ended_at == 99.0
+
+
+def test_memory_records_round_trip_and_only_changes_are_written():
+    a = Anomaly("broker_failure/3", BROKER_FAILURE, "broker 3", "d", first_seen=10.0, state=IN_GRACE, brokers=(3,),
+                count=6)
+    recs = memory.records([a], {3: "b"}, {"at": "x"}, now=20.0)
+    mem = memory.parse(recs)
+    assert mem.anomalies["broker_failure/3"] == a and mem.racks == {3: "b"} and mem.last_run == {"at": "x"}
+    assert memory.changes(mem, memory.records([a], {3: "b"}, {"at": "x"}, now=30.0)) == {}
+    a.state = FIXING
+    assert list(memory.changes(mem, memory.records([a], {3: "b"}, {"at": "x"}, now=30.0))) == [
+        "heal/anomaly/broker_failure/3"]
+    # an ended anomaly is kept for the history, then deleted
+    a.state, a.ended_at = FIXED, 40.0
+    assert memory.records([a], {}, None, now=40.0 + memory.HISTORY_S + 1)["heal/anomaly/broker_failure/3"] is None
+    assert memory.changes(memory.Memory(), {"heal/anomaly/x": None}) == {}
+
+
+def test_unreadable_records_are_named_and_ignored():
+    mem = memory.parse({"heal/anomaly/x": b"{not json", "execution/1": b"zz", "pause/cron": None})
+    assert mem.unreadable == ["heal/anomaly/x"] and not mem.anomalies
+
+
+# ---------------------------------------------------------------------------------------------
+# decide
+# ---------------------------------------------------------------------------------------------
+
+
+def current(t: Topology, first_seen: float, max_dead: int = 1):
+    return remember(seen(t, max_dead), {}, now=first_seen).current
+
+
+def test_in_grace_nothing_is_done_past_grace_the_dead_broker_is_decommissioned():
+    cur = current(topo(dead=(3,)), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=GRACE), now=GRACE - 1)
+    assert d.fix is None and d.anomalies[0].state == IN_GRACE and d.exit_code == EXIT_OK
+    d = decide.decide(cur, settings=Settings(broker_grace_s=GRACE), now=GRACE)
+    assert d.fix is not None and d.fix.goal.kind == "decommission" and d.fix.goal.brokers == (3,)
+    assert d.anomalies[0].state == FIXING and not d.fix.rebalance
+
+
+def test_too_much_down_moves_nothing_and_exits_3():
+    cur = current(topo(dead=(1, 3)), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0), now=10_000)
+    assert d.fix is None and d.exit_code == EXIT_NOT_DONE
+    assert {a.state for a in d.anomalies} == {REFUSED}
+    assert "not a job for automation" in d.reason
+
+
+def test_paused_or_busy_moves_nothing_and_says_why():
+    cur = current(topo(dead=(3,)), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0), now=1, blocked="kops' cron jobs are paused by playbook")
+    assert d.fix is None and d.exit_code == EXIT_OK and "paused by playbook" in d.anomalies[0].why
+
+
+def test_no_isr_is_reported_with_the_runbook_never_fixed():
+    cur = current(topo(no_isr=(0,)), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0, fix=frozenset(anomalies.FIXABLE)), now=1)
+    assert d.fix is None and d.exit_code == EXIT_NOT_DONE
+    assert "unclean" in d.anomalies[0].why and "docs/self-healing.md" in d.anomalies[0].why
+
+
+def test_kinds_not_in_fix_are_reported_only_and_new_brokers_wait_for_dead_ones():
+    cur = current(topo(new=(6,)), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0), now=1)
+    assert d.fix is None and "not in --fix" in d.anomalies[0].why and d.exit_code == EXIT_OK
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0, fix=frozenset({NEW_BROKER})), now=1)
+    assert d.fix.goal.kind == "add-brokers" and d.fix.goal.brokers == (6,) and d.fix.rebalance
+    cur = current(topo(dead=(3,), new=(6,)), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0, fix=frozenset(anomalies.FIXABLE)), now=1)
+    assert d.fix.kind == BROKER_FAILURE
+    assert {a.key: a.state for a in d.anomalies} == {"broker_failure/3": FIXING, "new_broker/6": REFUSED}
+
+
+# ---------------------------------------------------------------------------------------------
+# planning a dead broker's replicas: the decommission planner, own rack first, rack-safe
+# ---------------------------------------------------------------------------------------------
+
+
+def _plan(t: Topology, dead: tuple[int, ...], in_grace: tuple[int, ...] = (), max_moves: int | None = None):
+    cur = remember(seen(t, max_dead=len(dead) + len(in_grace)), {}, now=0.0).current
+    for a in cur:  # those in grace were first seen later
+        if a.brokers and a.brokers[0] in in_grace:
+            a.first_seen = 100.0
+    d = decide.decide(cur, settings=Settings(broker_grace_s=50, max_dead_brokers=5), now=120.0)
+    scope = planning_topology(t, RACKS, d.fix)
+    res, _est, fits = plan_step(scope.topology, StepBounds(max_moves=max_moves), None, d.fix.goals, goal=d.fix.goal,
+                                rebalance=d.fix.rebalance)
+    return d, scope, res, fits
+
+
+def test_a_dead_brokers_replicas_go_to_its_own_rack_first_rack_safe():
+    t = topo(dead=(3,))
+    d, scope, res, fits = _plan(t, (3,))
+    assert fits and scope.held_back == ()
+    lost = {p.tp for p in t.partitions() if 3 in p.replicas}
+    assert set(res.changes) == lost  # no other partition touched, not even reordered
+    tree = RackTree.build({b: r for b, r in RACKS.items() if b != 3})
+    for tp, new in res.changes.items():
+        assert 3 not in new and rack_violation(new, tree) is None
+        if tp in lost:  # the replacement is broker 2, rack b: the dead broker's own rack
+            assert set(new) - set(t.partition(*tp).replicas) == {2}
+
+
+def test_a_bounded_fix_moves_at_most_max_moves_and_partitions_on_a_broker_in_grace_wait():
+    t = topo(dead=(3,))
+    _d, _s, res, _ = _plan(t, (3,), max_moves=2)
+    assert res.report["replicas_moved"] <= 2 and not res.complete
+    t = topo(dead=(1, 3))
+    d, scope, res, _ = _plan(t, (3,), in_grace=(1,))
+    assert d.fix.goal.brokers == (3,)
+    waiting = {f"t-{p.partition}" for p in t.partitions() if 1 in p.replicas}
+    assert {h.split(":")[0] for h in scope.held_back} == waiting
+    for tp, new in res.changes.items():
+        assert 1 not in new and 3 not in new and f"{tp[0]}-{tp[1]}" not in waiting
+
+
+# ---------------------------------------------------------------------------------------------
+# properties
+# ---------------------------------------------------------------------------------------------
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.floats(1, 3000), st.booleans()), min_size=1, max_size=25), st.floats(0, 4000))
+def test_a_broker_back_before_its_grace_is_never_acted_upon(timeline, grace):
+    """Runs at increasing times, the broker down or up at each: a fix is decided only once it
+    has been down, run after run, for at least the grace."""
+    mem: dict[str, Anomaly] = {}
+    now = 0.0
+    down_since = None
+    for step_s, down in timeline:
+        now += step_s
+        t = topo(dead=(3,) if down else ())
+        r = remember(seen(t), mem, now)
+        d = decide.decide(r.current, settings=Settings(broker_grace_s=grace), now=now)
+        down_since = (down_since if down_since is not None else now) if down else None
+        if d.fix is not None:
+            assert down and now - down_since >= grace, (timeline, grace)
+        else:
+            assert not down or now - down_since < grace
+        mem = {a.key: a for a in [*d.anomalies, *r.ended, *r.history]}
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.sets(st.sampled_from(sorted(RACKS)), min_size=2), st.integers(0, 5), st.floats(0, 1e6))
+def test_too_much_down_never_moves_anything(dead, max_dead, age):
+    t = topo(dead=tuple(dead))
+    cur = remember(observe(t, racks_seen(t, RACKS), max_dead_brokers=max_dead), {}, now=0.0).current
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0, max_dead_brokers=max_dead,
+                                             fix=frozenset(anomalies.FIXABLE)), now=age)
+    rack_down = any(all(b in dead for b in RACKS if RACKS[b] == r) for r in set(RACKS.values()))
+    if len(dead) > max_dead or rack_down:
+        assert d.fix is None and d.exit_code == EXIT_NOT_DONE
+        assert any(a.kind == TOO_MUCH_DOWN for a in d.anomalies)
+
+
+# ---------------------------------------------------------------------------------------------
+# input, results, metrics
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bad_settings_are_bad_input():
+    with pytest.raises(BadInput) as e:
+        check(Settings(broker_grace_s=-1, max_dead_brokers=-1, fix=frozenset({"no_in_sync_replica"})),
+              StepBounds(max_moves=0, max_duration_s=60), None)
+    assert "4 problems" in e.value.message or "5 problems" in e.value.message
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--fix", "bogus"], "--fix"), (["--exclude-topics", "("], "--exclude-topics"),
+    (["--max-moves", "0"], "--max-moves"), (["--broker-grace", "nan"], "--broker-grace"),
+    (["--max-dead-brokers", "-1"], "--max-dead-brokers"), (["--throttle", "-5"], "--throttle"),
+    (["--notify-command", " "], "--notify-command"),
+])
+def test_the_cli_refuses_bad_input_before_connecting(args, needle):
+    from kops.cli.main import app
+
+    r = CliRunner().invoke(app, ["--bootstrap-server", "127.0.0.1:1", "--output", "json", "heal", "step", *args])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output
+
+
+def test_result_line_json_and_metrics():
+    a = Anomaly("broker_failure/3", BROKER_FAILURE, "broker 3", "d", first_seen=0.0, state=IN_GRACE, why="w")
+    res = HealResult("watching", EXIT_OK, Settings(), StepBounds(), None, anomalies=[a], now=60.0)
+    assert res.summary().startswith("heal step: watching; broker 3: broker_failure (in_grace)")
+    doc = json.loads(json.dumps(res.to_dict()))
+    assert doc["anomalies"][0]["first_seen"] == "1970-01-01T00:00:00+00:00" and doc["anomalies"][0]["age_s"] == 60.0
+    from kops.ops.metrics import text
+
+    out = text(gauges(res, now=1.0))
+    assert 'kops_heal_step_anomalies{kind="broker_failure",state="in_grace"} 1.0' in out
+    assert 'kops_heal_step_oldest_anomaly_seconds{kind="broker_failure"} 60.0' in out
+
+
+def test_own_rack_first_needs_the_rack_the_dead_broker_had():
+    """The decommission planner replaces a removed broker's replica in its own rack when a
+    broker there is as lightly loaded as the best elsewhere (docs/planner.md); a dead broker is
+    gone from the metadata, so only heal's memory of its rack lets it do so. Four racks, every
+    live broker holding one replica: broker 7's replica of t-0 (0, 4, 7) could go to 2, 3 (rack
+    b) or 6 (rack d, its own)."""
+    racks = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c", 6: "d", 7: "d"}
+    assign = {0: (0, 4, 7), 1: (1, 5, 6), 2: (2,), 3: (3,)}
+    t = topo(dead=(7,), assign=assign, racks=racks)
+    cur = remember(observe(t, racks_seen(t, racks), max_dead_brokers=1), {}, now=0.0).current
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0), now=1.0)
+
+    def replacement(known_racks):
+        scope = planning_topology(t, known_racks, d.fix)
+        res, _est, _fits = plan_step(scope.topology, StepBounds(max_moves=None), None, d.fix.goals, goal=d.fix.goal,
+                                     rebalance=False)
+        return set(res.changes[("t", 0)]) - {0, 4}
+
+    assert replacement(racks) == {6}
+    assert replacement({b: r for b, r in racks.items() if b != 7}) == {2}  # its rack forgotten: the lowest id
+
+
+def test_summary_lines_of_each_outcome():
+    a = Anomaly("too_much_down", TOO_MUCH_DOWN, "cluster", "d", first_seen=0.0, state=REFUSED, why="w")
+    res = HealResult("refused", EXIT_NOT_DONE, Settings(), StepBounds(), None, anomalies=[a], reason="outage")
+    assert res.summary().startswith("heal step: nothing moved: outage; cluster: too_much_down (refused)")
+    res = HealResult("moved", EXIT_OK, Settings(), StepBounds(), None,
+                     reason="this run finished an earlier heal step's execution first (done)")
+    assert res.summary().startswith("heal step: this run finished an earlier heal step's execution first")
+    res = HealResult("moved", EXIT_OK, Settings(), StepBounds(), None, replicas_moved=3, bytes_moved=3 * 1048576,
+                     fix={"what": "re-create the replicas of dead brokers [5] on live brokers"}, moves_left=4)
+    assert res.summary().startswith("heal step: moved 3 replicas, 3.0 MiB to re-create the replicas of dead brokers "
+                                    "[5] on live brokers; 4 replica moves left")
+
+
+# ---------------------------------------------------------------------------------------------
+# the run's orchestration, its cluster access replaced (tests/cluster/test_heal.py: the real one)
+# ---------------------------------------------------------------------------------------------
+
+
+class _Run:
+    """``heal.step.step`` with the cluster replaced: ``topology`` read, a memory of records,
+    optionally failing writes, and a fake engine that records what it was given."""
+
+    def __init__(self, monkeypatch, topology: Topology, *, fail_writes: bool = False):
+        from kops.errors import ClusterError
+        from kops.ops import cron, maintenance, reassign
+        from kops.cluster import topology as topology_reader
+
+        self.records: dict[str, bytes] = {}
+        self.saved_before_execute: dict[str, bytes] | None = None
+        self.executed = []
+        self.topology = topology
+
+        def put(conn, writes, mem=None):
+            if fail_writes:
+                raise ClusterError("journal: write to topic __kops_journal failed: NOT_ENOUGH_REPLICAS")
+            for k, v in writes.items():
+                if v is None:
+                    self.records.pop(k, None)
+                else:
+                    self.records[k] = v
+                if mem is not None:
+                    mem.raw[k] = v
+            return len(writes)
+
+        def execute(conn, plan, opts, *, dry_run, reporter=None):
+            self.saved_before_execute = dict(self.records)
+            self.executed.append((plan, opts.origin))
+            return cron.Ran(cron.MOVED, EXIT_OK, None, {"execution_id": "x-1"})
+
+        monkeypatch.setattr(reassign, "cluster_identity", lambda conn: None)
+        monkeypatch.setattr(reassign, "read", lambda conn, **kw: self.topology)
+        monkeypatch.setattr(topology_reader, "read_topology", lambda conn, opts=None: self.topology)
+        monkeypatch.setattr(memory, "load", lambda conn: memory.parse(self.records))
+        monkeypatch.setattr(memory, "save", put)
+        monkeypatch.setattr(maintenance, "current", lambda conn: None)
+        monkeypatch.setattr(cron, "busy", lambda conn, opts, **kw: None)
+        monkeypatch.setattr(cron, "execute", execute)
+
+    def __call__(self, now: float, notify_command: str | None = None, **settings):
+        from kops.ops.heal import step
+
+        return step.step(object(), settings=Settings(**settings), bounds=StepBounds(max_moves=10), throttle=None,
+                         now=now, notify_command=notify_command)
+
+
+def test_a_run_remembers_then_fixes_past_the_grace_recording_the_fix_before_the_engine_runs(monkeypatch):
+    run = _Run(monkeypatch, topo(dead=(3,)))
+    run.topology = topo()
+    assert run(0.0).status == "nothing_to_do"  # racks remembered while every broker is up
+    run.topology = topo(dead=(3,))
+    res = run(100.0, broker_grace_s=GRACE)
+    assert res.status == "watching" and res.anomalies[0].state == IN_GRACE and not run.executed
+    res = run(100.0 + GRACE, broker_grace_s=GRACE)
+    assert res.status == "moved" and res.exit_code == EXIT_OK and len(run.executed) == 1
+    assert run.executed[0][1] == "heal-step"
+    before = memory.parse(run.saved_before_execute).anomalies["broker_failure/3"]
+    assert before.state == FIXING and before.first_seen == 100.0 and before.fixes[-1]["status"] == "started"
+    after = memory.parse(run.records).anomalies["broker_failure/3"]
+    assert after.fixes[-1]["status"] == "moved" and after.fixes[-1]["execution_id"] == "x-1"
+    run.topology = topo()  # its replicas are elsewhere now (as far as heal can tell: gone)
+    res = run(200.0 + GRACE, broker_grace_s=GRACE)
+    assert res.status == "nothing_to_do" and [(a.key, a.state) for a in res.ended] == [("broker_failure/3", FIXED)]
+
+
+def test_an_outage_is_reported_even_when_the_memory_cannot_be_written(monkeypatch):
+    run = _Run(monkeypatch, topo(dead=(1, 3)), fail_writes=True)
+    res = run(0.0, broker_grace_s=0)
+    assert res.status == "refused" and res.exit_code == EXIT_NOT_DONE and not run.executed
+    assert "memory was not saved" in res.summary() and "NOT_ENOUGH_REPLICAS" in res.notes[0]
+
+
+def test_the_notify_hook_gets_each_new_changed_or_ended_anomaly_and_never_blocks(monkeypatch, tmp_path):
+    out = tmp_path / "events"
+    hook = f"cat >> {out}; echo >> {out}"
+    run = _Run(monkeypatch, topo())
+    run(0.0, notify_command=hook)
+    run.topology = topo(dead=(3,))
+    run(100.0, notify_command=hook, broker_grace_s=GRACE)  # new, in grace
+    run(200.0, notify_command=hook, broker_grace_s=GRACE)  # unchanged: nothing
+    run(100.0 + GRACE, notify_command=hook, broker_grace_s=GRACE)  # fixing
+    run.topology = topo()
+    run(200.0 + GRACE, notify_command=hook, broker_grace_s=GRACE)  # fixed
+    got = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    assert [(e["key"], e["event"], e["previous_state"], e["state"]) for e in got] == [
+        ("broker_failure/3", "new", None, IN_GRACE), ("broker_failure/3", "changed", IN_GRACE, FIXING),
+        ("broker_failure/3", "ended", FIXING, FIXED)]
+    # a failing hook: said, and the fix happens all the same
+    run = _Run(monkeypatch, topo(dead=(3,)))
+    res = run(0.0, notify_command="echo no such pager >&2; exit 4", broker_grace_s=0)
+    assert res.status == "moved" and res.exit_code == EXIT_OK and run.executed
+    assert res.notes == ["--notify-command for broker_failure/3 (new): exit 4: no such pager"]
+
+
+def test_a_hook_that_hangs_is_killed():
+    from kops.ops.heal import notify
+
+    assert notify.notify("sleep 5 & sleep 6", [{"key": "k", "event": "new"}], timeout_s=0.3) == [
+        "--notify-command for k (new): no end within 0.3 s (killed)"]
