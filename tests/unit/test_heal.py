@@ -357,7 +357,7 @@ def test_summary_lines_of_each_outcome():
 
 
 # ---------------------------------------------------------------------------------------------
-# the run's orchestration, its cluster access replaced (tests/cluster/test_heal.py: the real one)
+# the run's orchestration, its cluster access replaced (tests/cluster/test_heal_cluster.py: the real one)
 # ---------------------------------------------------------------------------------------------
 
 
