@@ -162,6 +162,21 @@ def test_a_live_reads_disk_use_counts_everything_on_the_volume():
     assert res.report["goals"]["disk-capacity"]["after"] == 80.0
 
 
+def test_unknown_disk_capacity_names_the_kafka_release_that_reports_it():
+    """Kafka reports a log dir's total bytes from 3.3 (KIP-827): the report says so, with what the
+    brokers run, so that an operator on 3.2 knows the capacity file is the way."""
+    from dataclasses import replace
+
+    topo = cluster(caps=False)
+    old = replace(topo, brokers=tuple(replace(b, kafka_version="3.2") for b in topo.brokers))
+    d = G.evaluate(old, old.assignment(), old.assignment())["disk-capacity"]
+    assert d["status"] == "unknown"
+    assert "Kafka 3.3 or later, KIP-827; these brokers run Kafka 3.2" in d["needs"]
+    assert "--capacity-file" in d["needs"]
+    unread = G.evaluate(topo, topo.assignment(), topo.assignment())["disk-capacity"]["needs"]
+    assert "Kafka 3.3 or later" in unread and "these brokers run" not in unread
+
+
 def test_brokers_sharing_one_volume_get_no_limit_from_it():
     """A local sandbox: six brokers on one host and one disk that is 90 % used by other things;
     the measured disk is nobody's alone, so it limits nothing (a capacity file still would)."""

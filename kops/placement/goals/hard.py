@@ -48,8 +48,11 @@ class DiskCapacityGoal(PlanGoal):
             return ev.unknown(goal, "partition sizes (a live read, or a snapshot with size_bytes)")
         disk_cap, ids = ev.disk_cap, ev.ids
         if not disk_cap:
-            return ev.unknown(goal, "disk capacities (measured from the log dirs by a live read, or a snapshot from "
-                                    "cluster describe --capacity-file; brokers sharing one volume need the file)")
+            running = ev.topo.kafka_versions()
+            on = f"; these brokers run Kafka {running}" if running else ""
+            return ev.unknown(goal, "disk capacities (measured from the log dirs by a live read on Kafka 3.3 or "
+                                    f"later, KIP-827{on}; or a snapshot from cluster describe --capacity-file; "
+                                    "brokers sharing one volume need the file)")
         held = ev.per_broker("size", "before")
         incoming, outgoing = added(ev.after, ev.before, ids, ev.size), added(ev.before, ev.after, ids, ev.size)
         ub = {b: disk_used(ev.topo.broker(b), held[b], ev.shared) for b in ids}
