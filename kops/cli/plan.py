@@ -173,6 +173,7 @@ def _assign_summary(con, algorithm: str, result, rack_of, start_index: int) -> N
 
 # -- kops plan rebalance | decommission | add-brokers | drain-rack | set-replication-factor |
 #    move-topics: the minimal-movement planner (kops.placement.balancer) ----------------------------
+from dataclasses import dataclass  # noqa: E402
 from typing import Annotated  # noqa: E402
 
 from kops.cli.common import TopologyOpt  # noqa: E402
@@ -254,6 +255,22 @@ AddBrokerOpt = Annotated[
 ]
 
 
+@dataclass(frozen=True)
+class PlanOptions:
+    """The options every minimal-movement plan command takes, declared once: a command's
+    ``opts: PlanOptions`` parameter stands for all of them (see :func:`kops.cli.common.cluster_command`)."""
+
+    topology: TopologyOpt = None
+    max_moves: MaxMovesOpt = None
+    max_bytes: MaxBytesOpt = None
+    throttle: ThrottleOpt = None
+    chart: ChartOpt = None
+    capacity_file: CapacityFileOpt = None
+    disk_threshold: DiskThresholdOpt = 80.0
+    goals: GoalsOpt = None
+    add_broker: AddBrokerOpt = None
+
+
 def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
     """The topology with the capacity file applied and the what-if brokers added."""
     from dataclasses import replace
@@ -300,51 +317,37 @@ def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
     return topo
 
 
-def _run_goal(
-    c: Context,
-    make_goal,
-    *,
-    topology: str | None,
-    max_moves: int | None,
-    max_bytes: int | None,
-    throttle: int | None,
-    chart: str | None,
-    no_balance: bool = False,
-    capacity_file: str | None = None,
-    disk_threshold: float = 80.0,
-    add_broker: list[str] | None = None,
-    goals: str | None = None,
-) -> None:
+def _run_goal(c: Context, make_goal, opts: PlanOptions, *, no_balance: bool = False) -> None:
     from kops.cli.common import load_topology
     from kops.inputs.files import CHART_FORMATS, output_file
     from kops.placement.balancer import plan
 
     from kops.placement.goals import select_goals
 
-    chart_format = output_file(chart, what="--chart", formats=CHART_FORMATS) if chart else None
-    chosen = select_goals(goals)  # checked before connecting
-    if add_broker and not topology:
+    chart_format = output_file(opts.chart, what="--chart", formats=CHART_FORMATS) if opts.chart else None
+    chosen = select_goals(opts.goals)  # checked before connecting
+    if opts.add_broker and not opts.topology:
         from kops.errors import BadInput
 
         raise BadInput("--add-broker plans against brokers that do not exist: it needs --topology FILE (a "
                        "snapshot from `kops cluster describe --output json`), so that nobody executes the plan "
                        "on the live cluster by mistake")
-    if capacity_file:  # checked before connecting
+    if opts.capacity_file:  # checked before connecting
         from kops.inputs.capacity import read_capacity_file
 
-        read_capacity_file(capacity_file)
-    topo = _what_if(load_topology(c, topology), capacity_file, add_broker)
+        read_capacity_file(opts.capacity_file)
+    topo = _what_if(load_topology(c, opts.topology), opts.capacity_file, opts.add_broker)
     goal = make_goal(topo)
-    res = plan(topo, goal, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, rebalance=not no_balance,
-               disk_threshold=disk_threshold / 100, goals=chosen)
-    if chart:
-        _write_chart(res.report, chart, chart_format)
+    res = plan(topo, goal, max_moves=opts.max_moves, max_bytes=opts.max_bytes, throttle=opts.throttle,
+               rebalance=not no_balance, disk_threshold=opts.disk_threshold / 100, goals=chosen)
+    if opts.chart:
+        _write_chart(res.report, opts.chart, chart_format)
     if c.json:
         emit_json({"plan": res.plan.to_dict(), "report": res.report})
         return
     _render_goal_report(err_console(), res.report)
-    if chart:
-        err_console().print(f"chart written to {chart}")
+    if opts.chart:
+        err_console().print(f"chart written to {opts.chart}")
     sys.stdout.write(res.plan.to_json() + "\n")
 
 
@@ -540,15 +543,8 @@ def _ids_opt(text: str, option: str) -> tuple[int, ...]:
 @cluster_command
 def rebalance(
     c: Context,
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Balance replicas, preferred leaders and first followers over the alive brokers, rack-safe,
     moving as few replicas as possible (replicas on dead brokers are replaced).
@@ -558,9 +554,7 @@ def rebalance(
     """
     from kops.placement.balancer import Goal
 
-    _run_goal(c, lambda topo: Goal("rebalance"), topology=topology, max_moves=max_moves, max_bytes=max_bytes,
-              throttle=throttle, chart=chart, capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals,
-              add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("rebalance"), opts)
 
 
 @app.command("decommission")
@@ -570,15 +564,8 @@ def decommission(
     c: Context,
     brokers: str = typer.Option(..., "--brokers", help="Brokers to empty, e.g. 4,5."),
     no_balance: NoBalanceOpt = False,
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Move every replica off BROKERS (to the same rack where that is balanced), then balance.
 
@@ -588,9 +575,7 @@ def decommission(
     from kops.placement.balancer import Goal
 
     ids = _ids_opt(brokers, "--brokers")
-    _run_goal(c, lambda topo: Goal("decommission", brokers=ids), topology=topology, max_moves=max_moves,
-              max_bytes=max_bytes, throttle=throttle, chart=chart, no_balance=no_balance,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("decommission", brokers=ids), opts, no_balance=no_balance)
 
 
 @app.command("add-brokers")
@@ -599,23 +584,14 @@ def decommission(
 def add_brokers(
     c: Context,
     brokers: str = typer.Option(..., "--brokers", help="New (empty) brokers to move load onto, e.g. 6,7."),
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Move load onto new brokers: every copy goes to one of BROKERS, from the most loaded brokers."""
     from kops.placement.balancer import Goal
 
     ids = _ids_opt(brokers, "--brokers")
-    _run_goal(c, lambda topo: Goal("add-brokers", brokers=ids), topology=topology, max_moves=max_moves,
-              max_bytes=max_bytes, throttle=throttle, chart=chart, capacity_file=capacity_file,
-              disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("add-brokers", brokers=ids), opts)
 
 
 @app.command("drain-rack")
@@ -625,15 +601,8 @@ def drain_rack(
     c: Context,
     rack: str = typer.Option(..., "--rack", help="Rack to empty (a path prefix such as /dc1 drains a whole domain)."),
     no_balance: NoBalanceOpt = False,
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Move every replica off the brokers of RACK, rack-safe over the racks that remain.
 
@@ -644,9 +613,7 @@ def drain_rack(
 
     if not rack.strip():
         raise BadInput("--rack: an empty rack name")
-    _run_goal(c, lambda topo: Goal("drain-rack", rack=rack), topology=topology, max_moves=max_moves,
-              max_bytes=max_bytes, throttle=throttle, chart=chart, no_balance=no_balance,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("drain-rack", rack=rack), opts, no_balance=no_balance)
 
 
 @app.command("set-replication-factor")
@@ -657,15 +624,8 @@ def set_replication_factor(
     topic: list[str] = typer.Option(..., "--topic", help="Topic (repeat, or comma-separate, for several)."),
     replication_factor: int = typer.Option(..., "--replication-factor", click_type=params.count(1, 32767),
                                            help="The new replication factor."),
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Raise or lower the replication factor of topics: existing replicas stay, new ones go to the
     least-loaded brokers that keep each partition rack-safe; lowering drops replicas without copying."""
@@ -676,10 +636,8 @@ def set_replication_factor(
     names = tuple(values.check("--topic", values.topics, topic))
     if not names:
         raise BadInput("--topic: no topic names given")
-    _run_goal(c, lambda topo: Goal("set-replication-factor", topics=names,
-              replication_factor=replication_factor), topology=topology, max_moves=max_moves,
-              max_bytes=max_bytes, throttle=throttle, chart=chart, capacity_file=capacity_file,
-              disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("set-replication-factor", topics=names, replication_factor=replication_factor),
+              opts)
 
 
 @app.command("move-topics")
@@ -691,15 +649,8 @@ def move_topics(
         ..., "--topics-to-move-json-file", help='Kafka\'s {"topics":[{"topic":"foo"}],"version":1} file.'
     ),
     broker_list: str = typer.Option(..., "--broker-list", help="Brokers the topics may use, e.g. 0,1,2."),
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Kafka's --generate inputs, minimal-movement answer: place the topics on --broker-list,
     keeping every replica that already sits on a listed broker where balance allows."""
@@ -711,6 +662,4 @@ def move_topics(
     data = read_json(topics_to_move_json_file, what=what)
     names = tuple(parse_topics_to_move(data, source=f"{what} {topics_to_move_json_file}"))
     ids = _ids_opt(broker_list, "--broker-list")
-    _run_goal(c, lambda topo: Goal("move-topics", topics=names, brokers=ids), topology=topology,
-              max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, chart=chart,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("move-topics", topics=names, brokers=ids), opts)
