@@ -16,9 +16,9 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from enum import Enum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
@@ -185,25 +185,42 @@ CLUSTER_OPTIONS: tuple[tuple[str, Any], ...] = (
 )
 
 
+def _bundle_parameters(bundle: type) -> list[inspect.Parameter]:
+    """The options of an option bundle (a dataclass whose fields are typed with option types), as
+    the command parameters they stand for, in field order."""
+    hints = get_type_hints(bundle, include_extras=True)
+    return [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+            for f in fields(bundle)]
+
+
 def _with_options(func: Callable[..., Any], options: tuple[tuple[str, Any], ...]) -> Callable[..., Any]:
     sig = inspect.signature(func, eval_str=True)
     params = list(sig.parameters.values())
     if not params or params[0].name != "c":
         raise TypeError(f"{func.__name__}: the first parameter must be `c: Context`")
-    taken = {p.name for p in params} & {name for name, _ in options}
+    # a parameter typed with an option bundle takes the bundle's options in its place
+    bundles = {p.name: p.annotation for p in params[1:]
+               if isinstance(p.annotation, type) and is_dataclass(p.annotation)}
+    field_names = {name: [f.name for f in fields(bundle)] for name, bundle in bundles.items()}
+    own = [q for p in params[1:]
+           for q in (_bundle_parameters(bundles[p.name]) if p.name in bundles else [p])]
+    declared = [p.name for p in own] + [name for name, _ in options]
+    taken = sorted({name for name in declared if declared.count(name) > 1})
     if taken:
-        raise TypeError(f"{func.__name__}: declares {sorted(taken)} itself")
+        raise TypeError(f"{func.__name__}: declares {taken} twice (itself, in a bundle, or as a connection option)")
     names = [name for name, _ in options]
 
     @functools.wraps(func)
     def command(ctx: typer.Context, **kwargs: Any) -> Any:
         given = {name: kwargs.pop(name, None) for name in names}
+        for name, bundle in bundles.items():
+            kwargs[name] = bundle(**{f: kwargs.pop(f) for f in field_names[name]})
         return func(make_context(ctx, **given), **kwargs)
 
     kind = inspect.Parameter.KEYWORD_ONLY
     new_sig = sig.replace(parameters=[
         inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
-        *(p.replace(kind=kind) for p in params[1:]),
+        *(p.replace(kind=kind) for p in own),
         *(inspect.Parameter(name, kind, default=None, annotation=ann) for name, ann in options),
     ])
     # typer reads the signature and the type hints of what it is given: this command's, evaluated
@@ -216,7 +233,12 @@ def _with_options(func: Callable[..., Any], options: tuple[tuple[str, Any], ...]
 def cluster_command(func: Callable[..., Any]) -> Callable[..., Any]:
     """A command that talks to a cluster: it takes ``c: Context`` first, and gets the connection
     options (``--bootstrap-server``, ``--command-config``, ``--zookeeper``, ``--request-timeout``,
-    ``--output``) added to its own, merged over the global ones given before the command name."""
+    ``--output``) added to its own, merged over the global ones given before the command name.
+
+    A parameter typed with an option bundle (a dataclass whose fields are typed with option types
+    and defaults, e.g. :class:`kops.cli.plan.PlanOptions`) stands for the bundle's options, in its
+    place and in field order; the command gets them as one bundle object. Options shared by several
+    commands are so declared once."""
     return _with_options(func, CLUSTER_OPTIONS)
 
 

@@ -6,6 +6,7 @@ Thin commands: parse, call one service (``kops.ops.elections``, ``kops.ops.leade
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated
 
@@ -384,18 +385,30 @@ WaitOpt = Annotated[
 ]
 
 
-def _move_command(action: str, c: Context, broker, rack, dry_run, state_file, wait, topology) -> None:
+@dataclass(frozen=True)
+class MoveOptions:
+    """What ``leader demote`` and ``leader restore`` both take, declared once: a command's
+    ``opts: MoveOptions`` parameter stands for these options (see :func:`kops.cli.common.cluster_command`)."""
+
+    broker: BrokerSelOpt = None
+    rack: RackSelOpt = None
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the reorders and elections; change nothing.")] = False
+    state_file: StateFileOpt = None
+    wait: WaitOpt = 60.0
+
+
+def _move_command(action: str, c: Context, opts: MoveOptions, topology: str | None) -> None:
     from kops.errors import BadInput
 
     if topology:
-        if action != "demote" or not dry_run:
+        if action != "demote" or not opts.dry_run:
             raise BadInput("--topology works only with demote --dry-run (restore needs the live cluster)")
         from kops.cluster.snapshot import load_topology
         from kops.ops.leader_rebalance import MoveResult, resolve_brokers
         from kops.placement.leadership import plan_demote
 
         topo = load_topology(topology)
-        ids = resolve_brokers(topo, broker, rack)
+        ids = resolve_brokers(topo, opts.broker, opts.rack)
         res = MoveResult("demote", ids, plan_demote(topo, ids), True, "-")
         res.remaining = list(res.move.unmovable)
     else:
@@ -403,7 +416,8 @@ def _move_command(action: str, c: Context, broker, rack, dry_run, state_file, wa
 
         fn = lr.demote if action == "demote" else lr.restore
         with c.connection() as conn:
-            res = fn(conn, broker=broker, rack=rack, dry_run=dry_run, state_file=state_file, wait_s=wait)
+            res = fn(conn, broker=opts.broker, rack=opts.rack, dry_run=opts.dry_run, state_file=opts.state_file,
+                     wait_s=opts.wait)
     if c.json:
         emit_json(res.to_dict())
     else:
@@ -431,15 +445,7 @@ def _move_command(action: str, c: Context, broker, rack, dry_run, state_file, wa
 @app.command()
 @handle_errors
 @cluster_command
-def demote(
-    c: Context,
-    broker: BrokerSelOpt = None,
-    rack: RackSelOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the reorders and elections; change nothing.")] = False,
-    state_file: StateFileOpt = None,
-    wait: WaitOpt = 60.0,
-    topology: TopologyOpt = None,
-) -> None:
+def demote(c: Context, opts: MoveOptions, topology: TopologyOpt = None) -> None:
     """Move leadership off brokers or a whole rack before maintenance, without moving data.
 
     Each partition led by (or preferring) a demoted broker is reordered so that a live in-sync
@@ -450,20 +456,13 @@ def demote(
 
     Exit 0 when no partition is led by the demoted brokers any more, 3 when some still are.
     """
-    _move_command("demote", c, broker, rack, dry_run, state_file, wait, topology)
+    _move_command("demote", c, opts, topology)
 
 
 @app.command()
 @handle_errors
 @cluster_command
-def restore(
-    c: Context,
-    broker: BrokerSelOpt = None,
-    rack: RackSelOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the reorders and elections; change nothing.")] = False,
-    state_file: StateFileOpt = None,
-    wait: WaitOpt = 60.0,
-) -> None:
+def restore(c: Context, opts: MoveOptions) -> None:
     """Give leadership back after maintenance: put demoted partitions back in the replica
     order they had before `kops leader demote` (from the demotion record) and elect the
     preferred replicas. Partitions with no record whose preferred replica is on these brokers get
@@ -472,4 +471,4 @@ def restore(
     Exit 0 when every affected partition is led by its preferred replica again, 3 when some are
     not yet (e.g. a broker still catching up into the ISR; they are named).
     """
-    _move_command("restore", c, broker, rack, dry_run, state_file, wait, None)
+    _move_command("restore", c, opts, None)

@@ -1,4 +1,5 @@
-"""Option types: the input layer's value checks (:mod:`kops.inputs.values`) as Click types.
+"""Option types: the input layer's value checks (:mod:`kops.inputs.values`) as Click types, and
+the options several commands share, declared once here as ``Annotated`` types.
 
 A bad value is a usage error, raised while the options are parsed, before the command runs:
 exit 2, and with ``--output json`` one JSON error document (see :mod:`kops.cli.main`). The same
@@ -8,8 +9,9 @@ layer is imported when a value is converted, not before: ``kops --help`` does no
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from typer._click.types import ParamType
 
 
@@ -59,3 +61,83 @@ TOPIC = Checked("TOPIC", "topic")
 RACK = Checked("RACK", "rack")
 EXECUTION_ID = Checked("ID", "ident", what="an execution id")
 RUN_ID = Checked("RUN_ID", "ident", what="a run id")
+
+
+# -- options shared by commands, declared once -------------------------------------------------
+# the planners' (``kops plan rebalance`` and friends, as the bundle kops.cli.plan.PlanOptions, and
+# ``kops rebalance step``)
+_GOAL_PANEL = "Plan limits and report"
+MaxMovesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-moves",
+        click_type=count(0),
+        help="Bounded mode: at most N replica copies in this plan (each partial plan is rack-safe and "
+        "never worsens balance; run again after executing it to continue). 0 = leadership only.",
+        rich_help_panel=_GOAL_PANEL,
+    ),
+]
+MaxBytesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-bytes",
+        click_type=size(0),
+        help="Bounded mode: at most B bytes copied in this plan (e.g. 500000000, 50G, 2TiB).",
+        rich_help_panel=_GOAL_PANEL,
+    ),
+]
+ThrottleOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--throttle",
+        click_type=size(1),
+        help="Replication throttle in bytes/s (as Kafka's --throttle; 50M = 50 MiB/s) to estimate the duration.",
+        rich_help_panel=_GOAL_PANEL,
+    ),
+]
+ChartOpt = Annotated[
+    str | None,
+    typer.Option("--chart", help="Write a chart (.png, .svg or .pdf) of per-broker replica and leader counts "
+                 "before/after.", rich_help_panel=_GOAL_PANEL),
+]
+NoBalanceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-balance",
+        help="Only the moves the goal forces (plus leadership reordering); no balancing moves.",
+        rich_help_panel=_GOAL_PANEL,
+    ),
+]
+
+GoalsOpt = Annotated[
+    str | None,
+    typer.Option("--goals", metavar="G1,G2,...",
+                 help="Goals to optimise, in priority order; each later goal moves replicas only where no "
+                      "earlier goal gets worse. Hard goals (rack, disk-capacity, nw-in-capacity, "
+                      "nw-out-capacity) are always kept. Soft: replicas, disk-usage, topic-spread, leaders, "
+                      "first-followers, nw-in-usage, leader-bytes-in. Default (and 'all'): every goal in that "
+                      "order; a goal without its data (sizes, rates) is reported, not optimised. Every goal "
+                      "is measured in the report either way, with its verdict and, if worse, why.",
+                 rich_help_panel=_GOAL_PANEL),
+]
+
+_WHAT_IF = "Capacity and what-if"
+CapacityFileOpt = Annotated[
+    str | None,
+    typer.Option("--capacity-file", metavar="FILE",
+                 help="Broker capacities in Cruise Control's capacity file format (DISK MB, NW_IN/NW_OUT KB/s, "
+                      "CPU; default entry brokerId -1): resized or heterogeneous brokers. Where it is silent on "
+                      "DISK, the disk measured from the log dirs counts.", rich_help_panel=_WHAT_IF),
+]
+DiskThresholdOpt = Annotated[
+    float,
+    typer.Option("--disk-threshold", click_type=number(1, 100), metavar="PCT",
+                 help="Hard limit of a broker's disk use, % of its capacity, at the peak of the move "
+                      "(where capacity and sizes are known). Default 80.", rich_help_panel=_WHAT_IF),
+]
+AddBrokerOpt = Annotated[
+    list[str] | None,
+    typer.Option("--add-broker", metavar="ID:RACK[:DISK]",
+                 help="What-if (with --topology): plan as if an empty broker ID in RACK (empty: no rack) with a "
+                      "disk of DISK bytes (e.g. 2T) were there. Repeatable.", rich_help_panel=_WHAT_IF),
+]

@@ -173,85 +173,36 @@ def _assign_summary(con, algorithm: str, result, rack_of, start_index: int) -> N
 
 # -- kops plan rebalance | decommission | add-brokers | drain-rack | set-replication-factor |
 #    move-topics: the minimal-movement planner (kops.placement.balancer) ----------------------------
-from typing import Annotated  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 
 from kops.cli.common import TopologyOpt  # noqa: E402
+from kops.cli.params import (  # noqa: E402
+    AddBrokerOpt,
+    CapacityFileOpt,
+    ChartOpt,
+    DiskThresholdOpt,
+    GoalsOpt,
+    MaxBytesOpt,
+    MaxMovesOpt,
+    NoBalanceOpt,
+    ThrottleOpt,
+)
 
-_GOAL_PANEL = "Plan limits and report"
-MaxMovesOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-moves",
-        click_type=params.count(0),
-        help="Bounded mode: at most N replica copies in this plan (each partial plan is rack-safe and "
-        "never worsens balance; run again after executing it to continue). 0 = leadership only.",
-        rich_help_panel=_GOAL_PANEL,
-    ),
-]
-MaxBytesOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-bytes",
-        click_type=params.size(0),
-        help="Bounded mode: at most B bytes copied in this plan (e.g. 500000000, 50G, 2TiB).",
-        rich_help_panel=_GOAL_PANEL,
-    ),
-]
-ThrottleOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--throttle",
-        click_type=params.size(1),
-        help="Replication throttle in bytes/s (as Kafka's --throttle; 50M = 50 MiB/s) to estimate the duration.",
-        rich_help_panel=_GOAL_PANEL,
-    ),
-]
-ChartOpt = Annotated[
-    str | None,
-    typer.Option("--chart", help="Write a chart (.png, .svg or .pdf) of per-broker replica and leader counts "
-                 "before/after.", rich_help_panel=_GOAL_PANEL),
-]
-NoBalanceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-balance",
-        help="Only the moves the goal forces (plus leadership reordering); no balancing moves.",
-        rich_help_panel=_GOAL_PANEL,
-    ),
-]
 
-GoalsOpt = Annotated[
-    str | None,
-    typer.Option("--goals", metavar="G1,G2,...",
-                 help="Goals to optimise, in priority order; each later goal moves replicas only where no "
-                      "earlier goal gets worse. Hard goals (rack, disk-capacity, nw-in-capacity, "
-                      "nw-out-capacity) are always kept. Soft: replicas, disk-usage, topic-spread, leaders, "
-                      "first-followers, nw-in-usage, leader-bytes-in. Default (and 'all'): every goal in that "
-                      "order; a goal without its data (sizes, rates) is reported, not optimised. Every goal "
-                      "is measured in the report either way, with its verdict and, if worse, why.",
-                 rich_help_panel=_GOAL_PANEL),
-]
+@dataclass(frozen=True)
+class PlanOptions:
+    """The options every minimal-movement plan command takes, declared once: a command's
+    ``opts: PlanOptions`` parameter stands for all of them (see :func:`kops.cli.common.cluster_command`)."""
 
-_WHAT_IF = "Capacity and what-if"
-CapacityFileOpt = Annotated[
-    str | None,
-    typer.Option("--capacity-file", metavar="FILE",
-                 help="Broker capacities in Cruise Control's capacity file format (DISK MB, NW_IN/NW_OUT KB/s, "
-                      "CPU; default entry brokerId -1): resized or heterogeneous brokers. Where it is silent on "
-                      "DISK, the disk measured from the log dirs counts.", rich_help_panel=_WHAT_IF),
-]
-DiskThresholdOpt = Annotated[
-    float,
-    typer.Option("--disk-threshold", click_type=params.number(1, 100), metavar="PCT",
-                 help="Hard limit of a broker's disk use, % of its capacity, at the peak of the move "
-                      "(where capacity and sizes are known). Default 80.", rich_help_panel=_WHAT_IF),
-]
-AddBrokerOpt = Annotated[
-    list[str] | None,
-    typer.Option("--add-broker", metavar="ID:RACK[:DISK]",
-                 help="What-if (with --topology): plan as if an empty broker ID in RACK (empty: no rack) with a "
-                      "disk of DISK bytes (e.g. 2T) were there. Repeatable.", rich_help_panel=_WHAT_IF),
-]
+    topology: TopologyOpt = None
+    max_moves: MaxMovesOpt = None
+    max_bytes: MaxBytesOpt = None
+    throttle: ThrottleOpt = None
+    chart: ChartOpt = None
+    capacity_file: CapacityFileOpt = None
+    disk_threshold: DiskThresholdOpt = 80.0
+    goals: GoalsOpt = None
+    add_broker: AddBrokerOpt = None
 
 
 def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
@@ -300,51 +251,37 @@ def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
     return topo
 
 
-def _run_goal(
-    c: Context,
-    make_goal,
-    *,
-    topology: str | None,
-    max_moves: int | None,
-    max_bytes: int | None,
-    throttle: int | None,
-    chart: str | None,
-    no_balance: bool = False,
-    capacity_file: str | None = None,
-    disk_threshold: float = 80.0,
-    add_broker: list[str] | None = None,
-    goals: str | None = None,
-) -> None:
+def _run_goal(c: Context, make_goal, opts: PlanOptions, *, no_balance: bool = False) -> None:
     from kops.cli.common import load_topology
     from kops.inputs.files import CHART_FORMATS, output_file
     from kops.placement.balancer import plan
 
     from kops.placement.goals import select_goals
 
-    chart_format = output_file(chart, what="--chart", formats=CHART_FORMATS) if chart else None
-    chosen = select_goals(goals)  # checked before connecting
-    if add_broker and not topology:
+    chart_format = output_file(opts.chart, what="--chart", formats=CHART_FORMATS) if opts.chart else None
+    chosen = select_goals(opts.goals)  # checked before connecting
+    if opts.add_broker and not opts.topology:
         from kops.errors import BadInput
 
         raise BadInput("--add-broker plans against brokers that do not exist: it needs --topology FILE (a "
                        "snapshot from `kops cluster describe --output json`), so that nobody executes the plan "
                        "on the live cluster by mistake")
-    if capacity_file:  # checked before connecting
+    if opts.capacity_file:  # checked before connecting
         from kops.inputs.capacity import read_capacity_file
 
-        read_capacity_file(capacity_file)
-    topo = _what_if(load_topology(c, topology), capacity_file, add_broker)
+        read_capacity_file(opts.capacity_file)
+    topo = _what_if(load_topology(c, opts.topology), opts.capacity_file, opts.add_broker)
     goal = make_goal(topo)
-    res = plan(topo, goal, max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, rebalance=not no_balance,
-               disk_threshold=disk_threshold / 100, goals=chosen)
-    if chart:
-        _write_chart(res.report, chart, chart_format)
+    res = plan(topo, goal, max_moves=opts.max_moves, max_bytes=opts.max_bytes, throttle=opts.throttle,
+               rebalance=not no_balance, disk_threshold=opts.disk_threshold / 100, goals=chosen)
+    if opts.chart:
+        _write_chart(res.report, opts.chart, chart_format)
     if c.json:
         emit_json({"plan": res.plan.to_dict(), "report": res.report})
         return
     _render_goal_report(err_console(), res.report)
-    if chart:
-        err_console().print(f"chart written to {chart}")
+    if opts.chart:
+        err_console().print(f"chart written to {opts.chart}")
     sys.stdout.write(res.plan.to_json() + "\n")
 
 
@@ -540,15 +477,8 @@ def _ids_opt(text: str, option: str) -> tuple[int, ...]:
 @cluster_command
 def rebalance(
     c: Context,
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Balance replicas, preferred leaders and first followers over the alive brokers, rack-safe,
     moving as few replicas as possible (replicas on dead brokers are replaced).
@@ -558,9 +488,7 @@ def rebalance(
     """
     from kops.placement.balancer import Goal
 
-    _run_goal(c, lambda topo: Goal("rebalance"), topology=topology, max_moves=max_moves, max_bytes=max_bytes,
-              throttle=throttle, chart=chart, capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals,
-              add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("rebalance"), opts)
 
 
 @app.command("decommission")
@@ -570,15 +498,8 @@ def decommission(
     c: Context,
     brokers: str = typer.Option(..., "--brokers", help="Brokers to empty, e.g. 4,5."),
     no_balance: NoBalanceOpt = False,
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Move every replica off BROKERS (to the same rack where that is balanced), then balance.
 
@@ -588,9 +509,7 @@ def decommission(
     from kops.placement.balancer import Goal
 
     ids = _ids_opt(brokers, "--brokers")
-    _run_goal(c, lambda topo: Goal("decommission", brokers=ids), topology=topology, max_moves=max_moves,
-              max_bytes=max_bytes, throttle=throttle, chart=chart, no_balance=no_balance,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("decommission", brokers=ids), opts, no_balance=no_balance)
 
 
 @app.command("add-brokers")
@@ -599,23 +518,14 @@ def decommission(
 def add_brokers(
     c: Context,
     brokers: str = typer.Option(..., "--brokers", help="New (empty) brokers to move load onto, e.g. 6,7."),
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Move load onto new brokers: every copy goes to one of BROKERS, from the most loaded brokers."""
     from kops.placement.balancer import Goal
 
     ids = _ids_opt(brokers, "--brokers")
-    _run_goal(c, lambda topo: Goal("add-brokers", brokers=ids), topology=topology, max_moves=max_moves,
-              max_bytes=max_bytes, throttle=throttle, chart=chart, capacity_file=capacity_file,
-              disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("add-brokers", brokers=ids), opts)
 
 
 @app.command("drain-rack")
@@ -625,15 +535,8 @@ def drain_rack(
     c: Context,
     rack: str = typer.Option(..., "--rack", help="Rack to empty (a path prefix such as /dc1 drains a whole domain)."),
     no_balance: NoBalanceOpt = False,
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Move every replica off the brokers of RACK, rack-safe over the racks that remain.
 
@@ -644,9 +547,7 @@ def drain_rack(
 
     if not rack.strip():
         raise BadInput("--rack: an empty rack name")
-    _run_goal(c, lambda topo: Goal("drain-rack", rack=rack), topology=topology, max_moves=max_moves,
-              max_bytes=max_bytes, throttle=throttle, chart=chart, no_balance=no_balance,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("drain-rack", rack=rack), opts, no_balance=no_balance)
 
 
 @app.command("set-replication-factor")
@@ -657,15 +558,8 @@ def set_replication_factor(
     topic: list[str] = typer.Option(..., "--topic", help="Topic (repeat, or comma-separate, for several)."),
     replication_factor: int = typer.Option(..., "--replication-factor", click_type=params.count(1, 32767),
                                            help="The new replication factor."),
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Raise or lower the replication factor of topics: existing replicas stay, new ones go to the
     least-loaded brokers that keep each partition rack-safe; lowering drops replicas without copying."""
@@ -676,10 +570,8 @@ def set_replication_factor(
     names = tuple(values.check("--topic", values.topics, topic))
     if not names:
         raise BadInput("--topic: no topic names given")
-    _run_goal(c, lambda topo: Goal("set-replication-factor", topics=names,
-              replication_factor=replication_factor), topology=topology, max_moves=max_moves,
-              max_bytes=max_bytes, throttle=throttle, chart=chart, capacity_file=capacity_file,
-              disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("set-replication-factor", topics=names, replication_factor=replication_factor),
+              opts)
 
 
 @app.command("move-topics")
@@ -691,15 +583,8 @@ def move_topics(
         ..., "--topics-to-move-json-file", help='Kafka\'s {"topics":[{"topic":"foo"}],"version":1} file.'
     ),
     broker_list: str = typer.Option(..., "--broker-list", help="Brokers the topics may use, e.g. 0,1,2."),
-    topology: TopologyOpt = None,
-    max_moves: MaxMovesOpt = None,
-    max_bytes: MaxBytesOpt = None,
-    throttle: ThrottleOpt = None,
-    chart: ChartOpt = None,
-    capacity_file: CapacityFileOpt = None,
-    disk_threshold: DiskThresholdOpt = 80.0,
-    goals: GoalsOpt = None,
-    add_broker: AddBrokerOpt = None,
+    *,
+    opts: PlanOptions,
 ) -> None:
     """Kafka's --generate inputs, minimal-movement answer: place the topics on --broker-list,
     keeping every replica that already sits on a listed broker where balance allows."""
@@ -711,6 +596,4 @@ def move_topics(
     data = read_json(topics_to_move_json_file, what=what)
     names = tuple(parse_topics_to_move(data, source=f"{what} {topics_to_move_json_file}"))
     ids = _ids_opt(broker_list, "--broker-list")
-    _run_goal(c, lambda topo: Goal("move-topics", topics=names, brokers=ids), topology=topology,
-              max_moves=max_moves, max_bytes=max_bytes, throttle=throttle, chart=chart,
-              capacity_file=capacity_file, disk_threshold=disk_threshold, goals=goals, add_broker=add_broker)
+    _run_goal(c, lambda topo: Goal("move-topics", topics=names, brokers=ids), opts)

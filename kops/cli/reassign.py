@@ -7,6 +7,7 @@ Thin: parse, call one service in :mod:`kops.ops.reassign`, render. Flags follow
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated
 
@@ -70,6 +71,22 @@ DiskThresholdExecOpt = Annotated[
              "resume: the execution's).",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class DriveOptions:
+    """How an execution is driven, as ``reassign execute`` and ``reassign resume`` both take it,
+    declared once: a command's ``drive: DriveOptions`` parameter stands for these options (see
+    :func:`kops.cli.common.cluster_command`)."""
+
+    poll_interval: PollOpt = 2.0
+    disk_reserve: DiskReserveOpt = None
+    disk_threshold: DiskThresholdExecOpt = None
+
+    def execute_options(self) -> dict:
+        """These options as :class:`kops.ops.reassign.ExecuteOptions` takes them."""
+        return {"poll_interval_s": self.poll_interval, "disk_reserve_pct": self.disk_reserve,
+                "disk_threshold_pct": self.disk_threshold}
 
 
 class Via(str, Enum):
@@ -161,9 +178,8 @@ def execute(
                      "/admin/reassign_partitions as on legacy ZooKeeper clusters (needs --zookeeper; "
                      "refused on a KRaft cluster)."),
     ] = Via.admin,
-    poll_interval: PollOpt = 2.0,
-    disk_reserve: DiskReserveOpt = None,
-    disk_threshold: DiskThresholdExecOpt = None,
+    *,
+    drive: DriveOptions,
 ) -> None:
     """Start the plan: validate it all first (exit 2, nothing changed, on any bad entry or if
     its data would not fit on a destination disk), set throttles on the brokers and replicas
@@ -176,8 +192,7 @@ def execute(
     opts = reassign.ExecuteOptions(
         throttle=throttle, log_dir_throttle=replica_alter_log_dirs_throttle,
         max_moves_per_broker=max_moves_per_broker, max_moves_in_flight=max_moves_in_flight,
-        wait=wait, timeout_s=timeout, allow_offline=allow_offline, poll_interval_s=poll_interval,
-        via=via.value, disk_reserve_pct=disk_reserve, disk_threshold_pct=disk_threshold,
+        wait=wait, timeout_s=timeout, allow_offline=allow_offline, via=via.value, **drive.execute_options(),
     )
     opts.check(zookeeper=bool(c.zookeeper))
     plan = _read_plan(c, reassignment_json_file)
@@ -381,16 +396,14 @@ def resume(
     throttle: Annotated[int | None, typer.Option("--throttle", click_type=RateOpt,
                                                  help="Change the throttle (bytes/s).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Take over even if the owner looks alive.")] = False,
-    poll_interval: PollOpt = 2.0,
-    disk_reserve: DiskReserveOpt = None,
-    disk_threshold: DiskThresholdExecOpt = None,
+    *,
+    drive: DriveOptions,
 ) -> None:
     """Continue an execution that was interrupted (kops killed, --timeout, health or disk
     stop) from its journal in the cluster: re-applies its throttles, starts the remaining
     waves (each after the health and disk checks), waits, and lifts the throttles at the end."""
     from kops.ops import reassign
-    opts = reassign.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, poll_interval_s=poll_interval,
-                            disk_reserve_pct=disk_reserve, disk_threshold_pct=disk_threshold)
+    opts = reassign.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, **drive.execute_options())
     with c.connection() as conn:
         outcome = reassign.resume(conn, opts, execution_id=execution_id, reporter=_reporter(c), force=force)
     _render_outcome(c, outcome)

@@ -18,7 +18,7 @@ from kops.cli.common import (
     err_console,
     handle_errors,
 )
-from kops.cli.plan import CapacityFileOpt, GoalsOpt
+from kops.cli.params import CapacityFileOpt, GoalsOpt
 
 app = typer.Typer(
     help="Unattended replica rebalancing: one bounded, rack-safe step per cron run that converges to "
