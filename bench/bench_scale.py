@@ -13,10 +13,14 @@ topics, ``--kb-per-partition`` of data each), then each kops command runs as a f
 - ``leader rebalance --imbalance-threshold 0`` (after the decommission moved leaders), and once
   more with nothing to do (the cron path)
 - ``leader demote --rack a`` and ``leader restore --rack a``
+- ``heal step`` on the healthy cluster (the cron path: first run, then the next run) and
+  ``heal status``
+
+``--reads-only`` keeps the reads, the plans and the cron paths (no execution, no demote/restore).
 
     .venv/bin/python bench/bench_scale.py [--brokers 9] [--racks 3] [--sizes 2500,10000] [--rf 3]
                                           [--topics 50] [--kb-per-partition 16] [--heap 512m]
-                                          [--max-moves-in-flight N] [--profile DIR]
+                                          [--max-moves-in-flight N] [--profile DIR] [--reads-only]
 
 Prints one table per command: seconds at each size, and the growth from the smallest size to
 each larger one against the growth of the partition count (1.0 = linear in partitions).
@@ -140,6 +144,13 @@ def run_size(a, size: int) -> dict[str, float]:
         plan.write_text(json.dumps(doc["plan"]))
         moves = doc["report"]["replicas_moved"]
         out["decommission replicas moved"] = moves
+        # the cron paths on a healthy cluster: heal's first run (its memory starts empty), the next
+        # run (the memory read back from the cluster), then its status
+        timed("heal step (first run)", "heal", "step")
+        timed("heal step", "heal", "step")
+        timed("heal status", "heal", "status", "--output", "json")
+        if a.reads_only:
+            return out
         waves = ["--max-moves-in-flight", str(a.max_moves_in_flight)] if a.max_moves_in_flight else []
         timed("reassign execute --wait", "reassign", "execute", "--reassignment-json-file", str(plan),
               "--throttle", str(200 * 1024 * 1024), "--wait", "--yes", "--request-timeout", "120", *waves)
@@ -173,6 +184,8 @@ def main() -> None:
     ap.add_argument("--profile", metavar="DIR", help="run each kops command under cProfile; stats in DIR/<size>-<step>.prof")
     ap.add_argument("--max-moves-in-flight", type=int, default=0,
                     help="execute the decommission in waves of at most N moves (0: all at once)")
+    ap.add_argument("--reads-only", action="store_true",
+                    help="reads, plans and cron paths only: no execution, no leader demote/restore")
     a = ap.parse_args()
     if a.profile:
         Path(a.profile).mkdir(parents=True, exist_ok=True)
