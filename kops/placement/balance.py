@@ -1,5 +1,5 @@
 """Phase 2: balance the state's load (replica counts, bytes or bytes-in: the first balance goal
-with data, :meth:`kops.placement.state.PlacementState.balance_by`) with as few moves as possible.
+with data, :meth:`kops.placement.state.BrokerLoads.balance_by`) with as few moves as possible.
 
 Targets are ``floor(T/n)`` and ``ceil(T/n)`` of the total over the allowed brokers (weighted: each
 broker's share of it). Repeatedly the most loaded broker gives one replica to the least-loaded
@@ -72,7 +72,7 @@ class Balancer:
         # rack-safety; this evens brokers of a rack whose load the rack rule pins, e.g. RF = racks:
         # by bytes too, where the global pass can stop a partition or two from the mean with the
         # only useful moves between racks, which the rack rule forbids)
-        groups = [allowed, *(m for _, m in sorted(st.leaf_members.items()) if len(m) > 1)]
+        groups = [allowed, *(m for _, m in sorted(st.racks.leaf_members.items()) if len(m) > 1)]
         for members in groups:
             self._balance_group(members)
             if st.budget.hit:
@@ -80,8 +80,9 @@ class Balancer:
 
     def _balance_group(self, members: list[int]) -> None:
         st = self.st
-        n = len(members) if st.capw is None else sum(st.capw[b] for b in members)  # the shares' sum
-        total = sum(st.load[b] for b in members)
+        loads = st.loads
+        n = len(members) if loads.capw is None else sum(loads.capw[b] for b in members)  # the shares' sum
+        total = sum(loads.load[b] for b in members)
         floor_, ceil_ = total // n, -(-total // n)
         while True:
             frozen: set[int] = set()
@@ -92,17 +93,20 @@ class Balancer:
 
     def _balance_pass(self, members: list[int], n: int, total: int, floor_: int, ceil_: int, frozen: set[int]) -> int:
         """One pass of moves from the most to the least loaded brokers of ``members`` (``n``: the
-        sum of their shares, see :meth:`PlacementState.excess`; by count the number of brokers)."""
+        sum of their shares, see :meth:`~kops.placement.state.BrokerLoads.excess`; by count the
+        number of brokers)."""
         st = self.st
-        bytes_mode = st.weighted
+        loads, index = st.loads, st.index
+        bytes_mode = loads.weighted
         prefer = None if bytes_mode else self.prefer
         top = prefer.best() if prefer is not None else ()
         dest = st.res.dest_only
-        load = st.load
-        key = st.key
-        excess = st.excess
-        st.heaps.rebuild(members)
-        maxheap = st.heaps.maxheap
+        load = loads.load
+        key = loads.key
+        excess = loads.excess
+        heaps = loads.heaps
+        heaps.rebuild(members)
+        maxheap = heaps.maxheap
         made = 0
 
         def useful(ls: int, ld: int) -> bool:  # (by count; weighted: excess() of src > 0 > of dst)
@@ -126,7 +130,7 @@ class Balancer:
             # the fewest such leaderships (then the fewest leaderships: the leader phase can hand
             # the others on) gets it, else leaders pile up on one broker
             rf1: list[tuple[tuple[int, int, int], int, int, float]] = []  # (order, p, dst, key)
-            min_w = self._by_weight(src)[0][-1] * -1 if bytes_mode and st.on[src] else 0
+            min_w = self._by_weight(src)[0][-1] * -1 if bytes_mode and index.on[src] else 0
             # by count with a lookahead: of the first few useful destinations, the move the later
             # goals score best (every useful move is one step of balance: the count is the same)
             picked: list[tuple[tuple[float, ...], int, int]] = []  # (score, p, dst)
@@ -158,7 +162,7 @@ class Balancer:
                             return -1
                     return 0
                 if len(st.reps[p]) == 1:
-                    k = (st.pinned[dst], st.leads[dst], dst)
+                    k = (index.pinned[dst], index.leads[dst], dst)
                     if not rf1 or k < rf1[0][0]:
                         rf1[:] = [(k, p, dst, key[dst])]
                     if k[0] or k[1]:
@@ -177,7 +181,7 @@ class Balancer:
 
             seen: list[int] = []
             self._budget = self.LOOKAHEAD
-            found = st.heaps.ascending(accept)
+            found = heaps.ascending(accept)
             if found is None and picked:
                 found = picked[0][2]
                 choice.append(picked[0][1:])
@@ -195,8 +199,8 @@ class Balancer:
             p, dst = choice[0]
             r = st.reps[p]
             new = [dst if b == src else b for b in r]
-            mv, by = st.cost(p, new)
-            omv, oby = st.cost(p, r)
+            mv, by = st.parts.cost(p, new)
+            omv, oby = st.parts.cost(p, r)
             dmv, dby = mv - omv, by - oby
             if not st.budget.fits(dmv, dby):
                 st.budget.hit = True
@@ -216,9 +220,10 @@ class Balancer:
         load is unchanged. Without it the plan could stop short of balance (spread 2 where 0
         was reachable). Taken over a move budget only as the one forced step of a bounded run."""
         st = self.st
-        load = st.load
+        load = st.loads.load
+        on = st.index.on
         reps = st.reps
-        safe = st.safety.safe_distinct
+        safe = st.racks.safety.safe_distinct
         dsts = sorted((b for b in members if b != src and useful(ls, load[b])), key=lambda b: (load[b], b))
         mids = sorted((b for b in members if b != src and b not in dsts), key=lambda b: (load[b], b))
         if not dsts or not mids:
@@ -226,7 +231,7 @@ class Balancer:
         budget = 4096  # partitions looked at: a bound for very large clusters
         for dst in dsts:
             for mid in mids:
-                for q in st.on[mid]:
+                for q in on[mid]:
                     budget -= 1
                     if budget < 0:
                         return False
@@ -236,7 +241,7 @@ class Balancer:
                     new_q = [dst if b == mid else b for b in rq]
                     if not safe(new_q) or not st.limits.fits(dst, q):
                         continue
-                    for p in st.on[src]:
+                    for p in on[src]:
                         budget -= 1
                         rp = reps[p]
                         if p == q or mid in rp or p in st.unrepaired:
@@ -244,8 +249,9 @@ class Balancer:
                         new_p = [mid if b == src else b for b in rp]
                         if not safe(new_p) or not st.limits.fits(mid, p):
                             continue
+                        cost_of = st.parts.cost
                         cost = [(a - b, c - d) for (a, c), (b, d) in
-                                ((st.cost(p, new_p), st.cost(p, rp)), (st.cost(q, new_q), st.cost(q, rq)))]
+                                ((cost_of(p, new_p), cost_of(p, rp)), (cost_of(q, new_q), cost_of(q, rq)))]
                         dmv, dby = sum(c[0] for c in cost), sum(c[1] for c in cost)
                         if not st.budget.fits(dmv, dby):
                             if not (st.budget.may_force() and dmv > 0):
@@ -263,12 +269,12 @@ class Balancer:
         """``src``'s partitions heaviest first (ties in its order), as (negated weights, partitions);
         rebuilt when src gains or changes a partition (its ``gen``), a partition it lost since is
         skipped by the caller (``p in on[src]``)."""
-        st = self.st
+        index = self.st.index
         got = self._sorted.get(src)
-        if got is None or got[0] != st.gen[src]:
-            w = st.w
-            ps = sorted(st.on[src], key=lambda p: -w[p])  # stable: ties keep src's order
-            got = (st.gen[src], [-w[p] for p in ps], ps)
+        if got is None or got[0] != index.gen[src]:
+            w = self.st.loads.w
+            ps = sorted(index.on[src], key=lambda p: -w[p])  # stable: ties keep src's order
+            got = (index.gen[src], [-w[p] for p in ps], ps)
             self._sorted[src] = got
         return got[1], got[2]
 
@@ -281,9 +287,9 @@ class Balancer:
         negw, ps = self._by_weight(src)
         start = bisect.bisect_left(negw, -(bound_n // n)) if n else 0
         only_rack = start == 0
-        on, reps, unrepaired, w = st.on[src], st.reps, st.unrepaired, st.w
+        on, reps, unrepaired, w = st.index.on[src], st.reps, st.unrepaired, st.loads.w
         fits = st.limits.fits if st.limits.limited else None
-        safe = st.safety.safe_distinct
+        safe = st.racks.safety.safe_distinct
         lead_pick: int | None = None
         for i in range(start, len(ps)):
             p = ps[i]
@@ -311,22 +317,24 @@ class Balancer:
         """A partition on ``src`` whose replica can move to ``dst`` rack-safely (and, weighted,
         without overshooting either one's target: ``n * weight <= bound_n``)."""
         st = self.st
-        leaf = st.leaf
+        racks = st.racks
+        leaf = racks.leaf
         ldst = leaf[dst]
         same = leaf[src] == ldst
         key = (src, ldst)
         self._scanned = False
-        if not same and self.neg.get(key) == st.gen[src]:
+        gen = st.index.gen[src]  # (src's generation: no move is made while looking)
+        if not same and self.neg.get(key) == gen:
             return None
         self._scanned = True
-        if st.weighted:
+        if st.loads.weighted:
             best, only_rack = self._heaviest_movable(src, dst, bound_n, n, same)
             if best is None and not same and only_rack:
-                self.neg[key] = st.gen[src]
+                self.neg[key] = gen
             return best
         if self.prefer is not None:
             return self._preferred_movable(src, dst, same, key)
-        safe = st.safety.safe_distinct
+        safe = racks.safety.safe_distinct
         reps = st.reps
         unrepaired = st.unrepaired
         only_rack_failures = True
@@ -335,7 +343,7 @@ class Balancer:
         best = None
         looked = 0
         fits = st.limits.fits if st.limits.limited else None
-        for p in st.on[src]:
+        for p in st.index.on[src]:
             r = reps[p]
             if dst in r or p in unrepaired or (fits is not None and not fits(dst, p)):
                 only_rack_failures = False
@@ -353,7 +361,7 @@ class Balancer:
                 return p
             best = p
         if best is None and not same and only_rack_failures:
-            self.neg[key] = st.gen[src]
+            self.neg[key] = gen
         return best
 
     def _preferred_movable(self, src: int, dst: int, same: bool, key: tuple[int, int]) -> int | None:
@@ -362,14 +370,14 @@ class Balancer:
         they score best (then a follower before a leader: moving a leader hands its partition to
         ``dst``; an RF-1 leader last, since no reordering can give it back)."""
         st, prefer = self.st, self.prefer
-        safe = st.safety.replaced
+        safe = st.racks.safety.replaced
         reps, unrepaired = st.reps, st.unrepaired
         fits = st.limits.fits if st.limits.limited else None
         top = prefer.best()
         score_of = prefer.pair(src, dst)
         only_rack_failures = True
         best = best_key = best_score = None
-        on = st.on[src]
+        on = st.index.on[src]
         seen: set[int] = set()
         for p in chain(prefer.first(src, dst), on):
             if p in seen or p not in on:
@@ -393,7 +401,7 @@ class Balancer:
             if len(r) > 1 and score >= top and r[0] != src:
                 break
         if best is None and not same and only_rack_failures:
-            self.neg[key] = st.gen[src]
+            self.neg[key] = st.index.gen[src]
         self._score = best_score
         return best
 

@@ -132,13 +132,13 @@ def plan(
     optimizer = Optimizer(st, chosen, followers=balance_followers, rebalance=rebalance)
     st.limits.limit_disks(st, disk_threshold)
     st.limits.limit_network(st, DEFAULT_THRESHOLD)
-    before = {tp: tuple(r) for tp, r in zip(st.tps, st.orig)}
+    before = {tp: tuple(r) for tp, r in zip(st.parts.tps, st.parts.orig)}
     done = optimizer.run()
     lower = metrics.lower_bound(st, done.prepared.counts)
     kafka = metrics.kafka_generate(st, kafka_seed) if compare_kafka else None
     report = metrics.build_report(st, before, done.target, done.changes, lower, kafka, throttle, done.complete)
-    report["goals_optimised"] = {"order": list(chosen), "phase2": st.primary, "moves_per_goal": done.moves_per_goal,
-                                 "capacity_shares": st.capw is not None, "without_data": done.without_data,
+    report["goals_optimised"] = {"order": list(chosen), "phase2": st.loads.primary, "moves_per_goal": done.moves_per_goal,
+                                 "capacity_shares": st.loads.capw is not None, "without_data": done.without_data,
                                  "stages": [{"stage": goal.kind if what == FORCED else what, "replicas_moved": n,
                                              "off_band": {g: round(x, 1) for g, x in off.items()}}
                                             for what, n, off in done.stages]}

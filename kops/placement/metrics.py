@@ -45,33 +45,34 @@ def lower_bound(st: PlacementState, prep: Mapping[str, Any]) -> dict[str, Any]:
       the mandatory ones), every replica missing below ``floor`` must arrive.
     """
     allowed = st.allowed
+    parts, loads = st.parts, st.loads
     need_total, need_bytes = prep["need_total"], prep["need_bytes"]
     repairs, repair_bytes = prep["repairs"], prep["repair_bytes"]
     kc_all, kc_nodrop = prep["kc_all"], prep["kc_nodrop"]
-    total = sum(st.rf)
+    total = sum(parts.rf)
     n = len(allowed)
     floor_, ceil_ = total // n, -(-total // n)
     excess = sum(max(0, c - ceil_) for c in kc_nodrop.values())
     deficit = sum(max(0, floor_ - c) for c in kc_all.values())
     mandatory = need_total + repairs
     balanced = max(need_total + excess, deficit, mandatory)
-    bytes_mandatory = (need_bytes + repair_bytes) if st.sizes_known else None
+    bytes_mandatory = (need_bytes + repair_bytes) if parts.sizes_known else None
     to_mean = None
-    if st.weighted:
+    if loads.weighted:
         # weighted (bytes or rates) the plan balances the weight, not counts: the count bound
         # does not apply
         moves_lb = mandatory
-    if st.bytes_mode:
+    if loads.bytes_mode:
         # bytes above a broker's target (the mean, or its capacity's share of the total) must
         # leave it, bytes missing below it must arrive
-        target_bytes = sum(rf * s for rf, s in zip(st.rf, st.size))
+        target_bytes = sum(rf * s for rf, s in zip(parts.rf, parts.size))
         kb_all, kb_nodrop = prep["kb_all"], prep["kb_nodrop"]
-        share = st.capw or dict.fromkeys(allowed, 1)
+        share = loads.capw or dict.fromkeys(allowed, 1)
         c = sum(share[b] for b in allowed)
         above = sum(max(0, c * v - target_bytes * share[b]) for b, v in kb_nodrop.items()) // c
         below = sum(max(0, target_bytes * share[b] - c * v) for b, v in kb_all.items()) // c
         to_mean = max(need_bytes + above, below, bytes_mandatory or 0)
-    if not st.weighted:
+    if not loads.weighted:
         moves_lb = balanced
     return {
         "moves": moves_lb,
@@ -110,35 +111,36 @@ def kafka_generate(st: PlacementState, seed: int) -> dict[str, Any]:
             "reason": "Not all brokers have rack information (Kafka's --generate refuses without --disable-rack-aware)",
         }
     rng = random.Random(seed)
+    parts = st.parts
     by_topic: dict[str, list[int]] = defaultdict(list)
-    for i, (t, _) in enumerate(st.tps):
+    for i, (t, _) in enumerate(parts.tps):
         by_topic[t].append(i)
-    new_reps: list[Sequence[int]] = [()] * len(st.tps)
+    new_reps: list[Sequence[int]] = [()] * len(parts.tps)
     try:
         for t in sorted(by_topic):
             idxs = by_topic[t]
-            res = assign_replicas_to_brokers(brokers, len(idxs), st.rf[idxs[0]], rng=rng)
+            res = assign_replicas_to_brokers(brokers, len(idxs), parts.rf[idxs[0]], rng=rng)
             for k, p in enumerate(idxs):
                 new_reps[p] = res[k]
     except Exception as e:  # Kafka would fail too: report its reason
         return {"available": False, "reason": str(e)}
     moves = nbytes = changed = 0
-    size = st.size
+    size = parts.size
     for p, new in enumerate(new_reps):
-        old = st.orig[p]
+        old = parts.orig[p]
         if tuple(new) != tuple(old):
             changed += 1
             m = moved(old, new)
             moves += m
             nbytes += m * size[p]
-    unsafe = len(st.safety.unsafe(new_reps))
+    unsafe = len(st.racks.safety.unsafe(new_reps))
     repl = _replica_counts(new_reps, st.allowed)
     lead = slot_counts(new_reps, st.allowed, 0)
     return {
         "available": True,
         "seed": seed,
         "replicas_moved": moves,
-        "bytes_moved": nbytes if st.sizes_known else None,
+        "bytes_moved": nbytes if parts.sizes_known else None,
         "partitions_changed": changed,
         "rack_violations": unsafe,
         "replica_spread": spread(repl),
@@ -172,7 +174,8 @@ def build_report(
     complete: bool,
 ) -> dict[str, Any]:
     topo = st.topo
-    idx = {tp: i for i, tp in enumerate(st.tps)}
+    scoped = st.parts
+    idx = {tp: i for i, tp in enumerate(scoped.tps)}
     moves = nbytes = leader_changes = reorder_only = 0
     in_bytes: dict[int, int] = defaultdict(int)
     out_bytes: dict[int, int] = defaultdict(int)
@@ -181,18 +184,18 @@ def build_report(
         p = idx[tp]
         m = [b for b in new if b not in old]
         moves += len(m)
-        nbytes += len(m) * st.size[p]
+        nbytes += len(m) * scoped.size[p]
         if set(new) == set(old):
             reorder_only += 1
         if not old or new[0] != old[0]:
             leader_changes += 1
-        if m and st.sizes_known:
-            cur = st.scope[p]
+        if m and scoped.sizes_known:
+            cur = scoped.scope[p]
             src = cur.leader if cur.leader is not None and cur.leader >= 0 else (old[0] if old else None)
             for b in m:
-                in_bytes[b] += st.size[p]
+                in_bytes[b] += scoped.size[p]
                 if src is not None:
-                    out_bytes[src] += st.size[p]
+                    out_bytes[src] += scoped.size[p]
 
     # rack-safety before (over every broker of the cluster) and after (over the allowed brokers)
     all_racks = {b.id: b.rack for b in topo.brokers}
@@ -200,18 +203,18 @@ def build_report(
         for b in r:
             all_racks.setdefault(b, None)
     before_safety = RackSafety(RackTree.build(all_racks))
-    viol_before = [st.tps[i] for i in before_safety.unsafe(st.orig)]
+    viol_before = [scoped.tps[i] for i in before_safety.unsafe(scoped.orig)]
     # every partition in scope is safe after the plan except those a bounded plan left alone
     left = sorted(st.unrepaired)
-    viol_after = [st.tps[left[i]] for i in st.safety.unsafe([st.reps[p] for p in left])]
+    viol_after = [scoped.tps[left[i]] for i in st.racks.safety.unsafe([st.reps[p] for p in left])]
 
     # per-broker counts over the whole cluster (every partition; changes applied)
     brokers = sorted(set(all_racks))
     n_all = sum(len(t.partitions) for t in topo.topics)
-    if n_all == len(st.tps):
-        old_all: Sequence[Sequence[int]] = st.orig
-        new_all: Sequence[Sequence[int]] = [target[tp] for tp in st.tps]
-        size_all: Sequence[int] = st.size
+    if n_all == len(scoped.tps):
+        old_all: Sequence[Sequence[int]] = scoped.orig
+        new_all: Sequence[Sequence[int]] = [target[tp] for tp in scoped.tps]
+        size_all: Sequence[int] = scoped.size
     else:
         parts = sorted(topo.partitions(), key=lambda p: p.tp)
         old_all = [p.replicas for p in parts]
@@ -225,7 +228,7 @@ def build_report(
     fa = slot_counts(new_all, brokers, 1)
     bb = _weighted_counts(old_all, size_all, brokers)
     ba = _weighted_counts(new_all, size_all, brokers)
-    sizes = st.sizes_known
+    sizes = scoped.sizes_known
     broker_rows = []
     for b in brokers:
         row: dict[str, Any] = {
@@ -254,8 +257,8 @@ def build_report(
             rr[k] += row[k]
 
     # balance over what the planner balances: partitions in scope, allowed brokers
-    orig_reps = [before[tp] for tp in st.tps]
-    new_reps = [target[tp] for tp in st.tps]
+    orig_reps = [before[tp] for tp in scoped.tps]
+    new_reps = [target[tp] for tp in scoped.tps]
     allowed = st.allowed
     balance = {
         "brokers": len(allowed),
@@ -267,8 +270,8 @@ def build_report(
         "first_follower_spread_after": spread(slot_counts(new_reps, allowed, 1)),
     }
     if sizes:
-        balance["bytes_spread_before"] = spread(_weighted_counts(orig_reps, st.size, allowed))
-        balance["bytes_spread_after"] = spread(_weighted_counts(new_reps, st.size, allowed))
+        balance["bytes_spread_before"] = spread(_weighted_counts(orig_reps, scoped.size, allowed))
+        balance["bytes_spread_after"] = spread(_weighted_counts(new_reps, scoped.size, allowed))
 
     duration: dict[str, Any] | None = None
     if throttle:
@@ -302,8 +305,8 @@ def build_report(
 
     return {
         "goal": {**st.goal.to_dict(), "description": st.goal.describe()},
-        "balance_by": "bytes" if st.bytes_mode else ("bytes-in" if st.weighted else "replicas"),
-        "partitions_in_scope": len(st.tps),
+        "balance_by": "bytes" if st.loads.bytes_mode else ("bytes-in" if st.loads.weighted else "replicas"),
+        "partitions_in_scope": len(scoped.tps),
         "replicas_moved": moves,
         "bytes_moved": nbytes if sizes else None,
         "partitions_changed": len(changes),
@@ -314,7 +317,7 @@ def build_report(
         "rack_violations_before": len(viol_before),
         "rack_violations_after": len(viol_after),
         "rack_violation_examples_before": examples(viol_before, before_safety, before),
-        "rack_violation_examples_after": examples(viol_after, st.safety, target),
+        "rack_violation_examples_after": examples(viol_after, st.racks.safety, target),
         "balance": balance,
         "bounded": {
             "max_moves": st.budget.max_moves,
@@ -345,7 +348,7 @@ def goals_report(st: PlacementState, report: dict[str, Any], done: Optimized, ch
     out = goals.evaluate(st.topo, full_before, {**full_before, **done.target}, brokers=st.allowed,
                          known={"rack": rack}, threshold=st.limits.disk_threshold,
                          nw_threshold=goals.DEFAULT_THRESHOLD, band_share=st.band_share,
-                         scope=set(st.tps) if len(st.tps) != len(full_before) else None)
+                         scope=set(st.parts.tps) if len(st.parts.tps) != len(full_before) else None)
     for name, v in out.items():
         if v.get("verdict") == "worse":
             v["why"], v["forced_by"] = _why(name, v, done, chosen, st.goal.kind)

@@ -93,9 +93,9 @@ class Optimizer:
                       if issubclass(g, Load) and g.has_data(st)), None)
         if first is not None:
             w, capw = first.phase2(st)
-            st.balance_by(first.name, w, capw)
+            st.loads.balance_by(first.name, w, capw)
         else:
-            st.balance_by("count", [1] * len(st.reps), None)
+            st.loads.balance_by("count", [1] * len(st.reps), None)
 
     def run(self) -> Optimized:
         st = self.st
@@ -106,7 +106,7 @@ class Optimizer:
             goal = by_name(name).track(st, prepared.keeps)
             if goal is not None:
                 self.tracked[name] = goal
-                if goal.load is not st.load if isinstance(goal, Load) else True:
+                if goal.load is not st.loads.load if isinstance(goal, Load) else True:
                     st.watchers.append(goal)  # (a load that is the state's own follows it already)
         self._stage("start", st.moved)
         moved = st.moved
@@ -116,13 +116,13 @@ class Optimizer:
             moved = st.moved
             Balancer(st, self._lookahead()).balance()
             st.end_balance()
-            self._stage(st.primary if st.primary in self.goals else "replica counts", moved)
+            self._stage(st.loads.primary if st.loads.primary in self.goals else "replica counts", moved)
             self._replica_goals()
         complete = not st.budget.hit and not st.unrepaired
         st.watchers.clear()
         self._leadership()
-        target = {tp: tuple(r) for tp, r in zip(st.tps, st.reps)}
-        changes = {tp: r for tp, r, o in zip(st.tps, target.values(), st.orig) if r != tuple(o)}
+        target = {tp: tuple(r) for tp, r in zip(st.parts.tps, st.reps)}
+        changes = {tp: r for tp, r, o in zip(st.parts.tps, target.values(), st.parts.orig) if r != tuple(o)}
         self.verify(changes)
         return Optimized(target, changes, complete, self.moves, prepared, self.stages, self.leadership,
                          self.without_data)
@@ -132,9 +132,9 @@ class Optimizer:
         by count, the repair's placements), the later goals' choice: topic spread, then disk use,
         where they are in the set and their data is there."""
         st = self.st
-        if st.weighted:
+        if st.loads.weighted:
             return None
-        later = self.goals[self.goals.index(st.primary) + 1:] if st.primary in self.goals else self.goals
+        later = self.goals[self.goals.index(st.loads.primary) + 1:] if st.loads.primary in self.goals else self.goals
         topic, disk = (self.tracked.get(g) if g in later else None for g in ("topic-spread", "disk-usage"))
         return Later(topic, disk) if topic is not None or disk is not None else None
 
@@ -152,7 +152,7 @@ class Optimizer:
         for name, goal in self.tracked.items():
             if st.budget.hit:
                 break
-            if name != st.primary:
+            if name != st.loads.primary:
                 moved = st.moved
                 self.moves[name] = goal.optimize(self)
                 self._stage(name, moved)
@@ -188,14 +188,14 @@ class Optimizer:
         news = [[dst if b == src else b for b in st.reps[p]] for p, src, dst in moves]
         if not hard:
             for (p, _src, dst), new in zip(moves, news):
-                if not st.safety.safe_distinct(new) or (st.limits.limited and not st.limits.fits(dst, p)):
+                if not st.racks.safety.safe_distinct(new) or (st.limits.limited and not st.limits.fits(dst, p)):
                     return False
         budget = st.budget
         if budget.bounded:
             cost_mv = cost_by = 0
             for (p, _src, _dst), new in zip(moves, news):
-                mv, by = st.cost(p, new)
-                omv, oby = st.cost(p, st.reps[p])
+                mv, by = st.parts.cost(p, new)
+                omv, oby = st.parts.cost(p, st.reps[p])
                 cost_mv += mv - omv
                 cost_by += by - oby
             if not budget.fits(cost_mv, cost_by):
@@ -228,7 +228,7 @@ class Optimizer:
         """The leader phase (always complete; costs no data), orders put back where it did not
         need the change, then the leadership goals in order (when rebalancing)."""
         st, goals = self.st, self.goals
-        reps, orig = st.reps, st.orig
+        reps, orig = st.reps, st.parts.orig
         scope_idx = [p for p in range(len(reps)) if p not in st.unrepaired]
         moved_parts = [p for p in scope_idx if reps[p] is not orig[p] and set(reps[p]) != set(orig[p])]
         followers = self.followers and "first-followers" in goals
@@ -254,7 +254,7 @@ class Optimizer:
     def verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:
         """Hard constraints of every changed partition, checked with the one definition."""
         st = self.st
-        idx = {tp: i for i, tp in enumerate(st.tps)}
+        idx = {tp: i for i, tp in enumerate(st.parts.tps)}
         for tp, r in changes.items():
             p = idx[tp]
             if p in st.unrepaired:
@@ -262,12 +262,12 @@ class Optimizer:
             problems = []
             if len(set(r)) != len(r):
                 problems.append("duplicate broker")
-            if len(r) != st.rf[p]:
-                problems.append(f"{len(r)} replicas, expected {st.rf[p]}")
+            if len(r) != st.parts.rf[p]:
+                problems.append(f"{len(r)} replicas, expected {st.parts.rf[p]}")
             if any(b not in st.allowed_set for b in r):
                 problems.append("broker not allowed")
-            if not st.safety.safe(r):
-                problems.append(rack_violation(r, st.tree) or "not rack-safe")
+            if not st.racks.safety.safe(r):
+                problems.append(rack_violation(r, st.racks.tree) or "not rack-safe")
             if problems:  # a planner bug: never emit such a plan
                 raise AssertionError(f"planner produced an invalid list for {tp[0]}-{tp[1]}: {r}: {problems}")
 

@@ -41,8 +41,9 @@ def prepare(st: PlacementState) -> Prepared:
     """One pass: kept replicas per partition, loads, which partitions need repair, and the
     counts the lower bound is computed from."""
     allowed_set = st.allowed_set
-    safe = st.safety.safe_distinct
-    load, on, w, rfs = st.load, st.on, st.w, st.rf
+    safe = st.racks.safety.safe_distinct
+    loads, size = st.loads, st.parts.size
+    load, on, w, rfs = loads.load, st.index.on, loads.w, st.parts.rf
     keeps: list[list[int]] = []
     todo: list[int] = []
     need_total = need_bytes = repairs = repair_bytes = 0
@@ -54,26 +55,26 @@ def prepare(st: PlacementState) -> Prepared:
             if not safe(keep):
                 todo.append(p)
                 repairs += 1
-                repair_bytes += st.size[p]
+                repair_bytes += size[p]
         else:
             keep = _keep(st, p)
             todo.append(p)
             need = rf - len(keep)
             if need > 0:
                 need_total += need
-                need_bytes += need * st.size[p]
+                need_bytes += need * size[p]
             elif need < 0:
                 drop_parts.append(p)
             elif keep and not safe(keep):
                 repairs += 1
-                repair_bytes += st.size[p]
+                repair_bytes += size[p]
         keeps.append(keep)
         wp = w[p]
         for b in keep:
             load[b] += wp
             on[b][p] = None
     for b in st.allowed:
-        st.rekey(b)
+        loads.rekey(b)
     kb_all = dict(load)  # kept weight per broker (bytes in bytes mode)
     kb_nodrop = dict(load)
     for p in drop_parts:
@@ -118,23 +119,24 @@ class Repair:
 
     def __init__(self, st: PlacementState, prefer: Any | None = None):
         self.st = st
-        self.prefer = prefer if not st.weighted else None
+        self.prefer = prefer if not st.loads.weighted else None
         #: the partition :meth:`_pick_add` finds a broker for (its disk check needs the size)
         self._placing: int | None = None
         n = len(st.allowed)
         #: by count, the most a broker holds at the target (a new replica below it costs no balance move)
-        self._ceil = -(-sum(st.rf) // n) if n else 0
+        self._ceil = -(-sum(st.parts.rf) // n) if n else 0
 
     def run(self, prep: Prepared) -> None:
         st = self.st
         budget = st.budget
-        st.heaps.rebuild(st.allowed)
+        cost = st.parts.cost
+        st.loads.heaps.rebuild(st.allowed)
         # loads count the kept replicas; st.reps[p] stays the original list until repaired
         for p in prep.todo:
             keep = prep.keeps[p]
             old = st.reps[p]
             new = self._repair_list(p, list(keep), old)
-            mv, by = st.cost(p, new)
+            mv, by = cost(p, new)
             if not budget.fits(mv, by):
                 if budget.may_force() and mv > 0:
                     budget.forced = True  # force progress: one partition even over budget
@@ -151,9 +153,10 @@ class Repair:
     def _pick_add(self, cur: list[int], prefer_leaf: int | None, exclude: Iterable[int] = ()) -> int:
         """Least-loaded allowed broker whose addition keeps ``cur`` rack-safe."""
         st = self.st
+        racks, heaps = st.racks, st.loads.heaps
         excl = set(cur) | set(exclude)
-        safe = st.safety.safe_distinct
-        load = st.key
+        safe = racks.safety.safe_distinct
+        load = st.loads.key
         fits = st.limits.fits
         p_now = self._placing
 
@@ -163,13 +166,13 @@ class Repair:
         best = self._preferred(cur, prefer_leaf, excl) if self.prefer is not None and p_now is not None else None
         if best is not None:
             return best
-        best = st.heaps.ascending(accept)
+        best = heaps.ascending(accept)
         if best is None and p_now is not None and st.limits.limited:
             # nowhere within the disk limit: where it is most even (the report names the brokers)
-            best = st.heaps.ascending(lambda b: 1 if b not in excl and safe(cur + [b]) else 0)
-        if prefer_leaf is not None and best is not None and st.leaf[best] != prefer_leaf:
+            best = heaps.ascending(lambda b: 1 if b not in excl and safe(cur + [b]) else 0)
+        if prefer_leaf is not None and best is not None and racks.leaf[best] != prefer_leaf:
             same = [
-                b for b in st.leaf_members.get(prefer_leaf, ())
+                b for b in racks.leaf_members.get(prefer_leaf, ())
                 if b not in excl and load[b] <= load[best] and (p_now is None or fits(b, p_now))
             ]
             same.sort(key=lambda b: (load[b], b))
@@ -187,23 +190,26 @@ class Repair:
         within the limits), least loaded first, the one the later goals score best (then the
         rack of the replica it replaces, then the least loaded); None when none is below it."""
         st, p = self.st, self._placing
-        safe, fits, placing, key, ceil = st.safety.safe_distinct, st.limits.fits, self.prefer.placing, st.key, self._ceil
+        racks, loads = st.racks, st.loads
+        safe, fits, placing = racks.safety.safe_distinct, st.limits.fits, self.prefer.placing
+        key, ceil, leaf = loads.key, self._ceil, racks.leaf
         found: list[tuple[tuple, int]] = []
 
         def accept(b: int) -> int:
             if key[b] >= ceil or len(found) >= self.LOOKAHEAD:
                 return -1
             if b not in excl and safe(cur + [b]) and fits(b, p):
-                found.append(((placing(p, b), st.leaf[b] != prefer_leaf, key[b], b), b))
+                found.append(((placing(p, b), leaf[b] != prefer_leaf, key[b], b), b))
             return 0
 
-        st.heaps.ascending(accept)
+        loads.heaps.ascending(accept)
         return min(found)[1] if found else None
 
     def _descend(self, cur: Sequence[int], excl: set[int]) -> int:
         """The most even placement level by level (used when ``cur`` itself is not rack-safe)."""
         st = self.st
-        tree = st.tree
+        tree = st.racks.tree
+        load = st.loads.key
         counts = [defaultdict(int) for _ in range(tree.depth)]
         for b in cur:
             for lvl in range(tree.depth):
@@ -213,7 +219,7 @@ class Repair:
         for b in st.allowed:
             if b in excl:
                 continue
-            key = tuple(counts[lvl][tree.level_of[lvl][b]] for lvl in range(tree.depth)) + (st.key[b], b)
+            key = tuple(counts[lvl][tree.level_of[lvl][b]] for lvl in range(tree.depth)) + (load[b], b)
             if best_key is None or key < best_key:
                 best_key, best = key, b
         if best < 0:
@@ -221,7 +227,7 @@ class Repair:
         return best
 
     def _unevenness(self, reps: Sequence[int]) -> tuple[int, ...]:
-        tree = self.st.tree
+        tree = self.st.racks.tree
         out = []
         for lvl in range(tree.depth):
             c: dict[tuple[str, ...], int] = defaultdict(int)
@@ -232,8 +238,8 @@ class Repair:
 
     def _drop_one(self, cur: list[int]) -> int:
         """Which replica to drop when the RF goes down: keep rack-safety, spare the leader."""
-        load = self.st.load
-        safe = self.st.safety.safe_distinct
+        load = self.st.loads.load
+        safe = self.st.racks.safety.safe_distinct
         best = None
         best_key = None
         for i, b in enumerate(cur):
@@ -253,14 +259,15 @@ class Repair:
     def _repair_list(self, p: int, keep: list[int], old: Sequence[int]) -> list[int]:
         """The repaired replica list of partition ``p`` (``old``: its current list)."""
         st = self.st
-        safe = st.safety.safe
-        rf = st.rf[p]
+        racks, load = st.racks, st.loads.load
+        safe = racks.safety.safe
+        rf = st.parts.rf[p]
         cur = list(keep)
         while len(cur) > rf:
             cur.remove(self._drop_one(cur))
         # leaf of each replica being replaced, to prefer in-rack replacements
         gone = [b for b in old if b not in cur]
-        gone_leaf = [st.topo_leaf(b) for b in gone]
+        gone_leaf = [racks.topo_leaf(b) for b in gone]
         adds: list[int] = []
         i = 0
         while len(cur) + len(adds) < rf:
@@ -274,7 +281,7 @@ class Repair:
             adds.append(b)
         new = cur + adds
         # rack repair: move replicas until the list is rack-safe
-        guard = 4 * rf * st.tree.depth + 4
+        guard = 4 * rf * racks.tree.depth + 4
         while not safe(new) and guard > 0:
             guard -= 1
             best = None
@@ -283,7 +290,7 @@ class Repair:
                 rest = new[:j] + new[j + 1 :]
                 c = self._descend(rest, set(new))
                 cand = rest[:j] + [c] + rest[j:]
-                key = (0 if safe(cand) else 1, self._unevenness(cand), -st.load[b], 1 if j == 0 else 0, c)
+                key = (0 if safe(cand) else 1, self._unevenness(cand), -load[b], 1 if j == 0 else 0, c)
                 if best_key is None or key < best_key:
                     best_key, best = key, cand
             assert best is not None

@@ -1,20 +1,24 @@
 """The placement state of a plan in progress: the assignment being planned and everything kept
 in step with it, and the one primitive that changes it (:meth:`PlacementState.move`).
 
-What it holds, all integers, lists and insertion-ordered dicts (no scan of partitions x brokers):
+:class:`PlacementState` holds the replica lists now (``reps``), the brokers replicas may live on
+(``allowed``), the partitions a bounded plan left alone and the goals following the plan; its
+collaborators, one role each (all integers, lists and insertion-ordered dicts: no scan of
+partitions x brokers):
 
-* the partitions in scope (``tps``), their lists before (``orig``) and now (``reps``), and each
-  one's target RF (``rf``); the brokers replicas may live on (``allowed``);
-* the racks: the tree, the memoised rack-safety check (:class:`~kops.placement.rackcheck.RackSafety`)
-  and each allowed broker's rack (``leaf``);
-* per broker: the load phase 2 balances (``load``: replicas, bytes or bytes-in, chosen by the
-  first balance goal with data, :meth:`balance_by`) and its heap key (``key``: the load per unit
-  of capacity where capacities differ), the partitions it holds (``on``), the partitions it is
-  the preferred leader of (``leads``; ``pinned``: those of RF 1), a generation counter bumped
-  when it gains a partition (caches keyed on it go stale), and its place in the broker heaps
+* :class:`Partitions` (``parts``): the partitions in scope as the plan found them -- names, lists
+  before (``orig``), target RFs, sizes, bytes-in rates -- and what a list costs against them;
+* :class:`Racks` (``racks``): the rack tree of the allowed brokers, the memoised rack-safety check
+  (:class:`~kops.placement.rackcheck.RackSafety`) and each broker's rack (``leaf``);
+* :class:`BrokerLoads` (``loads``): per broker, the load phase 2 balances (replicas, bytes or
+  bytes-in, chosen by the first balance goal with data, :meth:`BrokerLoads.balance_by`), its heap
+  key (the load per unit of capacity where capacities differ) and its place in the broker heaps
   (:class:`~kops.placement.heaps.BrokerHeaps`, while they follow moves);
-* the hard limits every move keeps (:class:`Limits`: disk at the peak of the move, network-in)
-  and the move budget (:class:`Budget`).
+* :class:`BrokerIndex` (``index``): per broker, the partitions it holds (``on``), those it is the
+  preferred leader of (``leads``; ``pinned``: those of RF 1) and a generation counter bumped when
+  it gains a partition (caches keyed on it go stale);
+* :class:`Limits` (``limits``): the hard limits every move keeps (disk at the peak of the move,
+  network-in), and :class:`Budget` (``budget``): the move budget.
 
 :meth:`PlacementState.move` is the only way an assignment changes: it keeps every one of these
 in step. Goals (:mod:`kops.placement.goals`) read the state and propose moves; the optimizer
@@ -35,7 +39,7 @@ from kops.placement.rackcheck import RackSafety
 from kops.placement.racks import RackTree
 from kops.placement.scope import Goal
 
-__all__ = ["Budget", "Limits", "PlacementState"]
+__all__ = ["BrokerIndex", "BrokerLoads", "Budget", "Limits", "Partitions", "PlacementState", "Racks"]
 
 
 class Budget:
@@ -79,8 +83,8 @@ class Limits:
     so far) where its capacity and every partition's size are known, and its network-in (a share
     of its NW_IN capacity) where that and every partition's bytes-in rate are known."""
 
-    def __init__(self, st: PlacementState):
-        self._orig, self._reps, self._size, self._rate = st.orig, st.reps, st.size, st.rate
+    def __init__(self, parts: Partitions, reps: list[list[int]]):
+        self._orig, self._reps, self._size, self._rate = parts.orig, reps, parts.size, parts.rate
         self.disk_threshold = 0.80
         #: the disk limit (bytes) of each broker that has one, and its use at the peak of the plan
         self.disk_limit: dict[int, float] = {}
@@ -95,12 +99,13 @@ class Limits:
         A broker's use now: its volumes' total minus usable bytes where the log dirs say so
         (everything on them), else the sizes of the replicas it holds."""
         self.disk_threshold = threshold
-        if not st.sizes_known:
+        parts = st.parts
+        if not parts.sizes_known:
             return
         held: dict[int, int] = defaultdict(int)
-        for p, r in enumerate(st.orig):
+        for p, r in enumerate(parts.orig):
             for b in r:
-                held[b] += st.size[p]
+                held[b] += parts.size[p]
         shared = shared_disks(st.topo)
         for b in st.allowed:
             cap = disk_capacity(st.topo.broker(b), shared)
@@ -112,17 +117,18 @@ class Limits:
         """The hard network-in limit: ``threshold`` of each allowed broker's NW_IN capacity where
         it and every partition's bytes-in rate are known (every replica takes its partition's
         bytes-in: the leader from producers, a follower by fetching)."""
-        if not st.rates_known:
+        parts = st.parts
+        if not parts.rates_known:
             return
         for b in st.allowed:
             c = st.topo.broker(b).capacity
             if c is not None and c.nw_in_bytes_per_s:
                 self.nw_limit[b] = threshold * c.nw_in_bytes_per_s
                 self.nw_in[b] = 0.0
-        for p, r in enumerate(st.orig):
+        for p, r in enumerate(parts.orig):
             for b in r:
                 if b in self.nw_in:
-                    self.nw_in[b] += st.rate[p]
+                    self.nw_in[b] += parts.rate[p]
 
     @property
     def limited(self) -> bool:
@@ -159,21 +165,16 @@ class Limits:
                     self.disk_peak[b] -= size
 
 
-class PlacementState:
-    """The assignment of the partitions in scope of a plan, and what is kept in step with it
-    (see the module doc). ``res``: the goal's resolution (:func:`kops.placement.scope.resolve`)."""
+class Partitions:
+    """The partitions in scope of a plan as the plan found them, fixed while it runs: their
+    :class:`~kops.model.Partition` records (``scope``), names (``tps``), replica lists before
+    (``orig``), target RFs (``rf``), sizes (``size``, 0 where unknown) and bytes-in rates
+    (``rate``), and whether every size and every rate is known."""
 
-    def __init__(self, topo: Topology, goal: Goal, res: Any, max_moves: int | None, max_bytes: int | None,
-                 band_share: float):
-        self.topo = topo
-        self.goal = goal
-        self.res = res
-        self.allowed: list[int] = res.allowed
-        self.allowed_set = set(res.allowed)
+    def __init__(self, res: Any):
         self.scope = res.scope
         self.tps = [p.tp for p in res.scope]
         self.orig = [p.replicas for p in res.scope]
-        self.reps = [list(p.replicas) for p in res.scope]
         self.rf: list[int] = res.rf
         sizes = [p.size_bytes for p in res.scope]
         self.sizes_known = bool(sizes) and all(s is not None for s in sizes)
@@ -181,51 +182,61 @@ class PlacementState:
         rates = [p.bytes_in_per_s for p in res.scope]
         self.rates_known = bool(rates) and all(r is not None for r in rates)
         self.rate = [float(r or 0.0) for r in rates]
-        # the racks of the allowed brokers
-        rack_of = {b: topo.rack_of(b) for b in self.allowed}
+
+    def cost(self, p: int, new: Sequence[int]) -> tuple[int, int]:
+        """Replica copies (and bytes) ``new`` needs against the current assignment."""
+        o = self.orig[p]
+        added = [b for b in new if b not in o]
+        return len(added), len(added) * self.size[p]
+
+
+class Racks:
+    """The racks of the allowed brokers: the tree, the memoised rack-safety check
+    (:class:`~kops.placement.rackcheck.RackSafety`), each allowed broker's rack (``leaf``) and
+    each rack's brokers (``leaf_members``)."""
+
+    def __init__(self, topo: Topology, allowed: Sequence[int]):
+        self._topo = topo
+        rack_of = {b: topo.rack_of(b) for b in allowed}
         self.tree = RackTree.build(rack_of)
         self.safety = RackSafety(self.tree)
         self.leaf = self.safety.leaf
         self.leaf_members: dict[int, list[int]] = defaultdict(list)
-        for b in self.allowed:
+        for b in allowed:
             self.leaf_members[self.leaf[b]].append(b)
         # leaf of every known broker in the allowed tree's terms (None: not an allowed rack)
-        self._rack_leaf_by_rack: dict[str | None, int] = {}
-        for b in self.allowed:
-            self._rack_leaf_by_rack.setdefault(rack_of[b], self.leaf[b])
-        # the balanced load: replica counts until balance_by says otherwise
+        self._leaf_by_rack: dict[str | None, int] = {}
+        for b in allowed:
+            self._leaf_by_rack.setdefault(rack_of[b], self.leaf[b])
+
+    def topo_leaf(self, b: int) -> int | None:
+        """Leaf index (in the allowed tree) of broker ``b``'s rack, also for removed brokers."""
+        if b in self.leaf:
+            return self.leaf[b]
+        r = self._topo.rack_of(b)
+        return self._leaf_by_rack.get(r) if r is not None else None
+
+
+class BrokerLoads:
+    """The load phase 2 balances, per allowed broker: replicas, bytes or bytes-in (chosen by the
+    first balance goal with data, :meth:`balance_by`), each partition's integer weight (``w``),
+    each broker's share where capacities differ (``capw``), its heap key (``key``: the load per
+    unit of its share) and its place in the broker heaps (:class:`~kops.placement.heaps.BrokerHeaps`).
+    Kept current by :meth:`PlacementState.move`; the keys and heaps only while phase 2 runs."""
+
+    def __init__(self, allowed: list[int], n_partitions: int):
+        self._allowed = allowed
+        # replica counts until balance_by says otherwise
         self.primary = "count"
         self.bytes_mode = False
         self.weighted = False
-        self.w: list[int] = [1] * len(sizes)
+        self.w: list[int] = [1] * n_partitions
         self.capw: dict[int, int] | None = None
-        self.load: dict[int, int] = {b: 0 for b in self.allowed}
+        self.load: dict[int, int] = {b: 0 for b in allowed}
         self.key: dict[int, float] = self.load
-        self.on: dict[int, dict[int, None]] = {b: {} for b in self.allowed}
-        self.gen: dict[int, int] = {b: 0 for b in self.allowed}
-        #: partitions each broker is the preferred leader of (replica index 0), kept current
-        self.leads: Counter[int] = Counter(r[0] for r in self.reps if r)
-        #: of those, the RF-1 partitions: leaderships no reordering can move
-        self.pinned: Counter[int] = Counter(r[0] for r in self.reps if len(r) == 1)
-        self.heaps = BrokerHeaps(self.key, self.allowed)
-        self.budget = Budget(max_moves, max_bytes)
-        self.limits = Limits(self)
-        #: partitions a bounded plan left as they are (their repair did not fit the budget)
-        self.unrepaired: set[int] = set()
-        #: the balance goals' band: a broker within this share of the mean is balanced
-        self.band_share = band_share
-        #: replica lists whose set of brokers changed so far (moves; reorders not counted)
-        self.moved = 0
-        #: what follows every move (``moved(p, gone, came)``): the goals tracking the plan
-        self.watchers: list[Any] = []
-        #: phase 2's bookkeeping (generations, leaderships, heaps) follows moves until it ends
+        self.heaps = BrokerHeaps(self.key, allowed)
+        #: the keys and heaps follow moves until phase 2 ends
         self.balancing = True
-
-    def end_balance(self) -> None:
-        """Phase 2 is over: nothing reads its bookkeeping (generations, leaderships, the broker
-        heaps) again, so moves stop keeping it (the goal passes make hundreds of thousands)."""
-        self.balancing = False
-        self.heaps.let_go()
 
     def balance_by(self, primary: str, w: list[int], capw: dict[int, int] | None) -> None:
         """What phase 2 balances: ``primary`` (a goal's name, or "count"), each partition's
@@ -237,15 +248,13 @@ class PlacementState:
         self.w = w
         self.capw = capw
         if capw is not None:
-            self.key = {b: 0.0 for b in self.allowed}
-            self.heaps = BrokerHeaps(self.key, self.allowed)
+            self.key = {b: 0.0 for b in self._allowed}
+            self.heaps = BrokerHeaps(self.key, self._allowed)
 
-    def topo_leaf(self, b: int) -> int | None:
-        """Leaf index (in the allowed tree) of broker ``b``'s rack, also for removed brokers."""
-        if b in self.leaf:
-            return self.leaf[b]
-        r = self.topo.rack_of(b)
-        return self._rack_leaf_by_rack.get(r) if r is not None else None
+    def end_balance(self) -> None:
+        """Phase 2 is over: the keys and heaps are not read again (see :meth:`PlacementState.end_balance`)."""
+        self.balancing = False
+        self.heaps.let_go()
 
     def rekey(self, b: int) -> None:
         if self.capw is not None:
@@ -256,37 +265,55 @@ class PlacementState:
         negative below it). Equal shares: ``n * load - total``."""
         return self.load[b] * capsum - total * (1 if self.capw is None else self.capw[b])
 
-    def cost(self, p: int, new: Sequence[int]) -> tuple[int, int]:
-        """Replica copies (and bytes) ``new`` needs against the current assignment."""
-        o = self.orig[p]
-        added = [b for b in new if b not in o]
-        return len(added), len(added) * self.size[p]
-
-    def replace(self, p: int, src: int, dst: int) -> None:
-        """Partition ``p``'s replica on ``src`` goes to ``dst`` (not holding it), in the same slot:
-        :meth:`move`, without comparing the lists."""
-        self.move(p, [dst if b == src else b for b in self.reps[p]], [src], [dst])
-
-    def move(self, p: int, new: list[int], gone: list[int] | None = None, came: list[int] | None = None) -> None:
-        """Partition ``p``'s replica list becomes ``new`` (a move, a swap's half, a reorder): the
-        loads, the partitions per broker, leaderships, limits, generations and heaps follow, and
-        every watcher (the goals tracking the plan) sees the move. ``gone`` / ``came``: the brokers
-        p leaves and comes to, where the caller knows them."""
-        old = self.reps[p]
-        if gone is None or came is None:
-            gone = [b for b in old if b not in new]
-            came = [b for b in new if b not in old]
-        if gone or came:
-            self.limits.moved(p, old, new)
+    def moved(self, p: int, gone: Sequence[int], came: Sequence[int]) -> None:
+        """Partition ``p`` left the brokers ``gone`` and came to ``came``: loads (and, while phase 2
+        runs, keys and heaps) follow."""
         w = self.w[p]
-        load, on = self.load, self.on
+        load = self.load
         for b in gone:
             if b in load:
                 load[b] -= w
-                del on[b][p]
         for b in came:
             if b in load:
                 load[b] += w
+        if self.balancing:
+            if self.capw is not None:
+                for b in chain(gone, came):
+                    if b in load:
+                        self.rekey(b)
+            if self.heaps.live:
+                for b in chain(gone, came):
+                    if b in load:
+                        self.heaps.push(b)
+
+
+class BrokerIndex:
+    """Per allowed broker, what it holds of the assignment: the partitions (``on``), the partitions
+    it is the preferred leader of (``leads``, replica index 0; ``pinned``: those of RF 1, which no
+    reordering can move) and a generation counter bumped when it gains a partition or one of its
+    partitions' lists changes (caches keyed on it go stale). Kept current by
+    :meth:`PlacementState.move`; leaderships and generations only while phase 2 runs."""
+
+    def __init__(self, allowed: list[int], reps: list[list[int]]):
+        self.on: dict[int, dict[int, None]] = {b: {} for b in allowed}
+        self.gen: dict[int, int] = {b: 0 for b in allowed}
+        self.leads: Counter[int] = Counter(r[0] for r in reps if r)
+        self.pinned: Counter[int] = Counter(r[0] for r in reps if len(r) == 1)
+        #: leaderships and generations follow moves until phase 2 ends
+        self.balancing = True
+
+    def end_balance(self) -> None:
+        """Phase 2 is over: leaderships and generations are not read again."""
+        self.balancing = False
+
+    def moved(self, p: int, old: Sequence[int], new: Sequence[int], gone: Sequence[int], came: Sequence[int]) -> None:
+        """Partition ``p``'s list went from ``old`` to ``new``, leaving ``gone`` and coming to ``came``."""
+        on = self.on
+        for b in gone:
+            if b in on:
+                del on[b][p]
+        for b in came:
+            if b in on:
                 on[b][p] = None
         if self.balancing:
             leads, gen = self.leads, self.gen
@@ -301,14 +328,60 @@ class PlacementState:
             for b in new:  # (gained p, or p's list changed under it: what it cached of its partitions)
                 if b in gen:
                     gen[b] += 1
-            if self.capw is not None:
-                for b in chain(gone, came):
-                    if b in load:
-                        self.rekey(b)
-            if self.heaps.live:
-                for b in chain(gone, came):
-                    if b in load:
-                        self.heaps.push(b)
+
+
+class PlacementState:
+    """The assignment of the partitions in scope of a plan (``reps``), its collaborators kept in
+    step with it, and the one primitive that changes it (see the module doc). ``res``: the
+    goal's resolution (:func:`kops.placement.scope.resolve`)."""
+
+    def __init__(self, topo: Topology, goal: Goal, res: Any, max_moves: int | None, max_bytes: int | None,
+                 band_share: float):
+        self.topo = topo
+        self.goal = goal
+        self.res = res
+        self.allowed: list[int] = res.allowed
+        self.allowed_set = set(res.allowed)
+        self.parts = Partitions(res)
+        self.reps = [list(p.replicas) for p in res.scope]
+        self.racks = Racks(topo, self.allowed)
+        self.loads = BrokerLoads(self.allowed, len(self.reps))
+        self.index = BrokerIndex(self.allowed, self.reps)
+        self.budget = Budget(max_moves, max_bytes)
+        self.limits = Limits(self.parts, self.reps)
+        #: partitions a bounded plan left as they are (their repair did not fit the budget)
+        self.unrepaired: set[int] = set()
+        #: the balance goals' band: a broker within this share of the mean is balanced
+        self.band_share = band_share
+        #: replica lists whose set of brokers changed so far (moves; reorders not counted)
+        self.moved = 0
+        #: what follows every move (``moved(p, gone, came)``): the goals tracking the plan
+        self.watchers: list[Any] = []
+
+    def end_balance(self) -> None:
+        """Phase 2 is over: nothing reads its bookkeeping (generations, leaderships, the broker
+        heaps) again, so moves stop keeping it (the goal passes make hundreds of thousands)."""
+        self.loads.end_balance()
+        self.index.end_balance()
+
+    def replace(self, p: int, src: int, dst: int) -> None:
+        """Partition ``p``'s replica on ``src`` goes to ``dst`` (not holding it), in the same slot:
+        :meth:`move`, without comparing the lists."""
+        self.move(p, [dst if b == src else b for b in self.reps[p]], [src], [dst])
+
+    def move(self, p: int, new: list[int], gone: list[int] | None = None, came: list[int] | None = None) -> None:
+        """Partition ``p``'s replica list becomes ``new`` (a move, a swap's half, a reorder): the
+        limits, the loads, the brokers' index follow, and every watcher (the goals tracking the
+        plan) sees the move. ``gone`` / ``came``: the brokers p leaves and comes to, where the
+        caller knows them."""
+        old = self.reps[p]
+        if gone is None or came is None:
+            gone = [b for b in old if b not in new]
+            came = [b for b in new if b not in old]
+        if gone or came:
+            self.limits.moved(p, old, new)
+            self.loads.moved(p, gone, came)
+        self.index.moved(p, old, new, gone, came)
         if gone or came:
             self.moved += 1
             for watcher in self.watchers:

@@ -189,7 +189,7 @@ def test_room_is_the_interval_of_changes_that_keep_a_broker_no_further_from_the_
     from kops.placement.goals.base import EPS
     from kops.placement.goals.loads import ReplicasGoal
 
-    st = SimpleNamespace(allowed=[7], reps=[[7]], rf=[1], band_share=0.1)
+    st = SimpleNamespace(allowed=[7], reps=[[7]], parts=SimpleNamespace(rf=[1]), band_share=0.1)
     ld = ReplicasGoal(st, [float(load)], {7: float(cap)})
     ld.lo, ld.hi = float(lo), float(lo + width)
     lo_d, hi_d = ld.room(7)
@@ -208,8 +208,8 @@ def test_topic_spread_move_arithmetic_matches_the_distance_from_the_band(lo, wid
 
     from kops.placement.goals.topic_spread import TopicSpreadGoal
 
-    st = SimpleNamespace(tps=[("t", 0), ("u", 0)], reps=[[1], [2]], rf=[1, 1], allowed=[1, 2], allowed_set={1, 2},
-                         on={1: {}, 2: {}})
+    st = SimpleNamespace(parts=SimpleNamespace(tps=[("t", 0), ("u", 0)], rf=[1, 1]), reps=[[1], [2]], allowed=[1, 2],
+                         allowed_set={1, 2}, index=SimpleNamespace(on={1: {}, 2: {}}))
     ts = TopicSpreadGoal(st)
     t, u = ts.topic  # (topics are numbered: t 0, u 1)
     ts.band = [(lo, lo + width), (lo, lo + width + 1)]
@@ -310,8 +310,8 @@ def test_the_topics_a_pair_moves_are_those_a_filter_over_the_counts_finds(cells,
         for k in range(max(x, y)):
             tps.append((f"t{i:02d}", k))
             reps.append([b for b, n in ((1, x), (2, y)) if k < n])
-    st = SimpleNamespace(tps=tps, reps=reps, rf=[len(r) for r in reps], allowed=[1, 2], allowed_set={1, 2},
-                         on={1: {}, 2: {}})
+    st = SimpleNamespace(parts=SimpleNamespace(tps=tps, rf=[len(r) for r in reps]), reps=reps, allowed=[1, 2],
+                         allowed_set={1, 2}, index=SimpleNamespace(on={1: {}, 2: {}}))
     ts = TopicSpreadGoal(st)
     band = (lo, lo + width)
     ts.band = [band] * len(ts.band)
@@ -398,7 +398,7 @@ def test_the_goal_passes_leave_the_planners_heaps_alone(monkeypatch):
     orig = Optimizer._replica_goals
 
     def _replica_goals(self):
-        heaps = self.st.heaps
+        heaps = self.st.loads.heaps
         sizes.append((len(heaps.minheap), len(heaps.maxheap)))
         orig(self)
         assert sum(self.moves.values()) > 0, self.moves

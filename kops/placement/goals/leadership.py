@@ -35,7 +35,7 @@ class Leadership:
         self.st = st
         reps = st.reps
         self.n = len(st.allowed)
-        self.topic = [tp[0] for tp in st.tps]
+        self.topic = [tp[0] for tp in st.parts.tps]
         self.scope = [p for p in range(len(reps)) if p not in st.unrepaired and len(reps[p]) > 1]
         self.led_by = LedBy(reps, self.scope, self.topic)
         #: per goal: how far off its band it was when its pass began, and after it
@@ -419,13 +419,13 @@ class LeaderBytesInGoal(PlanGoal):
 
     @classmethod
     def missing(cls, st: PlacementState) -> str | None:
-        return None if st.rates_known else RATES
+        return None if st.parts.rates_known else RATES
 
     @classmethod
     def reorder(cls, lead: Leadership, guards: list[Counts]) -> dict[str, int]:
         st = lead.st
-        rate, reps = st.rate, st.reps
-        if not (st.rates_known and any(rate)):
+        rate, reps = st.parts.rate, st.reps
+        if not (st.parts.rates_known and any(rate)):
             return {}
         obj = Counts("lbi", Counter(), None, weight=rate)
         for p in lead.scope:

@@ -63,7 +63,7 @@ class Load(PlanGoal):
             for b in r:
                 if b in self.load:
                     self.load[b] += w[p]
-        total = sum(rf * x for rf, x in zip(st.rf, w))
+        total = sum(rf * x for rf, x in zip(st.parts.rf, w))
         if self.name == "replicas":
             n = len(ids)
             self.lo, self.hi = float(int(total) // n), float(-(-int(total) // n))
@@ -154,7 +154,7 @@ class Load(PlanGoal):
         def order(b: int, room: float) -> list[int]:
             # the partitions on b fitting the room, in that order
             c = ld.cap[b]
-            fit = [q for q in st.on[b] if w[q] > 0 and w[q] / c <= room]
+            fit = [q for q in st.index.on[b] if w[q] > 0 and w[q] / c <= room]
             fit.sort(key=rank.__getitem__)
             return fit[:LOOK]
 
@@ -230,14 +230,14 @@ class Load(PlanGoal):
         def heaviest(b: int) -> list[int]:
             got = heavies.get(b)
             if got is None:
-                on = st.on[b]
+                on = st.index.on[b]
                 got = heavies[b] = sorted(zip(map(neg.__getitem__, on), on))
             return [q for _x, q in got[:4 * SWAPS]]
 
         def lightest(b: int) -> list[int]:
             got = lights.get(b)
             if got is None:
-                on = st.on[b]
+                on = st.index.on[b]
                 got = lights[b] = sorted(zip(map(w.__getitem__, on), on))
             return [q for _x, q in got[:SWAPS]]
 
@@ -366,11 +366,11 @@ class ReplicasGoal(Load):
     @classmethod
     def track(cls, st: PlacementState, lists: Sequence[Sequence[int]] | None = None) -> Load | None:
         goal = super().track(st, lists)
-        if goal is not None and st.primary in ("replicas", "count") and lists is not None:
+        if goal is not None and st.loads.primary in ("replicas", "count") and lists is not None:
             # phase 2 balances replica counts: the state's load is this one (the kept replicas
             # now, every move after), shared rather than kept twice
-            assert goal.load == st.load
-            goal.load = st.load
+            assert goal.load == st.loads.load
+            goal.load = st.loads.load
         return goal
 
     @classmethod
@@ -386,11 +386,11 @@ class DiskUsageGoal(Load):
 
     @classmethod
     def has_data(cls, st: PlacementState) -> bool:
-        return st.sizes_known and any(st.size)
+        return st.parts.sizes_known and any(st.parts.size)
 
     @classmethod
     def weights(cls, st: PlacementState) -> Sequence[float]:
-        return st.size
+        return st.parts.size
 
     @classmethod
     def capacities(cls, st: PlacementState) -> dict[int, Any] | None:
@@ -403,7 +403,7 @@ class DiskUsageGoal(Load):
 
     @classmethod
     def missing(cls, st: PlacementState) -> str | None:
-        return None if st.sizes_known else SIZES
+        return None if st.parts.sizes_known else SIZES
 
     @classmethod
     def measure(cls, ev: Evaluation) -> dict[str, Any]:
@@ -422,11 +422,11 @@ class NwInUsageGoal(Load):
 
     @classmethod
     def has_data(cls, st: PlacementState) -> bool:
-        return st.rates_known and any(st.rate)
+        return st.parts.rates_known and any(st.parts.rate)
 
     @classmethod
     def weights(cls, st: PlacementState) -> Sequence[float]:
-        return st.rate
+        return st.parts.rate
 
     @classmethod
     def capacities(cls, st: PlacementState) -> dict[int, Any] | None:
@@ -435,12 +435,12 @@ class NwInUsageGoal(Load):
 
     @classmethod
     def missing(cls, st: PlacementState) -> str | None:
-        return None if st.rates_known else RATES
+        return None if st.parts.rates_known else RATES
 
     @classmethod
     def phase2(cls, st: PlacementState) -> tuple[list[int], dict[int, int] | None]:
         _w, capw = super().phase2(st)  # (milli-bytes/s: integers like every other weight)
-        return [int(round(r * 1000)) for r in st.rate], capw
+        return [int(round(r * 1000)) for r in st.parts.rate], capw
 
     @classmethod
     def measure(cls, ev: Evaluation) -> dict[str, Any]:

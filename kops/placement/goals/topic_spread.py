@@ -40,7 +40,7 @@ class TopicSpreadGoal(PlanGoal):
     def __init__(self, st: PlacementState, lists: Sequence[Sequence[int]] | None = None):
         # topics by number (in the partitions' order): each partition's topic, each topic's name
         ids: dict[str, int] = {}
-        self.topic = [ids.setdefault(tp[0], len(ids)) for tp in st.tps]
+        self.topic = [ids.setdefault(tp[0], len(ids)) for tp in st.parts.tps]
         self.names = list(ids)
         k = len(ids)
         self.count: list[Counter[int]] = [Counter() for _ in range(k)]
@@ -50,7 +50,7 @@ class TopicSpreadGoal(PlanGoal):
         for p, r in enumerate(st.reps if lists is None else lists):
             t = self.topic[p]
             self.parts[t].append(p)
-            target[t] += st.rf[p]
+            target[t] += st.parts.rf[p]
             c = self.count[t]
             for b in r:
                 if b in allowed:
@@ -73,7 +73,7 @@ class TopicSpreadGoal(PlanGoal):
                 self._cell(t, b, x)
         #: per broker (asked for), its partitions by topic
         self._by_topic: dict[int, dict[int, list[int]]] = {}
-        self._on = st.on
+        self._on = st.index.on
         #: the partitions moved while :meth:`optimize` runs (None: not logged)
         self._log: list[int] | None = None
 
@@ -276,15 +276,16 @@ class TopicSpreadGoal(PlanGoal):
 
     def _partners(self, st: PlacementState, a: int, turn: int) -> list[int]:
         """The brokers ``a`` is paired with in round ``turn``: its rack's, then others."""
-        leaf = st.leaf[a]
-        mates = [b for b in st.leaf_members[leaf] if b != a]
+        leaf_of = st.racks.leaf
+        leaf = leaf_of[a]
+        mates = [b for b in st.racks.leaf_members[leaf] if b != a]
         ids = st.allowed
         k = len(ids)
         start = ids.index(a) + 1 + turn * PARTNERS
         others = []
         for i in range(k):
             b = ids[(start + i) % k]
-            if st.leaf[b] != leaf:
+            if leaf_of[b] != leaf:
                 others.append(b)
                 if len(others) == PARTNERS:
                     break
@@ -331,7 +332,7 @@ class TopicSpreadGoal(PlanGoal):
         r = st.reps[p]
         if dst in r or p in st.unrepaired or (st.limits.limited and not st.limits.fits(dst, p)):
             return False
-        return st.safety.replaced(r, src, dst)
+        return st.racks.safety.replaced(r, src, dst)
 
     def _across(self, mover: Mover, src: int, dst: int, goes: list[int], backs: list[_Backs]) -> int:
         """Each replica of ``goes`` from src to dst, alone if the earlier goals' rooms take it,
@@ -339,7 +340,7 @@ class TopicSpreadGoal(PlanGoal):
         that keep their topic) the swap with which the rooms take."""
         st, ts = mover.st, self
         made = 0
-        count, band, topic, on_src = ts.count, ts.band, ts.topic, st.on[src]
+        count, band, topic, on_src = ts.count, ts.band, ts.topic, st.index.on[src]
         for p in goes:
             t = topic[p]
             c, (lo, hi) = count[t], band[t]
@@ -425,7 +426,7 @@ class _Backs:
     def take(self, fits: Callable[[int], bool]) -> int | None:
         """The first replica ``fits`` takes (of those kept, then of those not drawn yet), trying at
         most :data:`PAIR_QS`; it is used up."""
-        on, tried = self.st.on[self.src], 0
+        on, tried = self.st.index.on[self.src], 0
         for i, q in enumerate(self.kept):
             if q not in on:
                 continue
