@@ -129,6 +129,22 @@ def main() -> None:
         kops("Resume the playbook: wait for the ISR, restore leadership, check health", "playbook", "run",
              "rack-maintenance", "--resume", run_id, note="leadership back on rack b")
         kops("Cron leader rebalance (idempotent, one line)", "leader", "rebalance", note="balanced")
+        kops("Broker 5 (rack c) is lost", "sandbox", "stop", "--broker", "5", "--kill",
+             "--workdir", str(WORKDIR / "cluster"), note="SIGKILL; its replicas are one failure from offline")
+        kops("Health with broker 5 gone", "cluster", "health", expect=(3,), note="under-replicated partitions")
+        # the cron job, run here with no grace (the default waits 30 min for the broker to come
+        # back) until it has nothing left to do; each run is bounded (--max-moves 50)
+        for run in range(1, 11):
+            out = kops(f"Cron heal step #{run} (grace 0 for the demo)", "heal", "step", "--broker-grace", "0s",
+                       "--throttle", "20M", "--output", "json", expect=(0,), capture=True)
+            doc = json.loads(out)
+            results[-1] = (*results[-1][:3], doc["summary"][:90])
+            con.print(doc["summary"])
+            if doc["status"] == "nothing_to_do":
+                break
+        kops("Heal's memory, in the cluster", "heal", "status", note="the fix's history, seen from any host")
+        kops("Health after healing", "cluster", "health",
+             note="every partition fully replicated on live brokers, rack-safe")
     finally:
         if not keep:
             subprocess.run([KOPS, "sandbox", "down", "--workdir", str(WORKDIR / "cluster"), "--purge"],
