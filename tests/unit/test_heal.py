@@ -144,6 +144,29 @@ def test_memory_records_round_trip_and_only_changes_are_written():
     assert memory.changes(memory.Memory(), {"heal/anomaly/x": None}) == {}
 
 
+def test_a_run_like_the_last_one_writes_nothing_until_the_heartbeat_is_due():
+    """Most cron runs on a quiet cluster write nothing (an acknowledged write cost 1.2 s of a 3 s
+    run); the last run is written when its outcome changes, with other records, or hourly."""
+    def run(at, status="nothing_to_do", summary="heal step: nothing to do; 0.4 s", code=0):
+        return {"at": "t", "at_s": at, "status": status, "exit_code": code, "summary": summary}
+
+    mem = memory.parse(memory.records([], {3: "b"}, run(1000.0), now=1000.0))
+    same = memory.records([], {3: "b"}, run(1300.0, summary="heal step: nothing to do; 1.9 s"), now=1300.0)
+    assert memory.changes(mem, same) == {}
+    due = memory.records([], {3: "b"}, run(1000.0 + memory.LAST_RUN_EVERY_S), now=0.0)
+    assert list(memory.changes(mem, due)) == [memory.LAST_RUN_KEY]
+    other = memory.records([], {3: "b"}, run(1300.0, "watching", "heal step: watching: broker 3; 0.4 s"), now=0.0)
+    assert list(memory.changes(mem, other)) == [memory.LAST_RUN_KEY]
+    failed = memory.records([], {3: "b"}, run(1300.0, code=1), now=0.0)
+    assert list(memory.changes(mem, failed)) == [memory.LAST_RUN_KEY]
+    # a record that changes anyway takes the last run with it
+    moved = memory.records([], {3: "c"}, run(1300.0), now=0.0)
+    assert list(memory.changes(mem, moved)) == [memory.ROSTER_KEY, memory.LAST_RUN_KEY]
+    # nothing recorded yet: the first run is written
+    assert list(memory.changes(memory.Memory(), memory.records([], {}, run(5.0), now=5.0))) == [
+        memory.ROSTER_KEY, memory.LAST_RUN_KEY]
+
+
 def test_unreadable_records_are_named_and_ignored():
     mem = memory.parse({"heal/anomaly/x": b"{not json", "execution/1": b"zz", "pause/cron": None})
     assert mem.unreadable == ["heal/anomaly/x"] and not mem.anomalies

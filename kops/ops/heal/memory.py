@@ -5,8 +5,13 @@ nothing; on ZooKeeper and KRaft clusters alike. Also kept there: the racks broke
 registered (``heal/brokers``: a dead broker's rack is gone from the metadata) and the last run
 (``heal/last-run``).
 
-Records are JSON; each run writes its last-run record and only the other records that changed
-(a quiet cluster costs one small write per run); an anomaly that ended (fixed or cleared) is kept :data:`HISTORY_S` for ``heal status``, then
+Records are JSON; each run writes only the records that changed. The last-run record changes
+with every run (its time), so it is written when the run's outcome differs from the one
+recorded (status, exit code, summary apart from its duration), when other records are written
+anyway, or when the recorded one is older than :data:`LAST_RUN_EVERY_S` (a heartbeat): a quiet
+cluster costs no write at all on most runs -- an acknowledged write to the journal topic took
+1.2 s of a 3 s run on a 10,000-partition cluster (the Prometheus metrics carry every run's time).
+An anomaly that ended (fixed or cleared) is kept :data:`HISTORY_S` for ``heal status``, then
 deleted (a tombstone).
 """
 
@@ -24,6 +29,8 @@ ROSTER_KEY = "heal/brokers"
 LAST_RUN_KEY = "heal/last-run"
 #: how long an ended anomaly stays in the memory (history for ``heal status``)
 HISTORY_S = 7 * 24 * 3600.0
+#: the last-run record is written at least this often while runs keep the same outcome
+LAST_RUN_EVERY_S = 3600.0
 
 
 def _dump(doc: Any) -> bytes:
@@ -79,8 +86,22 @@ def records(anomalies: Iterable[Anomaly], racks: Mapping[int, str | None], last_
 
 def changes(before: Memory, after: Mapping[str, bytes | None]) -> dict[str, bytes | None]:
     """Only what differs from what was read (pure): a record unchanged is not written again, a
-    deletion of a record that is not there is not sent."""
-    return {k: v for k, v in sorted(after.items()) if before.raw.get(k) != v and not (v is None and k not in before.raw)}
+    deletion of a record that is not there is not sent, and a last run like the one recorded is
+    not written alone until the recorded one is :data:`LAST_RUN_EVERY_S` old."""
+    out = {k: v for k, v in sorted(after.items()) if before.raw.get(k) != v and not (v is None and k not in before.raw)}
+    last = out.get(LAST_RUN_KEY)
+    if len(out) == 1 and last is not None and before.last_run is not None:
+        new = json.loads(last)
+        if _outcome(new) == _outcome(before.last_run) and \
+                new.get("at_s", 0) - before.last_run.get("at_s", 0) < LAST_RUN_EVERY_S:
+            return {}
+    return out
+
+
+def _outcome(run: Mapping[str, Any]) -> tuple:
+    """A run's outcome: its status, exit code and summary without its duration (``; 1.4 s``)."""
+    summary = str(run.get("summary", ""))
+    return run.get("status"), run.get("exit_code"), summary.rsplit("; ", 1)[0]
 
 
 def load(conn) -> Memory:
