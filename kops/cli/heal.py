@@ -90,16 +90,10 @@ def step(
         int, typer.Option("--throttle", click_type=params.size(1),
                           help="Replication throttle while heal moves data, bytes/s (e.g. 50M).")
     ] = 50 * 1024 * 1024,
-    max_moves_per_broker: Annotated[
-        int, typer.Option("--max-moves-per-broker", click_type=params.count(1),
-                          help="Moves in flight per broker at once (waves).")
-    ] = 2,
+    max_moves_per_broker: params.CronMovesPerBrokerOpt = 2,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Detect, decide and plan; change nothing (not even "
                                                             "heal's memory).")] = False,
-    metrics_file: Annotated[
-        str | None,
-        typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
-    ] = None,
+    metrics_file: params.MetricsFileOpt = None,
     notify_command: Annotated[
         str | None, typer.Option("--notify-command", metavar="CMD",
                                  help="Run CMD (a shell command line) for each anomaly that is new, changed state or "

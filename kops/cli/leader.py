@@ -211,10 +211,7 @@ def rebalance(
     ] = None,
     batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,
     batch_wait: BatchWaitOpt = 0.0,
-    metrics_file: Annotated[
-        str | None,
-        typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
-    ] = None,
+    metrics_file: params.MetricsFileOpt = None,
     force: Annotated[
         bool, typer.Option("--force", help="Run even while a partition reassignment is in progress.")
     ] = False,

@@ -141,3 +141,14 @@ AddBrokerOpt = Annotated[
                  help="What-if (with --topology): plan as if an empty broker ID in RACK (empty: no rack) with a "
                       "disk of DISK bytes (e.g. 2T) were there. Repeatable.", rich_help_panel=_WHAT_IF),
 ]
+
+
+# -- the cron jobs' (``rebalance step``, ``heal step``, ``leader rebalance``) ---------------------
+MetricsFileOpt = Annotated[
+    str | None,
+    typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
+]
+#: ``rebalance step`` and ``heal step``: the waves of their executions
+CronMovesPerBrokerOpt = Annotated[
+    int, typer.Option("--max-moves-per-broker", click_type=count(1), help="Moves in flight per broker at once (waves).")
+]

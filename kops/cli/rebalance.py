@@ -58,15 +58,9 @@ def step(
                                  "network-in or leaders' bytes-in (or within its largest partition of it) is "
                                  "balanced (data keeps arriving; 10 = as `plan rebalance`).")
     ] = 10.0,
-    max_moves_per_broker: Annotated[
-        int, typer.Option("--max-moves-per-broker", click_type=params.count(1),
-                          help="Moves in flight per broker at once (waves).")
-    ] = 2,
+    max_moves_per_broker: params.CronMovesPerBrokerOpt = 2,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan the step and report it; change nothing.")] = False,
-    metrics_file: Annotated[
-        str | None,
-        typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
-    ] = None,
+    metrics_file: params.MetricsFileOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the step's plan too.")] = False,
     goals: GoalsOpt = None,
     sample_seconds: Annotated[
