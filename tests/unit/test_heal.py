@@ -15,7 +15,7 @@ from kops.model import Broker, Partition, Topic, Topology
 from kops.ops.heal import anomalies, decide, memory
 from kops.ops.heal.anomalies import (
     BROKER_FAILURE, CLEARED, FIXED, FIXING, IN_GRACE, NEW_BROKER, NO_ISR, RACK_UNSAFE, REFUSED, TOO_MUCH_DOWN,
-    Anomaly, observe, racks_seen, remember,
+    Anomaly, iso, observe, racks_seen, remember,
 )
 from kops.ops.heal.decide import Settings, planning_topology
 from kops.ops.heal.step import HealResult, check, gauges
@@ -148,7 +148,7 @@ def test_a_run_like_the_last_one_writes_nothing_until_the_heartbeat_is_due():
     """Most cron runs on a quiet cluster write nothing (an acknowledged write cost 1.2 s of a 3 s
     run); the last run is written when its outcome changes, with other records, or hourly."""
     def run(at, status="nothing_to_do", summary="heal step: nothing to do; 0.4 s", code=0):
-        return {"at": "t", "at_s": at, "status": status, "exit_code": code, "summary": summary}
+        return {"at": iso(at), "status": status, "exit_code": code, "summary": summary}
 
     mem = memory.parse(memory.records([], {3: "b"}, run(1000.0), now=1000.0))
     same = memory.records([], {3: "b"}, run(1300.0, summary="heal step: nothing to do; 1.9 s"), now=1300.0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from kops.ops.heal.anomalies import Anomaly
@@ -93,9 +94,17 @@ def changes(before: Memory, after: Mapping[str, bytes | None]) -> dict[str, byte
     if len(out) == 1 and last is not None and before.last_run is not None:
         new = json.loads(last)
         if _outcome(new) == _outcome(before.last_run) and \
-                new.get("at_s", 0) - before.last_run.get("at_s", 0) < LAST_RUN_EVERY_S:
+                _at(new) - _at(before.last_run) < LAST_RUN_EVERY_S:
             return {}
     return out
+
+
+def _at(run: Mapping[str, Any]) -> float:
+    """When a run was (its ISO time; unreadable: the epoch, so that the next run is written)."""
+    try:
+        return datetime.fromisoformat(run["at"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return 0.0
 
 
 def _outcome(run: Mapping[str, Any]) -> tuple:

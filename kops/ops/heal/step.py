@@ -214,8 +214,7 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
         _fix(conn, res, decision.fix, racks, exclude, opts, dry_run=dry_run, reporter=reporter,
              before_executing=lambda: persist(mem.last_run))
     res.status = _status(res, decision, blocked)
-    persist({"at": iso(now), "at_s": round(now, 3), "status": res.status, "exit_code": res.exit_code,
-             "summary": res.summary()})
+    persist({"at": iso(now), "status": res.status, "exit_code": res.exit_code, "summary": res.summary()})
     if notify_command and not dry_run:
         from kops.ops.heal import notify
 

@@ -15,7 +15,7 @@ balance, never at its cost. Topic leaders also go by chains (:meth:`Leadership._
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from heapq import heapify, heappop
 from typing import Any
 
@@ -90,9 +90,9 @@ class Leadership:
                     # topic leaders: the pair's gain is p's and q's topic's, apart (the pair is of
                     # two topics), so a topic whose hand-back costs what p gains is not tried again
                     alone = obj.gain(((p, i),), reps) if obj.slot == "topic" else None
-                    back: dict[str, float] = {}
-                    # lightest first, popped from a heap: at most 65 are looked at, of sets of
-                    # hundreds on big topics (a sort of the whole set cost more than the tries)
+                    handed = obj.hand_gains()
+                    # lightest first, popped from a heap: at most 64 are tried, of sets of hundreds
+                    # on big topics (a sort of the whole set cost more than the tries)
                     queue = [(obj.weight_of(x), x) for x in led_by.get((b, a), ())]
                     heapify(queue)
                     while queue:
@@ -102,13 +102,8 @@ class Leadership:
                         looked += 1
                         if looked > 64:
                             break
-                        if alone is not None:
-                            tq = obj.topic[q]
-                            g = back.get(tq)
-                            if g is None:
-                                g = back[tq] = obj.hand_gain(tq, b, a)
-                            if alone + g <= EPS:
-                                continue
+                        if alone is not None and alone + handed(obj.topic[q], b, a) <= EPS:
+                            continue
                         if try_swaps(((p, i), (q, reps[q].index(a)))):
                             made += 2
                             done = True
@@ -160,14 +155,7 @@ class Leadership:
         # a step that gains nothing is counted as tried, not computed again
         t = obj.topic[chain[0][0]]
         gain = obj.gain(chain, reps)
-        hand: dict[tuple[str, int, int], float] = {}
-
-        def handed(topic: str, frm: int, to: int) -> float:
-            g = hand.get((topic, frm, to))
-            if g is None:
-                g = hand[topic, frm, to] = obj.hand_gain(topic, frm, to)
-            return g
-
+        handed = obj.hand_gains()
         for q1 in sorted(led_by.lead.get(c, ())):
             if q1 in used:
                 continue
@@ -189,7 +177,6 @@ class Leadership:
                     if try_swaps((*chain, (q1, k), (q2, reps[q2].index(a)))):
                         return True
         return False
-
 
 
 #: the swaps one candidate's chains may try, the chains back included: a topic whose leaders are
@@ -322,10 +309,20 @@ class Counts:
     def gain(self, swaps, reps) -> float:
         return sum(self.dist(k) - self.dist(k, x) for k, x in self.deltas(swaps, reps).items())
 
-    def hand_gain(self, t: str, frm: int, to: int) -> float:
-        """Topic leaders: the gain of one of ``t``'s leaderships handed from ``frm`` to ``to``."""
-        k1, k2 = (t, frm), (t, to)
-        return (self.dist(k1) - self.dist(k1, -1)) + (self.dist(k2) - self.dist(k2, 1))
+    def hand_gains(self) -> Callable[[str, int, int], float]:
+        """Topic leaders: ``(t, frm, to)`` -> the gain of one of ``t``'s leaderships handed from
+        ``frm`` to ``to``, each computed once (valid while the counts do not change: one
+        candidate's tries, which end at the first step made)."""
+        memo: dict[tuple[str, int, int], float] = {}
+
+        def gain(t: str, frm: int, to: int) -> float:
+            g = memo.get((t, frm, to))
+            if g is None:
+                k1, k2 = (t, frm), (t, to)
+                g = memo[t, frm, to] = (self.dist(k1) - self.dist(k1, -1)) + (self.dist(k2) - self.dist(k2, 1))
+            return g
+
+        return gain
 
     def keeps(self, swaps, reps) -> bool:
         return all(self.dist(k, x) <= self.dist(k) + EPS for k, x in self.deltas(swaps, reps).items())
