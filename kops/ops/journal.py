@@ -369,46 +369,14 @@ class TopicStore:
         return dict(cache[self.topic])
 
     def _read_all(self) -> dict[str, bytes | None]:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        from kops.cluster.partition_reader import read_to_end
 
         if not self.conn.topic_metadata(self.topic, f"look for the journal topic {self.topic}")[1]:
             return {}
         # another kops may have created the topic a moment ago: its partition needs a leader
         # before it can be read (a new client's metadata can lag the Admin API's, too)
         _wait_for_leader(self.conn, self.topic)
-        consumer = Consumer({
-            "bootstrap.servers": self.conn.bootstrap_server,
-            "group.id": "kops-journal-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "logger": _quiet(),
-            **self.conn.client_config.librdkafka(),
-        })
-        out: dict[str, bytes | None] = {}
-        try:
-            tp = TopicPartition(self.topic, 0)
-            low, high = _watermarks(consumer, tp, self.conn.timeout_s)
-            if high <= low:
-                return {}
-            consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
-            deadline = time.monotonic() + self.conn.timeout_s + 5
-            while time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
-                if msg.error():
-                    if msg.error().code() == -191:  # _PARTITION_EOF
-                        break
-                    continue
-                out[msg.key().decode()] = msg.value()
-                if msg.offset() >= high - 1:
-                    break
-            else:
-                raise ClusterError(f"journal: could not read topic {self.topic} within {self.conn.timeout_s:.0f} s")
-        finally:
-            consumer.close()
-        return out
+        return {key.decode(): value for key, value in read_to_end(self.conn, self.topic) if key is not None}
 
     # -- store interface ------------------------------------------------------------------
     def put(self, doc: dict[str, Any]) -> None:
@@ -434,27 +402,6 @@ def _wait_for_leader(conn, topic: str, timeout: float = 15.0) -> None:
 
     Retrying(retry=retry_if_result(lambda ok: not ok), stop=stop_after_delay(timeout), wait=wait_fixed(0.2),
              retry_error_callback=lambda _state: False)(led)
-
-
-# librdkafka's answers while a new topic's metadata reaches every broker, and while a partition's
-# leadership moves (a new leader answers OFFSET_NOT_AVAILABLE until its high watermark has caught
-# up: seen right after a rack's leaders were demoted): asked again
-_TRANSIENT = {-190, 3, 5, 6, 74, 75, 78}  # _UNKNOWN_PARTITION, UNKNOWN_TOPIC_OR_PART, LEADER_NOT_AVAILABLE,
-# NOT_LEADER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, OFFSET_NOT_AVAILABLE
-
-
-def _watermarks(consumer, tp, timeout_s: float) -> tuple[int, int]:
-    """The partition's (low, high) offsets, asking again while the consumer's metadata catches up
-    with a topic created a moment ago or with a new leader; other errors, or still unknown after
-    ``timeout_s``, raise."""
-    from confluent_kafka import KafkaException
-    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
-
-    def transient(e: BaseException) -> bool:
-        return isinstance(e, KafkaException) and e.args[0].code() in _TRANSIENT
-
-    return Retrying(retry=retry_if_exception(transient), stop=stop_after_delay(max(timeout_s, 5)),
-                    wait=wait_fixed(0.5), reraise=True)(consumer.get_watermark_offsets, tp, timeout=timeout_s)
 
 
 class _QuietLog:

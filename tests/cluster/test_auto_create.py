@@ -8,6 +8,7 @@ creates the topic being looked for (an empty ``__kops_lock`` with the broker's d
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -78,3 +79,22 @@ def test_cron_leader_rebalance_and_health_create_no_topic(auto_create_cluster):
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     control = _auto_create_control(bs)
     assert _topics(bs) == before | {control}
+
+
+def test_reading_kops_journal_creates_no_consumer_offsets(auto_create_cluster):
+    """kops reads its journal topic back without a consumer group: a group's coordinator lookup
+    would make the broker create ``__consumer_offsets`` during a read-only command
+    (kops/cluster/partition_reader.py). A pause writes the journal topic; every command after it
+    reads it."""
+    bs = auto_create_cluster.bootstrap_servers
+    before = _topics(bs)
+    assert "__consumer_offsets" not in before, before  # (no test of this module consumes)
+    for args in (["rebalance", "pause", "--for", "5m", "--reason", "reader test"], ["rebalance", "status"],
+                 ["reassign", "list"], ["heal", "status"], ["rebalance", "unpause"]):
+        r = subprocess.run([sys.executable, "-m", "kops", *args, "--bootstrap-server", bs, "--output", "json"],
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode in (0, 3), (args, r.stdout[-2000:] + r.stderr[-2000:])
+        if args[1] == "status" and args[0] == "rebalance":
+            assert json.loads(r.stdout)["reason"] == "reader test", r.stdout  # the record was read back
+    control = _auto_create_control(bs)
+    assert _topics(bs) - before - {control} <= {"__kops_journal"}, _topics(bs) - before

@@ -174,40 +174,6 @@ def test_metadata_of_an_unreachable_cluster_fails_at_once():
     assert type(e.value) is ClusterError and len(c._admin.calls) == 1
 
 
-class _Consumer:
-    """What librdkafka answers while a topic another kops just created reaches this client's
-    metadata: "Local: Unknown partition" a few times, then the offsets."""
-
-    def __init__(self, errors: list[int]):
-        self.errors = list(errors)
-        self.calls = 0
-
-    def get_watermark_offsets(self, tp, timeout):
-        from confluent_kafka import KafkaError, KafkaException
-
-        self.calls += 1
-        if self.errors:
-            raise KafkaException(KafkaError(self.errors.pop(0), "Failed to get watermark offsets"))
-        return (0, 7)
-
-
-def test_the_journal_reads_a_topic_created_a_moment_ago_by_another_kops():
-    from confluent_kafka import KafkaError, KafkaException
-
-    from kops.ops.journal import _watermarks
-
-    c = _Consumer([KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE])
-    assert _watermarks(c, None, 1.0) == (0, 7) and c.calls == 3
-    # a leader just moved (a rack's leaders demoted): the new one's high watermark catches up
-    c = _Consumer([KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION])
-    assert _watermarks(c, None, 1.0) == (0, 7) and c.calls == 3
-    # anything else is not waited out
-    c = _Consumer([KafkaError.TOPIC_AUTHORIZATION_FAILED])
-    with pytest.raises(KafkaException):
-        _watermarks(c, None, 1.0)
-    assert c.calls == 1
-
-
 class _KpAdmin:
     """kafka-python's describe_cluster answering from a script: an exception or an answer."""
 

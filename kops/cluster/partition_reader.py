@@ -1,0 +1,77 @@
+"""Read one partition from its first offset to its end, without a consumer group.
+
+kops keeps its own records (the execution journal, the lock, heal's memory) in a compacted topic
+and reads them back whole. confluent-kafka's Python ``Consumer`` refuses to start without a
+``group.id`` (2.16: ``ValueError: group.id must be set``), and librdkafka looks up the coordinator
+of that group even for a consumer that only assigns partitions and never commits. A broker
+answers that FindCoordinator by creating ``__consumer_offsets`` (50 partitions) on a cluster that
+had none: a read — a dry run, ``reassign list``, ``heal status`` — changed the cluster. kafka-python's
+``KafkaConsumer(group_id=None)`` never asks for a coordinator, so the read is made with it, here
+and nowhere else (tests/cluster/test_rebalance_step.py checks that a dry run leaves the topic list
+as it was; tests/unit/test_partition_reader.py that no group is configured).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from kops.errors import ClusterError
+
+if TYPE_CHECKING:
+    from kops.cluster.connection import Connection
+
+
+def consumer_config(conn: Connection) -> dict[str, object]:
+    """The ``KafkaConsumer`` settings of a group-less, read-only reader of ``conn``'s cluster."""
+    return {
+        "bootstrap_servers": conn.bootstrap_server.split(","),
+        "client_id": "kops-reader",
+        "group_id": None,  # no group: no FindCoordinator, no __consumer_offsets created
+        "enable_auto_commit": False,
+        # a topic deleted under the read is never re-created by a broker with
+        # auto.create.topics.enable (kafka-python asks for auto-creation by default)
+        "allow_auto_create_topics": False,
+        "isolation_level": "read_committed",
+        "request_timeout_ms": int(max(conn.timeout_s, 5) * 1000) + 1000,
+        "bootstrap_timeout_ms": int(max(conn.timeout_s, 5) * 1000),
+        "fetch_max_wait_ms": 100,  # never wait long for records past the end: the loop stops there
+        **conn.client_config.kafka_python(),
+    }
+
+
+def read_to_end(conn: Connection, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record's (key, value) of ``topic``'s ``partition``, in offset order, from the first
+    offset to the end offset asked for when the read began (the last stable offset: records of
+    open transactions are not read). A cluster that cannot be read within the connection's
+    timeout raises :class:`ClusterError` naming the topic."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    what = f"read topic {topic}"
+    timeout_ms = int(max(conn.timeout_s, 5) * 1000)
+    out: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        consumer = KafkaConsumer(**consumer_config(conn))
+    except Exception as e:
+        raise conn.map_error(e, what) from None
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        end = consumer.end_offsets([tp], timeout_ms=timeout_ms)[tp]
+        consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + timeout_ms / 1000 + 5
+        while consumer.position(tp, timeout_ms=timeout_ms) < end:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{what}: not read to its end offset {end} within {timeout_ms / 1000:.0f} s")
+            for record in consumer.poll(timeout_ms=500).get(tp, ()):
+                if record.offset < end:
+                    out.append((record.key, record.value))
+    except ClusterError:
+        raise
+    except Exception as e:
+        raise conn.map_error(e, what) from None
+    finally:
+        consumer.close(autocommit=False)
+    return out
