@@ -171,6 +171,7 @@ def status(
     """What heal remembers: current anomalies (first seen, state, why) and the history of fixes
     (exit 0 none current, 3 some). Read-only: it does not look at the cluster afresh (`heal step
     --dry-run` does)."""
+    from kops.ops.heal import memory as heal_memory
     from kops.ops.heal import step as heal_step
 
     with c.connection() as conn:
@@ -182,8 +183,10 @@ def status(
 
     con = out_console()
     last = st.last_run
-    con.print(f"last heal step: {last['at']} ({last['status']}, exit {last['exit_code']})" if last
-              else "no heal step has run on this cluster", markup=False, highlight=False)
+    every_h = heal_memory.LAST_RUN_EVERY_S / 3600
+    con.print(f"last heal step recorded: {last['at']} ({last['status']}, exit {last['exit_code']}; a run like the "
+              f"one before it is recorded at most every {every_h:g} h)" if last
+              else "no heal step recorded on this cluster", markup=False, highlight=False)
     for title, rows in (("anomalies", st.current), ("history", st.history)):
         if not rows:
             con.print(f"{title}: none", markup=False, highlight=False)

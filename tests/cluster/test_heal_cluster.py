@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -100,6 +101,11 @@ def test_the_memory_is_in_the_cluster_not_on_the_host(sandbox, bootstrap, unique
             assert code == 3, (st, err)
             seen = _anomaly(st, f"broker_failure/{victim}")
             assert seen is not None and seen["first_seen"] == first["first_seen"], (st, first)
+            # the recorded run is the one host1 made, its summary with its real duration
+            recorded = st["last_run"]
+            assert recorded["status"] == "watching", (recorded, doc)
+            took = re.search(r"; ([0-9.]+) s$", recorded["summary"])
+            assert took and float(took.group(1)) > 0, recorded  # (once written before it was measured)
             code, doc, err = _step(bootstrap, "--broker-grace", "1h", env=host2)
             again = _anomaly(doc, f"broker_failure/{victim}")
             assert again["first_seen"] == first["first_seen"] and again["age_s"] >= first["age_s"], (again, first)

@@ -214,6 +214,7 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
         _fix(conn, res, decision.fix, racks, exclude, opts, dry_run=dry_run, reporter=reporter,
              before_executing=lambda: persist(mem.last_run))
     res.status = _status(res, decision, blocked)
+    res.duration_s = time.monotonic() - t0  # the recorded summary's duration (the run's own is set last)
     persist({"at": iso(now), "status": res.status, "exit_code": res.exit_code, "summary": res.summary()})
     if notify_command and not dry_run:
         from kops.ops.heal import notify
