@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from kops.cluster.connection import Connection
 
 
+#: between two metadata requests (kafka-python's default 100 ms would be most of a read's time)
+RETRY_BACKOFF_MS = 10
+
+
 def consumer_config(conn: Connection) -> dict[str, object]:
     """The ``KafkaConsumer`` settings of a group-less, read-only reader of ``conn``'s cluster."""
     return {
@@ -37,6 +41,7 @@ def consumer_config(conn: Connection) -> dict[str, object]:
         "request_timeout_ms": int(max(conn.timeout_s, 5) * 1000) + 1000,
         "bootstrap_timeout_ms": int(max(conn.timeout_s, 5) * 1000),
         "fetch_max_wait_ms": 100,  # never wait long for records past the end: the loop stops there
+        "retry_backoff_ms": RETRY_BACKOFF_MS,
         **conn.client_config.kafka_python(),
     }
 
@@ -48,6 +53,8 @@ def read_to_end(conn: Connection, topic: str, partition: int = 0) -> list[tuple[
     timeout raises :class:`ClusterError` naming the topic."""
     from kafka import KafkaConsumer, TopicPartition
 
+    from kops.cluster.kp_client import honour_retry_backoff
+
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     what = f"read topic {topic}"
     timeout_ms = int(max(conn.timeout_s, 5) * 1000)
@@ -56,6 +63,7 @@ def read_to_end(conn: Connection, topic: str, partition: int = 0) -> list[tuple[
         consumer = KafkaConsumer(**consumer_config(conn))
     except Exception as e:
         raise conn.map_error(e, what) from None
+    honour_retry_backoff(consumer, RETRY_BACKOFF_MS)
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])

@@ -138,3 +138,22 @@ def test_a_broker_newer_than_kafka_pythons_table_shows_as_or_later():
     b = versions.broker_apis(3, _apis(newest))
     assert b.or_later and b.kafka() == f"{versions.line(newest)}+"
     assert versions.broker_apis(3, {}).kafka() == "?"
+
+
+def test_a_consumers_metadata_backoff_is_the_configured_one():
+    """kafka-python 3.0.12 leaves a consumer's metadata at the default 100 ms backoff whatever
+    ``retry_backoff_ms`` says; kp_client.honour_retry_backoff sets it (the journal read waits
+    10 ms, not 100, for its topic's metadata)."""
+    from kafka import KafkaConsumer
+
+    from kops.cluster.kp_client import honour_retry_backoff
+
+    # api_version given: no bootstrap, nothing is reached
+    c = KafkaConsumer(bootstrap_servers=["127.0.0.1:1"], api_version=(3, 9), group_id=None, retry_backoff_ms=10)
+    try:
+        assert c._manager.cluster.config["retry_backoff_ms"] == 100  # the fault (remove the workaround when this fails)
+        assert honour_retry_backoff(c, 10) is True
+        assert c._manager.cluster.config["retry_backoff_ms"] == 10
+    finally:
+        c.close()
+    assert honour_retry_backoff(object(), 10) is False  # a client without that metadata: nothing changed
