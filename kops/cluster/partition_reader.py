@@ -46,6 +46,26 @@ def consumer_config(conn: Connection) -> dict[str, object]:
     }
 
 
+def import_in_background() -> None:
+    """Start importing kafka-python (~0.13 s) in a thread, to overlap the network round trips a
+    caller makes before :func:`read_to_end` (a read-only command's whole cost is of that size).
+    Python's import lock makes the later import wait for this one; a failed import here is
+    raised again there."""
+    import sys
+    import threading
+
+    if "kafka" in sys.modules:
+        return
+
+    def run() -> None:
+        try:
+            import kafka  # noqa: F401
+        except Exception:  # noqa: BLE001 - read_to_end imports it again and reports it
+            pass
+
+    threading.Thread(target=run, name="kops-import-kafka-python", daemon=True).start()
+
+
 def read_to_end(conn: Connection, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
     """Every record's (key, value) of ``topic``'s ``partition``, in offset order, from the first
     offset to the end offset asked for when the read began (the last stable offset: records of

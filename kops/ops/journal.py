@@ -369,8 +369,9 @@ class TopicStore:
         return dict(cache[self.topic])
 
     def _read_all(self) -> dict[str, bytes | None]:
-        from kops.cluster.partition_reader import read_to_end
+        from kops.cluster.partition_reader import import_in_background, read_to_end
 
+        import_in_background()  # beside the metadata requests below
         if not self.conn.topic_metadata(self.topic, f"look for the journal topic {self.topic}")[1]:
             return {}
         # another kops may have created the topic a moment ago: its partition needs a leader
