@@ -20,6 +20,8 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
+BOUNDS = params.CronBounds("run", "the next run goes on", "heal")
+
 #: the anomalies ``--fix`` may name (kops.ops.heal.anomalies.FIXABLE; kept here so --help stays light)
 FIX_KINDS = ("broker_failure", "rack_unsafe", "new_broker")
 
@@ -73,23 +75,10 @@ def step(
         str | None, typer.Option("--exclude-topics", metavar="REGEX",
                                  help="Topics (whole name matching) heal neither watches nor moves.")
     ] = None,
-    max_moves: Annotated[
-        int, typer.Option("--max-moves", click_type=params.count(1),
-                          help="At most this many replica moves per run (the next run goes on).")
-    ] = 50,
-    max_bytes: Annotated[
-        int | None, typer.Option("--max-bytes", click_type=params.size(1),
-                                 help="At most this many bytes copied per run (e.g. 20G).")
-    ] = None,
-    max_duration: Annotated[
-        float | None, typer.Option("--max-duration", click_type=params.seconds(1.0),
-                                   help="The run's copy time at --throttle must fit in this (e.g. 30m); "
-                                        "kops waits at most 1.5x this (+30 s) for it.")
-    ] = None,
-    throttle: Annotated[
-        int, typer.Option("--throttle", click_type=params.size(1),
-                          help="Replication throttle while heal moves data, bytes/s (e.g. 50M).")
-    ] = 50 * 1024 * 1024,
+    max_moves: BOUNDS.moves = 50,
+    max_bytes: BOUNDS.bytes = None,
+    max_duration: BOUNDS.duration = None,
+    throttle: BOUNDS.throttle = 50 * 1024 * 1024,
     max_moves_per_broker: params.CronMovesPerBrokerOpt = 2,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Detect, decide and plan; change nothing (not even "
                                                             "heal's memory).")] = False,

@@ -149,6 +149,31 @@ MetricsFileOpt = Annotated[
     typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),
 ]
 #: ``rebalance step`` and ``heal step``: the waves of their executions
+class CronBounds:
+    """The bounds of one run of a cron job (``kops rebalance step``, ``kops heal step``), declared
+    once: ``per`` names the run (``step``, ``run``), ``moves_note`` what the moves bound adds,
+    ``mover`` who moves data under the throttle. Each command keeps its own defaults."""
+
+    def __init__(self, per: str, moves_note: str, mover: str):
+        self.moves = Annotated[
+            int, typer.Option("--max-moves", click_type=count(1),
+                              help=f"At most this many replica moves per {per} ({moves_note}).")
+        ]
+        self.bytes = Annotated[
+            int | None, typer.Option("--max-bytes", click_type=size(1),
+                                     help=f"At most this many bytes copied per {per} (e.g. 20G).")
+        ]
+        self.duration = Annotated[
+            float | None, typer.Option("--max-duration", click_type=seconds(1.0),
+                                       help=f"The {per}'s copy time at --throttle must fit in this (e.g. 30m); "
+                                            "kops waits at most 1.5x this (+30 s) for it.")
+        ]
+        self.throttle = Annotated[
+            int, typer.Option("--throttle", click_type=size(1),
+                              help=f"Replication throttle while {mover} moves data, bytes/s (e.g. 50M).")
+        ]
+
+
 CronMovesPerBrokerOpt = Annotated[
     int, typer.Option("--max-moves-per-broker", click_type=count(1), help="Moves in flight per broker at once (waves).")
 ]

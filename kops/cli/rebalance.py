@@ -26,8 +26,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-#: durations: ``90s``, ``30m``, ``4h``, ``2d`` or seconds
-DURATION = params.seconds(1.0)
+BOUNDS = params.CronBounds("step", "reorders of leaders are free", "the step")
 
 
 @app.command()
@@ -35,23 +34,10 @@ DURATION = params.seconds(1.0)
 @cluster_command
 def step(
     c: Context,
-    max_moves: Annotated[
-        int, typer.Option("--max-moves", click_type=params.count(1),
-                          help="At most this many replica moves per step (reorders of leaders are free).")
-    ] = 10,
-    max_bytes: Annotated[
-        int | None, typer.Option("--max-bytes", click_type=params.size(1),
-                                 help="At most this many bytes copied per step (e.g. 20G).")
-    ] = None,
-    max_duration: Annotated[
-        float | None, typer.Option("--max-duration", click_type=DURATION,
-                                   help="The step's copy time at --throttle must fit in this (e.g. 30m); "
-                                        "kops waits at most 1.5x this for it.")
-    ] = None,
-    throttle: Annotated[
-        int, typer.Option("--throttle", click_type=params.size(1),
-                          help="Replication throttle while the step moves data, bytes/s (e.g. 50M).")
-    ] = 50 * 1024 * 1024,
+    max_moves: BOUNDS.moves = 10,
+    max_bytes: BOUNDS.bytes = None,
+    max_duration: BOUNDS.duration = None,
+    throttle: BOUNDS.throttle = 50 * 1024 * 1024,
     balance_threshold: Annotated[
         float, typer.Option("--balance-threshold", click_type=params.number(0.0, 1000.0),
                             help="The balance goals' band: a broker within this percentage of the mean disk use, "
