@@ -1,7 +1,8 @@
 """Progress for people: the CLI's implementations of :class:`kops.ops.progress.NullReporter`.
 
-A rich progress bar (partitions, bytes, ETA) when stderr is a terminal; one line per change (at
-most every few seconds) otherwise, so that logs and cron mails stay readable.
+A rich progress bar (partitions, bytes in binary units, the copy rate over the last 30 s, the
+throttle, ETA) when stderr is a terminal; one line per change (at most every few seconds)
+otherwise, so that logs and cron mails stay readable.
 """
 
 from __future__ import annotations
@@ -11,7 +12,17 @@ import time
 
 from kops.cli.common import err_console
 from kops.inputs.values import human_bytes
-from kops.ops.progress import NullReporter, Snapshot
+from kops.ops.progress import NullReporter, RecentRate, Snapshot
+
+#: the copy rate shown is over this many seconds
+RATE_WINDOW_S = 30.0
+
+
+def rate_text(rate: float | None, throttle: int | None) -> str:
+    """``12.3 MiB/s (throttle 50.0 MiB/s per broker)``: the rate of the whole copy, over every
+    destination; Kafka's throttle is per broker. ``-`` for a rate not known yet."""
+    text = f"{human_bytes(rate)}/s" if rate is not None else "-"
+    return text + (f" (throttle {human_bytes(throttle)}/s per broker)" if throttle else "")
 
 
 class LineReporter(NullReporter):
@@ -23,19 +34,21 @@ class LineReporter(NullReporter):
         self._last: tuple | None = None
         self._last_t = 0.0
         self._t0 = time.monotonic()
+        self._rate = RecentRate(RATE_WINDOW_S)
 
     def start(self, total: int, bytes_total: int | None) -> None:
         self._t0 = time.monotonic()
 
     def update(self, s: Snapshot) -> None:
-        key = (s.done, s.in_flight, s.pending, s.note)
         now = time.monotonic()
+        rate = self._rate.add(now, s.bytes_done) if s.bytes_done is not None else None
+        key = (s.done, s.in_flight, s.pending, s.note)
         if key == self._last and now - self._last_t < self.every_s:
             return
         self._last, self._last_t = key, now
         b = ""
         if s.bytes_total:
-            b = f", {human_bytes(s.bytes_done)}/{human_bytes(s.bytes_total)}"
+            b = f", {human_bytes(s.bytes_done)} / {human_bytes(s.bytes_total)} at {rate_text(rate, s.throttle)}"
         line = (
             f"[{now - self._t0:6.0f}s] {s.done}/{s.total} partitions done, {s.in_flight} moving, "
             f"{s.pending} waiting{b}"
@@ -48,19 +61,36 @@ class LineReporter(NullReporter):
         print(text, file=self.stream, flush=True)
 
 
+def _amount_column():
+    """done / total: partitions as counts (rich's MofNCompleteColumn), bytes in binary units
+    (rich's DownloadColumn: ``120.3/152.8 MiB``), chosen by the task's ``bytes`` field."""
+    from rich.progress import DownloadColumn, MofNCompleteColumn, ProgressColumn
+
+    class Amount(ProgressColumn):
+        def __init__(self):
+            super().__init__()
+            self.count, self.size = MofNCompleteColumn(), DownloadColumn(binary_units=True)
+
+        def render(self, task):
+            return (self.size if task.fields.get("bytes") else self.count).render(task)
+
+    return Amount()
+
+
 class RichReporter(NullReporter):
-    """A rich progress bar: partitions done/total, bytes moved, ETA."""
+    """A rich progress bar: partitions done/total; bytes moved in binary units, the copy rate
+    over the last 30 s and the throttle; ETA."""
 
     def __init__(self, console):
         self.console = console
         self.progress = None
         self.task = None
         self.bytes_task = None
+        self._rate = RecentRate(RATE_WINDOW_S)
 
     def start(self, total: int, bytes_total: int | None) -> None:
         from rich.progress import (
             BarColumn,
-            MofNCompleteColumn,
             Progress,
             TextColumn,
             TimeElapsedColumn,
@@ -70,7 +100,7 @@ class RichReporter(NullReporter):
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
+            _amount_column(),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             TextColumn("{task.fields[note]}"),
@@ -80,7 +110,7 @@ class RichReporter(NullReporter):
         self.progress.start()
         self.task = self.progress.add_task("partitions", total=total, note="")
         if bytes_total:
-            self.bytes_task = self.progress.add_task("bytes", total=bytes_total, note="")
+            self.bytes_task = self.progress.add_task("bytes", total=bytes_total, note="", bytes=True)
 
     def update(self, s: Snapshot) -> None:
         if self.progress is None:
@@ -88,7 +118,8 @@ class RichReporter(NullReporter):
         note = f"{s.in_flight} moving, {s.pending} waiting" + (f" — {s.note}" if s.note else "")
         self.progress.update(self.task, completed=s.done, note=note)
         if self.bytes_task is not None and s.bytes_done is not None:
-            self.progress.update(self.bytes_task, completed=s.bytes_done, note="")
+            rate = self._rate.add(time.monotonic(), s.bytes_done)
+            self.progress.update(self.bytes_task, completed=s.bytes_done, note=rate_text(rate, s.throttle))
 
     def message(self, text: str) -> None:
         if self.progress is not None:

@@ -9,6 +9,7 @@ same bounded time. Operations report progress (:class:`Snapshot`) to a reporter:
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -138,6 +139,29 @@ class Snapshot:
     bytes_done: int | None = None
     bytes_total: int | None = None
     note: str = ""
+    #: the replication throttle in force, bytes/s (None: none)
+    throttle: int | None = None
+
+
+class RecentRate:
+    """Bytes per second over the last ``window_s`` seconds, from (time, bytes done) samples:
+    what the copy runs at now, not its average since the start (a wave waiting on a stalled
+    broker shows as a falling rate)."""
+
+    def __init__(self, window_s: float = 30.0):
+        self.window_s = window_s
+        self._samples: deque[tuple[float, int]] = deque()
+
+    def add(self, t: float, done: int) -> float | None:
+        """Record ``done`` bytes at time ``t``; the rate since the last sample at or before
+        ``t - window_s`` (the first sample while the window is not yet full). None until two
+        samples are apart in time."""
+        samples = self._samples
+        samples.append((t, done))
+        while len(samples) > 2 and samples[1][0] <= t - self.window_s:
+            samples.popleft()
+        t0, done0 = samples[0]
+        return None if t <= t0 else max(0.0, (done - done0) / (t - t0))
 
 
 class NullReporter:

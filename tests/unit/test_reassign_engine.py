@@ -143,7 +143,40 @@ def test_line_reporter_prints_on_change(capsys):
     r.update(Snapshot(0, 2, 1, 1, 60, 200))  # same counts: no new line
     r.update(Snapshot(1, 2, 1, 0, 150, 200))
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "1/2 partitions done" in err[1] and "150 B/200 B" in err[1]
+    assert len(err) == 2 and "1/2 partitions done" in err[1] and "150 B / 200 B at " in err[1]
+    assert err[0].endswith("50 B / 200 B at -")  # one sample: no rate yet
+
+
+def test_line_reporter_shows_the_recent_rate_and_the_throttle(capsys, monkeypatch):
+    import sys
+
+    from kops.cli import progress
+
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    r = LineReporter(stream=sys.stderr, every_s=1000)
+    r.start(4, 400 << 20)
+    r.update(Snapshot(0, 4, 2, 2, 0, 400 << 20, throttle=50 << 20))
+    now[0] = 10.0
+    r.update(Snapshot(1, 4, 2, 1, 100 << 20, 400 << 20, throttle=50 << 20))
+    now[0] = 20.0
+    r.update(Snapshot(2, 4, 2, 0, 150 << 20, 400 << 20, throttle=50 << 20))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[1].endswith("100.0 MiB / 400.0 MiB at 10.0 MiB/s (throttle 50.0 MiB/s per broker)"), err
+    assert err[2].endswith("150.0 MiB / 400.0 MiB at 7.5 MiB/s (throttle 50.0 MiB/s per broker)"), err
+
+
+def test_the_recent_rate_forgets_what_is_older_than_its_window():
+    from kops.ops.progress import RecentRate
+
+    r = RecentRate(window_s=30)
+    assert r.add(0, 0) is None
+    assert r.add(10, 100) == 10.0  # since the first sample
+    assert r.add(30, 300) == 10.0
+    # fast at first, then stalled: 40 s later the first 30 s are out of the window
+    assert r.add(40, 300) == 200 / 30  # (300 - 100) / (40 - 10): from the last sample at or before t - 30
+    assert r.add(70, 300) == 0.0
+    assert r.add(70, 300) == 0.0  # same time again: still the window's rate, not a division by zero
 
 
 def test_rich_reporter_renders_without_a_cluster():
@@ -162,6 +195,28 @@ def test_rich_reporter_renders_without_a_cluster():
     r.stop()
     out = buf.getvalue()
     assert "partitions" in out and "4/4" in out and "wave 2 started" in out
+
+
+def test_rich_reporter_shows_bytes_in_binary_units_with_rate_and_throttle(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from kops.cli import progress
+    from kops.cli.progress import RichReporter
+
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    buf = io.StringIO()
+    r = RichReporter(Console(file=buf, force_terminal=False, width=200))
+    r.start(6, 160196218)
+    r.update(Snapshot(2, 6, 3, 1, 0, 160196218, throttle=50 << 20))
+    now[0] = 110.0
+    r.update(Snapshot(3, 6, 3, 0, 126154518, 160196218, throttle=50 << 20))
+    r.stop()
+    out = buf.getvalue()
+    assert "126154518" not in out and "120.3/152.8 MiB" in out, out  # not raw integers
+    assert "12.0 MiB/s (throttle 50.0 MiB/s per broker)" in out and "3/6" in out, out  # 120.3 MiB in 10 s
 
 
 class _Store:

@@ -275,6 +275,7 @@ class Runner:
             bytes_done=bytes_done,
             bytes_total=self.bytes_total,
             note="halted" if j.state == HALTED else ("stalled" if self.stall.waiting_on_down else ""),
+            throttle=self.opts.throttle,
         )
 
     def moves_finished(self) -> bool:
