@@ -353,15 +353,25 @@ def cancel(
     execution_id: ExecutionIdOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", click_type=TimeoutSecondsOpt,
                                            help="Seconds to wait for the rollback.")] = 60.0,
+    every: Annotated[bool, typer.Option("--all", help="Cancel every reassignment in flight, whoever started it, "
+                                                      "and close every unfinished kops execution.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="With --all: cancel even under a kops execution that is "
+                                                        "still running.")] = False,
 ) -> None:
-    """Cancel what kops started (its current execution), or the plan's partitions: moves in
-    flight roll back to their original replicas (KIP-455), including moves that only add
-    replicas; waves not started are dropped; kops' throttles are lifted."""
+    """Cancel what kops started (its current execution), the plan's partitions, or with --all
+    every reassignment in flight: moves in flight roll back to their original replicas (KIP-455),
+    including moves that only add replicas; waves not started are dropped; the original replica
+    order is put back where kops' journal knows it (--all says which partitions it does not
+    know); kops' throttles are lifted. --all refuses (exit 3, nothing changed) while a kops
+    execution is running, unless --force."""
+    from kops.errors import BadInput
     from kops.ops import reassign
+    if force and not every:
+        raise BadInput("--force goes with --all")
     plan = _read_plan(c, reassignment_json_file) if reassignment_json_file else None
     with c.connection() as conn:
         res = reassign.cancel(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id,
-                       timeout_s=timeout)
+                       timeout_s=timeout, every=every, force=force)
     if c.json:
         emit_json(res.to_dict())
     else:
@@ -374,6 +384,8 @@ def cancel(
             out(f"Dropped {len(res.dropped)} partition(s) waiting for later waves.")
         if res.reordered:
             out("Restored the original replica order of: " + ",".join(res.reordered))
+        if every and res.executions:
+            out("Closed kops executions: " + ",".join(res.executions))
         con = err_console()
         for e in res.errors:
             con.print(f"error: {e}", markup=False)

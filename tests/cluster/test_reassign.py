@@ -223,6 +223,71 @@ def test_verify_states_second_execute_refused_and_cancel_rolls_back(sandbox, boo
         delete_topic(bootstrap, topic)
 
 
+def test_cancel_all_cancels_every_reassignment_whoever_started_it(sandbox, bootstrap, unique_topic, tmp_path,
+                                                                   kops_home):
+    """``cancel --all``: refused (exit 3, nothing changed) while a kops execution runs; once it
+    is gone, every reassignment in flight is cancelled — kops' own, its original order put back
+    and its throttles lifted, and another tool's, named as one whose order kops does not know,
+    its throttles left alone (kops removes only what it set)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KTP
+
+    mine, theirs = unique_topic("cancel-all-kops"), unique_topic("cancel-all-other")
+    ids = sandbox.broker_ids  # racks a, a, b, b, c, c: kops' moves on ids[0..3], the other tool's on ids[4..5]
+    theirs_throttles = {"leader.replication.throttled.replicas": f"0:{ids[4]}",
+                        "follower.replication.throttled.replicas": f"0:{ids[5]}"}
+    try:
+        before = kafka_helpers.create_topic(bootstrap, mine, rf=2, min_isr=1, mb_per_partition=4,
+                                            assignment={0: [ids[0], ids[2]], 1: [ids[2], ids[0]]})
+        plan = write_plan(tmp_path / "plan.json", mine, same_rack_swap(sandbox, before))
+        proc = kops_bg("execute", "--reassignment-json-file", str(plan), "--throttle", "50000", "--wait", "--yes",
+                       "--poll-interval", "1", "--bootstrap-server", bootstrap, out=tmp_path / "exec.out")
+        wait_for(lambda: {(mine, 0), (mine, 1)} <= set(ongoing(bootstrap)), 60, 0.3, "kops' moves in flight")
+        r = kops("cancel", "--all", "--bootstrap-server", bootstrap)
+        assert r.returncode == 3 and "--all --force" in " ".join(r.stderr.split()), r.stdout + r.stderr
+        assert {(mine, 0), (mine, 1)} <= set(ongoing(bootstrap))  # nothing was cancelled
+        proc.send_signal(signal.SIGINT)  # the operator stops it; its moves stay in flight
+        proc.wait(60)
+        assert {(mine, 0), (mine, 1)} <= set(ongoing(bootstrap))
+
+        # another tool's reassignment, throttled by that tool
+        other = kafka_helpers.create_topic(bootstrap, theirs, rf=1, min_isr=1, mb_per_partition=4,
+                                           assignment={0: [ids[4]]})
+        for key, value in theirs_throttles.items():
+            alter(bootstrap, "topic", theirs, key, value)
+        for b in (ids[4], ids[5]):
+            for key in RATE_KEYS:
+                alter(bootstrap, "broker", str(b), key, "50000")
+        c = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+        try:
+            c.alter_partition_reassignments({KTP(theirs, 0): [ids[4], ids[5]]})
+        finally:
+            c.close()
+        wait_for(lambda: (theirs, 0) in ongoing(bootstrap), 30, 0.3, "the other tool's reassignment in flight")
+
+        r = kops("cancel", "--all", "--bootstrap-server", bootstrap, "--output", "json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        doc = json.loads(r.stdout)
+        assert {f"{mine}-0", f"{mine}-1", f"{theirs}-0"} <= set(doc["cancelled"]), doc
+        assert doc["order_unknown"] == [f"{theirs}-0"] and len(doc["executions_cancelled"]) == 1, doc
+        assert any(f"{theirs}-0" in n and "not started by kops" in n for n in doc["notes"]), doc["notes"]
+        assert not any(tp[0] in (mine, theirs) for tp in ongoing(bootstrap))
+        assert replicas(bootstrap, mine) == before  # original replicas, original order
+        assert replicas(bootstrap, theirs) == other
+        assert topic_throttles(bootstrap, mine) == {}
+        assert broker_throttles(bootstrap, ids[:4]) == {}
+        assert topic_throttles(bootstrap, theirs) == theirs_throttles  # not kops': left alone
+        assert set(broker_throttles(bootstrap, ids[4:])) == {ids[4], ids[5]}
+        assert_lock_released(bootstrap)
+    finally:
+        kops("cancel", "--all", "--force", "--bootstrap-server", bootstrap)
+        for b in (ids[4], ids[5]):
+            for key in RATE_KEYS:
+                alter(bootstrap, "broker", str(b), key, None)
+        delete_topic(bootstrap, mine)
+        delete_topic(bootstrap, theirs)
+
+
 def test_bad_plans_change_nothing(sandbox, bootstrap, unique_topic, tmp_path, kops_home):
     topic = unique_topic("reassign-bad")
     try:

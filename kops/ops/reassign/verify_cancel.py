@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kops.errors import EXIT_FAILURE, EXIT_OK, BadInput
@@ -22,7 +22,7 @@ from kops.ops.journal import (
 from kops.ops import throttle
 from kops.ops.progress import poll, poll_while_progressing
 from kops.ops.reassign import admin
-from kops.ops.reassign.guard import cluster_id_of, cluster_identity, find_journal
+from kops.ops.reassign.guard import cluster_id_of, cluster_identity, find_journal, owner_alive
 from kops.ops.reassign.options import ExecuteOptions
 from kops.ops.reassign.runner import Runner
 from kops.ops.reassign.status import PartitionStatus, log_dir_states, partition_statuses, status_exit_code
@@ -145,6 +145,10 @@ class CancelResult:
     journal: Journal | None
     notes: list[str]
     throttles_removed: list[str]
+    #: the kops executions closed (``--all``: every unfinished one)
+    executions: list[str] = field(default_factory=list)
+    #: cancelled reassignments kops did not start (``--all``): original order unknown
+    order_unknown: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -159,26 +163,47 @@ class CancelResult:
             "errors": self.errors,
             "execution_id": self.journal.id if self.journal else None,
             "execution_state": self.journal.state if self.journal else None,
+            "executions_cancelled": self.executions,
+            "order_unknown": self.order_unknown,
             "throttles_removed": self.throttles_removed,
             "notes": self.notes,
         }
 
 
 def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = False,
-           execution_id: str | None = None, timeout_s: float = 60.0) -> CancelResult:
+           execution_id: str | None = None, timeout_s: float = 60.0, every: bool = False,
+           force: bool = False) -> CancelResult:
     """KIP-455 cancel (rollback to the original replicas) of what kops started — or of the
-    plan's partitions — including reassignments that only add replicas."""
+    plan's partitions — including reassignments that only add replicas.
+
+    ``every`` (``--all``): every reassignment in flight, whoever started it, and every unfinished
+    kops execution closed (its waiting waves dropped, its original replica orders put back, its
+    throttles lifted). Refused (nothing changed) while a kops execution whose owner is alive holds
+    them, unless ``force``."""
     topo0 = cluster_identity(conn)
     store = JournalStore(conn, cluster_id_of(topo0))
-    j = find_journal(store, execution_id=execution_id, plan=plan, unfinished_only=True)
-    if j is None and plan is None:
-        raise BadInput("nothing to cancel: no unfinished kops execution; give --reassignment-json-file "
-                       "to cancel the reassignments of a plan")
-    if j is not None:
-        tps = [m.tp for m in j.moves]
-    else:
-        tps = [e.tp for e in plan.entries]
     reassigning = admin.ongoing(conn)
+    if every:
+        if plan is not None or execution_id:
+            raise BadInput("--all cancels every reassignment in flight: give it without a plan file or --execution-id")
+        journals = store.unfinished()
+        running = [j for j in journals if owner_alive(j, j.options.get("poll_interval_s") or 2.0)]
+        if running and not force:
+            from kops.ops.lock import LockHeld
+
+            j = running[-1]
+            err = LockHeld({"execution_id": j.id, "owner": j.owner, "acquired_at": j.created_at})
+            err.details = ["nothing was cancelled; `kops reassign cancel --all --force` cancels every reassignment "
+                           "under the running execution"]
+            raise err
+        tps = sorted(reassigning)
+    else:
+        j = find_journal(store, execution_id=execution_id, plan=plan, unfinished_only=True)
+        if j is None and plan is None:
+            raise BadInput("nothing to cancel: no unfinished kops execution; give --reassignment-json-file "
+                           "to cancel the reassignments of a plan, or --all for every reassignment in flight")
+        journals = [j] if j is not None else []
+        tps = [m.tp for m in j.moves] if j is not None else [e.tp for e in plan.entries]
     # Scala semantics (2.6-3.6): reassigning = adding or removing non-empty
     active = [tp for tp in tps if tp in reassigning and (
         reassigning[tp].get("adding_replicas") or reassigning[tp].get("removing_replicas"))]
@@ -194,43 +219,62 @@ def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
 
     if active:
         poll(settled, bool, interval_s=0.5, timeout_s=timeout_s)
-    notes: list[str] = []
-    dropped: list[str] = []
-    reordered: list[str] = []
-    removed: list[str] = []
-    if j is not None:
-        from kops.ops.lock import ClusterLock
+    res = CancelResult(cancelled, not_active, [], [], errors, journals[0] if journals else None, [], [])
+    for j in journals:
+        _close(conn, store, j, set(cancelled), res, preserve_throttles=preserve_throttles, timeout_s=timeout_s)
+        res.executions.append(j.id)
+    if every:
+        known = {m.tp for j in journals for m in j.moves}
+        res.order_unknown = sorted(f"{t}-{p}" for t, p in active if (t, p) not in known and f"{t}-{p}" in cancelled)
+        if res.order_unknown:
+            res.notes.append(
+                f"{len(res.order_unknown)} cancelled reassignment(s) were not started by kops: their replica sets are "
+                "the original ones again (KIP-455), but kops does not know their original replica order (a KRaft "
+                "controller keeps the target's order of the replicas both share); check the preferred leaders with "
+                "`kops leader balance-plan`: " + ", ".join(res.order_unknown[:10])
+                + (" ..." if len(res.order_unknown) > 10 else ""))
+    return res
 
-        runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), lock=ClusterLock(conn))
-        for m in j.moves:
-            st = j.progress.get(m.name)
-            if st == PENDING:
-                j.progress[m.name] = DROPPED
-                dropped.append(m.name)
-            elif st == IN_FLIGHT and m.name in cancelled:
-                j.progress[m.name] = ROLLED_BACK
-        # KIP-455 cancel restores the original replica *set* (KRaft keeps the target's order for
-        # the replicas both share); put back the original order too. The brokers' metadata trails
-        # the controller, so wait until it shows the rolled-back sets before comparing orders.
-        rolled = {m.tp: m.original for m in j.moves if j.progress.get(m.name) == ROLLED_BACK}
-        shown, _ = (_await_replicas(conn, rolled, lambda now, want: set(now) == set(want), timeout_s)
-                    if rolled else ({}, True))
-        fix = {tp: orig for tp, orig in rolled.items()
-               if tp in (shown or {}) and shown[tp] != orig and set(shown[tp]) == set(orig)}
-        if fix:
-            res = admin.submit(conn, fix)
-            reordered = sorted(f"{t}-{p}" for (t, p), e in res.items() if e is None)
-            poll(lambda: not any(tp in admin.ongoing(conn) for tp in fix), bool, interval_s=0.5, timeout_s=timeout_s)
-            _, shown_ok = _await_replicas(conn, fix, lambda now, want: now == want, timeout_s)
-            if not shown_ok:
-                notes.append("the original replica orders were submitted but the brokers' metadata did "
+
+def _close(conn, store: JournalStore, j: Journal, cancelled: set[str], res: CancelResult, *,
+           preserve_throttles: bool, timeout_s: float) -> None:
+    """End kops execution ``j`` after its moves in flight were cancelled (``cancelled``): waves not
+    started dropped, the original replica orders put back, its throttles lifted (unless
+    ``preserve_throttles``), the journal closed as cancelled; what was done added to ``res``."""
+    from kops.ops.lock import ClusterLock
+
+    runner = Runner(conn, store, j, ExecuteOptions().with_journal(j.options), lock=ClusterLock(conn))
+    dropped = 0
+    for m in j.moves:
+        st = j.progress.get(m.name)
+        if st == PENDING:
+            j.progress[m.name] = DROPPED
+            res.dropped.append(m.name)
+            dropped += 1
+        elif st == IN_FLIGHT and m.name in cancelled:
+            j.progress[m.name] = ROLLED_BACK
+    # KIP-455 cancel restores the original replica *set* (KRaft keeps the target's order for
+    # the replicas both share); put back the original order too. The brokers' metadata trails
+    # the controller, so wait until it shows the rolled-back sets before comparing orders.
+    rolled = {m.tp: m.original for m in j.moves if j.progress.get(m.name) == ROLLED_BACK}
+    shown, _ = (_await_replicas(conn, rolled, lambda now, want: set(now) == set(want), timeout_s)
+                if rolled else ({}, True))
+    fix = {tp: orig for tp, orig in rolled.items()
+           if tp in (shown or {}) and shown[tp] != orig and set(shown[tp]) == set(orig)}
+    if fix:
+        answers = admin.submit(conn, fix)
+        res.reordered.extend(sorted(f"{t}-{p}" for (t, p), e in answers.items() if e is None))
+        poll(lambda: not any(tp in admin.ongoing(conn) for tp in fix), bool, interval_s=0.5, timeout_s=timeout_s)
+        _, shown_ok = _await_replicas(conn, fix, lambda now, want: now == want, timeout_s)
+        if not shown_ok:
+            res.notes.append("the original replica orders were submitted but the brokers' metadata did "
                              f"not show them within {timeout_s:.0f} s; check with `kops reassign verify`")
-        before = j.throttles.describe()
-        j.event(f"cancelled: {len(cancelled)} rolled back, {len(dropped)} pending dropped")
-        runner.finish(preserve_throttles=preserve_throttles, final_state=CANCELLED)
-        removed = sorted(set(before) - set(j.throttles.describe()))
-        notes.extend(runner.notes)
-    return CancelResult(cancelled, not_active, dropped, reordered, errors, j, notes, removed)
+    before = j.throttles.describe()
+    rolled_back = sum(1 for m in j.moves if j.progress.get(m.name) == ROLLED_BACK)
+    j.event(f"cancelled: {rolled_back} rolled back, {dropped} pending dropped")
+    runner.finish(preserve_throttles=preserve_throttles, final_state=CANCELLED)
+    res.throttles_removed.extend(sorted(set(before) - set(j.throttles.describe())))
+    res.notes.extend(runner.notes)
 
 
 def _await_replicas(conn, want: dict[tuple[str, int], tuple[int, ...]],
