@@ -7,8 +7,9 @@ of that group even for a consumer that only assigns partitions and never commits
 answers that FindCoordinator by creating ``__consumer_offsets`` (50 partitions) on a cluster that
 had none: a read — a dry run, ``reassign list``, ``heal status`` — changed the cluster. kafka-python's
 ``KafkaConsumer(group_id=None)`` never asks for a coordinator, so the read is made with it, here
-and nowhere else (tests/cluster/test_rebalance_step.py checks that a dry run leaves the topic list
-as it was; tests/unit/test_partition_reader.py that no group is configured).
+and nowhere else (tests/cluster/test_auto_create.py checks that commands reading the journal
+create no ``__consumer_offsets``, tests/cluster/test_rebalance_step.py that a dry run leaves the
+topic list as it was, tests/unit/test_partition_reader.py that no group is configured).
 """
 
 from __future__ import annotations
