@@ -364,10 +364,7 @@ def cancel(
     order is put back where kops' journal knows it (--all says which partitions it does not
     know); kops' throttles are lifted. --all refuses (exit 3, nothing changed) while a kops
     execution is running, unless --force."""
-    from kops.errors import BadInput
     from kops.ops import reassign
-    if force and not every:
-        raise BadInput("--force goes with --all")
     plan = _read_plan(c, reassignment_json_file) if reassignment_json_file else None
     with c.connection() as conn:
         res = reassign.cancel(conn, plan, preserve_throttles=preserve_throttles, execution_id=execution_id,

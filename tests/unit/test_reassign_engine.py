@@ -497,3 +497,17 @@ def test_a_released_lock_is_free_at_once_while_its_topic_deletion_lingers(monkey
     monkeypatch.setattr("tenacity.time.monotonic", lambda: clock[0])
     monkeypatch.setattr("tenacity.nap.time.sleep", lambda s: clock.__setitem__(0, clock[0] + s))
     assert a.holder() == {} and a.settled_holder(timeout_s=2) == {} and clock[0] >= 2
+
+
+@pytest.mark.parametrize("kwargs, needle", [({"force": True}, "--force goes with --all"),
+                                            ({"every": True, "execution_id": "x"}, "without a plan file")])
+def test_cancel_refuses_bad_flag_combinations_before_reading_the_cluster(kwargs, needle):
+    from kops.errors import BadInput
+    from kops.ops.reassign import cancel
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"the cluster was touched ({name})")
+
+    with pytest.raises(BadInput, match=needle):
+        cancel(Untouchable(), None, **kwargs)

@@ -180,12 +180,14 @@ def cancel(conn, plan: ReassignmentPlan | None, *, preserve_throttles: bool = Fa
     kops execution closed (its waiting waves dropped, its original replica orders put back, its
     throttles lifted). Refused (nothing changed) while a kops execution whose owner is alive holds
     them, unless ``force``."""
+    if force and not every:
+        raise BadInput("--force goes with --all")
+    if every and (plan is not None or execution_id):
+        raise BadInput("--all cancels every reassignment in flight: give it without a plan file or --execution-id")
     topo0 = cluster_identity(conn)
     store = JournalStore(conn, cluster_id_of(topo0))
     reassigning = admin.ongoing(conn)
     if every:
-        if plan is not None or execution_id:
-            raise BadInput("--all cancels every reassignment in flight: give it without a plan file or --execution-id")
         journals = store.unfinished()
         running = [j for j in journals if owner_alive(j, j.options.get("poll_interval_s") or 2.0)]
         if running and not force:
