@@ -518,7 +518,7 @@ def partition(
     brokers keep running: a network partition, not a crash. Needs --engine docker."""
     _one_target(broker, rack)
     sb = _attach_docker(workdir)
-    ids = sb.partition(broker, rack=rack, from_host=from_host)
+    ids = sb.faults.partition(broker, rack=rack, from_host=from_host)
     _faults_report(sb, c.json, f"partitioned brokers {', '.join(map(str, ids))} from the rest of the cluster"
                    + (" and from this host" if from_host else "") + "; `kops sandbox heal` ends it")
 
@@ -542,7 +542,7 @@ def slow(
 
     delay_ms, loss_pct = parse_duration_ms(delay), parse_percent(loss)
     sb = _attach_docker(workdir)
-    ids = sb.slow(broker, rack=rack, delay_ms=delay_ms, loss_pct=loss_pct)
+    ids = sb.faults.slow(broker, rack=rack, delay_ms=delay_ms, loss_pct=loss_pct)
     _faults_report(sb, c.json, f"brokers {', '.join(map(str, ids))}: +{delay_ms:.0f} ms, {loss_pct:g}% loss "
                    "on what they send; `kops sandbox heal` ends it")
 
@@ -553,7 +553,7 @@ def slow(
 def heal(c: Context, workdir: WorkdirOpt = None) -> None:
     """End every network fault of the sandbox (partitions and slow links). Needs --engine docker."""
     sb = _attach_docker(workdir)
-    n = sb.heal()
+    n = sb.faults.heal()
     _faults_report(sb, c.json, f"healed: {n} fault(s) removed" if n else "no fault to heal")
 
 
@@ -580,12 +580,12 @@ def fill_disk(
         raise BadInput("give --leave SIZE (fill) or --release (give the space back)")
     sb = _attach_docker(workdir)
     if release:
-        done = sb.release_disk(broker)
+        done = sb.faults.release_disk(broker)
         text = f"broker {broker}: data disk space given back" if done else f"broker {broker}: nothing to release"
     else:
-        taken = sb.fill_disk(broker, leave_bytes=_size_bytes(leave, "--leave"))
+        taken = sb.faults.fill_disk(broker, leave_bytes=_size_bytes(leave, "--leave"))
         text = f"broker {broker}: took {taken / 2**20:.1f} MiB, {leave} left free"
-    total, free = sb.disk_usage(broker)
+    total, free = sb.faults.disk_usage(broker)
     if c.json:
         emit_json({"broker": broker, "total_bytes": total, "free_bytes": free, "message": text})
     else:

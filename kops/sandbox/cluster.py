@@ -40,6 +40,7 @@ from kops.errors import BadInput, ClusterError
 from kops.sandbox import procs
 from kops.sandbox.config import SandboxConfig
 from kops.sandbox.configs import write_node_configs
+from kops.sandbox.faults import SandboxFaults
 from kops.sandbox.hosts import LocalNodes, Nodes
 from kops.sandbox.modes import MetadataMode, ZooKeeperMode
 from kops.sandbox.nodes import Log, NodeStatus, describe_diff, nolog
@@ -392,7 +393,8 @@ class Sandbox:
         return [s.id for s in self.status() if s.role == "broker" and s.alive]  # type: ignore[misc]
 
     # -- stop / start ----------------------------------------------------------------------------
-    def _select(self, broker: int | None, rack: str | None, brokers: Iterable[int] | None = None) -> list[int]:
+    def select(self, broker: int | None, rack: str | None, brokers: Iterable[int] | None = None) -> list[int]:
+        """The brokers one verb acts on: exactly one of a broker, a rack or a list of brokers."""
         given = sum(x is not None for x in (broker, rack, brokers))
         if given != 1:
             raise BadInput("name exactly one of: a broker (--broker ID), a rack (--rack R) or a list of brokers")
@@ -419,7 +421,7 @@ class Sandbox:
         timeout_s = timeout_s or self.config.stop_timeout_s
         with self.state.lock():
             self.state.load()
-            ids = self._select(broker, rack, brokers)
+            ids = self.select(broker, rack, brokers)
             return self._stop_locked(ids, kill=kill, wait=wait, timeout_s=timeout_s)
 
     def _stop_locked(self, ids: list[int], *, kill: bool, wait: bool, timeout_s: float) -> list[int]:
@@ -445,7 +447,7 @@ class Sandbox:
         st.started_now = []
         with st.lock():
             st.load()
-            ids = self._select(broker, rack, brokers)
+            ids = self.select(broker, rack, brokers)
             self.meta.require_running()
             todo = [b for b in ids if not self.nodes.running(b)]
             if not todo:
@@ -543,45 +545,11 @@ class Sandbox:
                            "stopping ZooKeeper or a controller on its own need `kops sandbox up --engine docker`")
         return self.nodes
 
-    def partition(self, broker: int | None = None, *, rack: str | None = None, from_host: bool = False) -> list[int]:
-        """Cut brokers (one, or a rack) off from every other node of the cluster, both ways;
-        with ``from_host`` also from this machine (clients here lose them too)."""
-        return self.containers.faults.partition(self._select(broker, rack), from_host=from_host)
-
-    def slow(self, broker: int | None = None, *, rack: str | None = None, delay_ms: float = 0.0,
-             loss_pct: float = 0.0) -> list[int]:
-        """Delay by ``delay_ms`` and drop ``loss_pct`` % of the packets the brokers send."""
-        return self.containers.faults.slow(self._select(broker, rack), delay_ms=delay_ms, loss_pct=loss_pct)
-
-    def heal(self) -> int:
-        """Remove every partition and slow link; returns how many faults were removed."""
-        return self.containers.faults.heal()
-
-    def fill_disk(self, broker: int, *, leave_bytes: int) -> int:
-        """Fill the small data disk of ``broker`` until ``leave_bytes`` are free; returns the bytes taken."""
-        return self.containers.fill_disk(broker, leave_bytes=leave_bytes)
-
-    def release_disk(self, broker: int) -> bool:
-        return self.containers.release_disk(broker)
-
-    def disk_usage(self, broker: int) -> tuple[int, int]:
-        return self.containers.disk_usage(broker)
-
-    def stop_node(self, node: Node, *, kill: bool = False, timeout_s: float = 60.0) -> None:
-        """Stop ZooKeeper (``"zookeeper"``) or a KRaft controller (its id); brokers: :meth:`stop`."""
-        self.containers.stop_node(node, kill=kill, timeout_s=timeout_s)
-
-    def start_node(self, node: Node, *, timeout_s: float = 60.0) -> None:
-        """Start ZooKeeper or a KRaft controller stopped by :meth:`stop_node` again; wait until it serves."""
-        self.containers.start_node(node, timeout_s=timeout_s)
-
-    def restart_zookeeper(self, *, down_s: float = 0.0, kill: bool = False, timeout_s: float = 60.0) -> None:
-        """Stop ZooKeeper, keep it down ``down_s`` seconds, start it again and wait for it."""
-        if self.mode != "zookeeper":
-            raise BadInput("a KRaft sandbox has no ZooKeeper")
-        self.stop_node("zookeeper", kill=kill, timeout_s=timeout_s)
-        time.sleep(down_s)
-        self.start_node("zookeeper", timeout_s=timeout_s)
+    @property
+    def faults(self) -> SandboxFaults:
+        """The fault verbs (:class:`kops.sandbox.faults.SandboxFaults`): cut brokers or a rack off,
+        slow them, fill a data disk, stop ZooKeeper or a controller on its own (engine docker)."""
+        return SandboxFaults(self.select, lambda: self.containers, self.mode)
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:

@@ -54,7 +54,7 @@ def test_plan_that_would_not_fit_the_destination_disk_is_refused_before_any_writ
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
-            sb.fill_disk(SMALL, leave_bytes=20 * MB)  # 18 MiB to copy, 20 MiB free, 5 % (12 MiB) kept
+            sb.faults.fill_disk(SMALL, leave_bytes=20 * MB)  # 18 MiB to copy, 20 MiB free, 5 % (12 MiB) kept
             t0 = time.monotonic()
             r = kops("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "1000000",
                      "--wait", "--yes", "--bootstrap-server", bs, "--output", "json", timeout=120)
@@ -63,7 +63,7 @@ def test_plan_that_would_not_fit_the_destination_disk_is_refused_before_any_writ
             res = w.finish()
         record(scenario="f. a plan that would not fit the destination disk", mode="zookeeper", workload=res,
                kops_exit=r.returncode, recover_s=0.0, kops_s=round(took, 1),
-               detail=f"broker {SMALL}: 20 MiB free of {sb.disk_usage(SMALL)[0] // MB} MiB, 18 MiB to copy; refused",
+               detail=f"broker {SMALL}: 20 MiB free of {sb.faults.disk_usage(SMALL)[0] // MB} MiB, 18 MiB to copy; refused",
                throttles_left=None)
         assert r.returncode == 2, r.stdout + r.stderr
         err = json.loads(r.stdout)["error"]
@@ -72,7 +72,7 @@ def test_plan_that_would_not_fit_the_destination_disk_is_refused_before_any_writ
         record(throttles_left=assert_clean(sb, bs, [topic, *work]))
         assert res.lost == 0, res.lost_examples
     finally:
-        sb.release_disk(SMALL)
+        sb.faults.release_disk(SMALL)
         _cleanup(bs, [topic, *work])
 
 
@@ -91,8 +91,8 @@ def test_plan_that_would_pass_the_disk_threshold_is_refused_though_it_fits(dsand
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
-            sb.fill_disk(SMALL, leave_bytes=56 * MB)
-            total, free = sb.disk_usage(SMALL)
+            sb.faults.fill_disk(SMALL, leave_bytes=56 * MB)
+            total, free = sb.faults.disk_usage(SMALL)
             t0 = time.monotonic()
             r = kops("reassign", "execute", *common, timeout=120)
             refused_s = time.monotonic() - t0
@@ -115,7 +115,7 @@ def test_plan_that_would_pass_the_disk_threshold_is_refused_though_it_fits(dsand
         record(throttles_left=assert_clean(sb, bs, [topic, *work]))
         assert res.lost == 0, res.lost_examples
     finally:
-        sb.release_disk(SMALL)
+        sb.faults.release_disk(SMALL)
         _cleanup(bs, [topic, *work])
 
 
@@ -139,15 +139,15 @@ def test_a_shuffle_through_a_nearly_full_broker_runs_in_disk_stages_and_never_pa
 
     def sample() -> None:
         while not stop.is_set():
-            total, free = sb.disk_usage(SMALL)
+            total, free = sb.faults.disk_usage(SMALL)
             samples.append(100.0 * (total - free) / total)
             stop.wait(0.1)
 
     try:
         with Workload(bs, work, rate_per_s=25) as w:
             w.wait_acknowledged(50)
-            total = sb.disk_usage(SMALL)[0]
-            sb.fill_disk(SMALL, leave_bytes=int(0.2 * total) + 2 * 10**6)  # 2 MB under 80 %
+            total = sb.faults.disk_usage(SMALL)[0]
+            sb.faults.fill_disk(SMALL, leave_bytes=int(0.2 * total) + 2 * 10**6)  # 2 MB under 80 %
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
             t0 = time.monotonic()
@@ -172,7 +172,7 @@ def test_a_shuffle_through_a_nearly_full_broker_runs_in_disk_stages_and_never_pa
         assert res.lost == 0, res.lost_examples
     finally:
         stop.set()
-        sb.release_disk(SMALL)
+        sb.faults.release_disk(SMALL)
         _cleanup(bs, [topic, *work])
 
 
@@ -198,15 +198,15 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
                           "--bootstrap-server", bs, "--output", "json", out=tmp_path / "execute.json")
             wait_in_flight(bs, topic)
             t_fault = time.monotonic()
-            sb.fill_disk(SMALL, leave_bytes=16 * MB)
+            sb.faults.fill_disk(SMALL, leave_bytes=16 * MB)
             # what a failure message needs: when the disk filled, what was moving, what was free
             at_fill = (f"disk filled {t_fault - t_start:.1f} s after execute started, "
-                       f"{sb.disk_usage(SMALL)[1] / MB:.1f} MiB free on the host's view, "
+                       f"{sb.faults.disk_usage(SMALL)[1] / MB:.1f} MiB free on the host's view, "
                        f"in flight then: {sorted(ongoing(bs))}")
             rc, out, err = run.finish(300)
             doc = json.loads(out)
             c = kops("reassign", "cancel", "--bootstrap-server", bs, "--output", "json", timeout=120)
-            sb.release_disk(SMALL)
+            sb.faults.release_disk(SMALL)
             recover_s = wait_recovered(bs, t_fault)
             w.wait_acknowledged(100)
             res = w.finish()
@@ -225,5 +225,5 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
         record(throttles_left=assert_clean(sb, bs, [topic, *work]))
         assert res.lost == 0, res.lost_examples
     finally:
-        sb.release_disk(SMALL)
+        sb.faults.release_disk(SMALL)
         _cleanup(bs, [topic, *work])

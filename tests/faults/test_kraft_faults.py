@@ -19,10 +19,10 @@ def test_active_kraft_controller_killed_mid_execute(dsandbox_kraft, tmp_path, ko
     def kill_active_controller() -> str:
         active = sb.active_controller()
         assert active in sb.controller_ids, active
-        sb.stop_node(active, kill=True)
+        sb.faults.stop_node(active, kill=True)
         new = wait_for(lambda: (c := sb.active_controller()) not in (None, active) and c, 60, 0.5,
                        "another controller to lead the metadata quorum")
-        sb.start_node(active)
+        sb.faults.start_node(active)
         return f"controller {active} killed, {new} took over"
 
     execute_through(sb, tmp_path, record, kill_active_controller,

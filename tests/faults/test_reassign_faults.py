@@ -155,11 +155,11 @@ def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_pat
             run = kops_bg(*_execute_args(bs, plan), out=tmp_path / "execute.json")
             wait_in_flight(bs, topic)
             t_fault = time.monotonic()
-            sb.partition(rack=rack)
+            sb.faults.partition(rack=rack)
             try:
                 time.sleep(60)
             finally:
-                sb.heal()
+                sb.faults.heal()
             rc, out, err = run.finish(EXEC_TIMEOUT + 60)
             codes = f"execute {rc}"
             if rc == 3:
@@ -180,14 +180,14 @@ def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_pat
         record(throttles_left=assert_clean(sb, bs, [topic, *work]))
         assert res.lost == 0, res.lost_examples
     finally:
-        sb.heal()
+        sb.faults.heal()
         _cleanup(bs, [topic, *work])
 
 
 def _restart_zookeeper_soon(sb, delay_s: float, down_s: float) -> threading.Thread:
     def go():
         time.sleep(delay_s)
-        sb.restart_zookeeper(down_s=down_s)
+        sb.faults.restart_zookeeper(down_s=down_s)
         t.back = time.monotonic()  # type: ignore[attr-defined]
 
     t = threading.Thread(target=go, daemon=True)
@@ -218,7 +218,7 @@ def test_zookeeper_restarted_during_execute_via_zookeeper(dsandbox, dbootstrap, 
     sb = dsandbox
 
     def restart_zookeeper() -> str:
-        sb.restart_zookeeper(down_s=4)
+        sb.faults.restart_zookeeper(down_s=4)
         return "ZooKeeper down ~4 s"
 
     execute_through(sb, tmp_path, record, restart_zookeeper, extra=("--via", "zookeeper", "--zookeeper",

@@ -41,12 +41,12 @@ def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_p
         with Workload(bs, work, rate_per_s=25) as w:
             w.wait_acknowledged(50)
             t0 = time.monotonic()
-            sb.slow(rack=slow, delay_ms=300, loss_pct=5)
+            sb.faults.slow(rack=slow, delay_ms=300, loss_pct=5)
             try:
                 rc, rep, err, kops_s = _playbook("drain-rack", bs, f"rack={drained}", f"throttle={THROTTLE}",
                                                  "timeout=7m")
             finally:
-                sb.heal()
+                sb.faults.heal()
             codes = f"drain-rack {rc}"
             if rc == 1 and "--resume" in err:  # the execute step stopped at its bound (documented):
                 run_id = re.search(r"--resume (\S+)", err).group(1)  # resumed once the link is healthy
@@ -82,6 +82,6 @@ def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_p
         assert all(_replica_counts(bs)[b] > 0 for b in gone)
         assert _rack_unsafe(bs, BASE_RACKS) == []
     finally:
-        sb.heal()
+        sb.faults.heal()
         _cleanup(bs, work)
     _assert_base_shape(sb)

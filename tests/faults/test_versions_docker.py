@@ -53,10 +53,10 @@ def test_an_old_kafka_in_containers_is_read_and_takes_a_network_fault(old_dsandb
     # here, from its own stale view of the cluster (a client asks any broker it knows)
     rest = ",".join(sb.broker_address(b) for b in sb.broker_ids if b not in cut)
     try:
-        sb.partition(rack="b", from_host=True)
+        sb.faults.partition(rack="b", from_host=True)
         # the fault bites: the cut-off brokers drop out of the ISR of the partitions they follow
         wait_for(lambda: not any(isr & cut for isr in _isr(rest, topic).values()), 90,
                  what=f"brokers {sorted(cut)} out of every ISR")
     finally:
-        sb.heal()
+        sb.faults.heal()
     wait_for(lambda: fully_replicated(bs), 120, what="every partition fully replicated after the heal")

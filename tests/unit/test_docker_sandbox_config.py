@@ -176,10 +176,32 @@ def test_fault_verbs_keep_what_another_process_wrote_to_the_state_file(tmp_path,
     there.state.load()
     here.state.procs = {"broker-0": {"container": "after-restart"}}
     here.state.save()
-    assert there.slow(broker=0, delay_ms=300, loss_pct=5) == [0]
+    assert there.faults.slow(broker=0, delay_ms=300, loss_pct=5) == [0]
     doc = read_state(tmp_path)
     assert doc["processes"]["broker-0"]["container"] == "after-restart"
     assert [f["kind"] for f in doc["faults"]] == ["slow"]
-    assert here.heal() == 1
+    assert here.faults.heal() == 1
     doc = read_state(tmp_path)
     assert "faults" not in doc and doc["processes"]["broker-0"]["container"] == "after-restart"
+
+
+def test_fault_verbs_refuse_a_sandbox_they_cannot_act_on(tmp_path):
+    """Every fault verb on a sandbox of local JVMs says which flag it needs and does nothing; the
+    brokers a verb hits are chosen as stop/start choose them; a KRaft sandbox has no ZooKeeper."""
+    jvm = Sandbox(SandboxConfig(workdir=tmp_path / "jvm"))
+    verbs = [lambda f: f.partition(broker=0), lambda f: f.slow(rack="a", delay_ms=10), lambda f: f.heal(),
+             lambda f: f.fill_disk(0, leave_bytes=1), lambda f: f.release_disk(0), lambda f: f.disk_usage(0),
+             lambda f: f.stop_node("zookeeper"), lambda f: f.start_node("zookeeper"),
+             lambda f: f.restart_zookeeper()]
+    for verb in verbs:
+        with pytest.raises(BadInput, match="--engine docker"):
+            verb(jvm.faults)
+    assert not (tmp_path / "jvm" / "sandbox.json").exists()
+    docker = Sandbox(SandboxConfig(engine="docker", workdir=tmp_path / "docker"))
+    with pytest.raises(BadInput, match="exactly one of"):
+        docker.faults.partition(broker=0, rack="a")
+    with pytest.raises(BadInput, match="exactly one of"):
+        docker.faults.slow(delay_ms=10)
+    kraft = Sandbox(SandboxConfig(engine="docker", mode="kraft", workdir=tmp_path / "kraft"))
+    with pytest.raises(BadInput, match="no ZooKeeper"):
+        kraft.faults.restart_zookeeper()
