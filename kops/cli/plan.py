@@ -114,6 +114,10 @@ def assign(
         rack_aware = not disable_rack_aware and all(r is not None for r in rack_of.values())
         algorithm = "Kafka 3.9 AdminUtils, " + ("rack-aware (KIP-36)" if rack_aware else "rack-unaware")
     plan = ReassignmentPlan.from_assignment({(topic, p): reps for p, reps in result.items()})
+    if "." in topic or "_" in topic:  # kafka-topics.sh --create warns so too (stderr: stdout keeps the plan)
+        err_console().print(f"warning: topic {topic!r} contains '.' or '_': Kafka's metric names turn both into "
+                            "the same character, so it can collide with a topic named like it but for those "
+                            "(Kafka refuses to create the second one)", markup=False)
     if c.json:
         if multilevel:  # say so, on stderr: stdout carries the JSON document only
             err_console().print(f"note: {algorithm}")

@@ -142,3 +142,15 @@ def test_plan_module_imports_stay_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "kops.placement" not in out
+
+
+@pytest.mark.parametrize("topic, warned", [("orders.eu", True), ("orders_eu", True), ("orders-eu", False)])
+def test_a_topic_name_that_can_collide_is_warned_about_on_stderr(runner, topic, warned):
+    """As kafka-topics.sh --create: '.' and '_' are one character in Kafka's metric names, so
+    `a.b` and `a_b` collide (Kafka refuses the second); the plan on stdout is unchanged."""
+    res = run(runner, "--brokers", "0,1,2", "--partitions", "3", "--replication-factor", "2", "--start-index", "0",
+              "--topic", topic, "--output", "json")
+    assert res.exit_code == 0, res.stderr
+    assert {p["topic"] for p in json.loads(res.stdout)["partitions"]} == {topic}
+    assert ("can collide with a topic named like it" in res.stderr) is warned
+    assert (f"'{topic}'" in res.stderr) is warned
