@@ -2,13 +2,17 @@
 
 A rich progress bar (partitions, bytes in binary units, the copy rate over the last 30 s, the
 throttle, ETA) when stderr is a terminal; one line per change (at most every few seconds)
-otherwise, so that logs and cron mails stay readable.
+otherwise, so that logs and cron mails stay readable; with ``--progress json``, one JSON object
+per line and per poll on stderr, for a program watching the execution (stdout keeps its one
+document).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from enum import Enum
 
 from kops.cli.common import err_console
 from kops.inputs.values import human_bytes
@@ -133,10 +137,60 @@ class RichReporter(NullReporter):
             self.progress = None
 
 
-def make_reporter(*, quiet: bool = False) -> NullReporter:
-    """A reporter for the current stderr: a rich progress bar on a terminal, lines otherwise."""
-    if quiet:
+class JsonReporter(NullReporter):
+    """One JSON object per line on stderr for every event, each poll included: ``{"event":
+    "start" | "progress" | "message" | "stop", "elapsed_s": ...}`` and, for progress, the
+    partitions ``done`` / ``total`` / ``in_flight`` / ``pending``, ``bytes_done`` / ``bytes_total``,
+    ``rate_bytes_per_s`` (over the last 30 s; null until known), ``throttle_bytes_per_s`` (per
+    broker; null: none) and ``note``."""
+
+    def __init__(self, stream=None, clock=time.monotonic):
+        self.stream = stream or sys.stderr
+        self._clock = clock
+        self._t0 = clock()
+        self._rate = RecentRate(RATE_WINDOW_S)
+
+    def _emit(self, event: str, now: float, **fields) -> None:
+        doc = {"event": event, "elapsed_s": round(now - self._t0, 3), **fields}
+        print(json.dumps(doc, separators=(",", ":")), file=self.stream, flush=True)
+
+    def start(self, total: int, bytes_total: int | None) -> None:
+        self._t0 = self._clock()
+        self._emit("start", self._t0, total=total, bytes_total=bytes_total)
+
+    def update(self, s: Snapshot) -> None:
+        now = self._clock()
+        rate = self._rate.add(now, s.bytes_done) if s.bytes_done is not None else None
+        self._emit("progress", now, done=s.done, total=s.total, in_flight=s.in_flight, pending=s.pending,
+                   bytes_done=s.bytes_done, bytes_total=s.bytes_total,
+                   rate_bytes_per_s=None if rate is None else round(rate, 1), throttle_bytes_per_s=s.throttle,
+                   note=s.note)
+
+    def message(self, text: str) -> None:
+        self._emit("message", self._clock(), text=text)
+
+    def stop(self) -> None:
+        self._emit("stop", self._clock())
+
+
+class ProgressStyle(str, Enum):
+    """``--progress``: how an execution shows its progress on stderr."""
+
+    auto = "auto"  # a bar on a terminal, lines otherwise
+    bar = "bar"
+    lines = "lines"
+    json = "json"
+    none = "none"
+
+
+def make_reporter(*, quiet: bool = False, style: ProgressStyle | str = ProgressStyle.auto) -> NullReporter:
+    """A reporter for the current stderr: ``style`` as ``--progress`` names it; ``auto``: a rich
+    progress bar on a terminal, lines otherwise."""
+    style = ProgressStyle(style)
+    if quiet or style is ProgressStyle.none:
         return NullReporter()
-    if sys.stderr.isatty():
+    if style is ProgressStyle.json:
+        return JsonReporter()
+    if style is ProgressStyle.bar or (style is ProgressStyle.auto and sys.stderr.isatty()):
         return RichReporter(err_console())
     return LineReporter()

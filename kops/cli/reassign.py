@@ -21,6 +21,7 @@ from kops.cli.common import (
     err_console,
     handle_errors,
 )
+from kops.cli.progress import ProgressStyle
 from kops.errors import BadInput
 from kops.inputs.values import human_bytes
 
@@ -73,6 +74,18 @@ DiskThresholdExecOpt = Annotated[
 ]
 
 
+ProgressOpt = Annotated[
+    ProgressStyle,
+    typer.Option(
+        "--progress", case_sensitive=False,
+        help="How progress shows on stderr while waiting: auto (a bar on a terminal, a line per change "
+             "otherwise), bar, lines, json (one JSON object per line and per poll: partitions and bytes "
+             "done, the copy rate over the last 30 s, the throttle; for a program watching the "
+             "execution) or none.",
+    ),
+]
+
+
 @dataclass(frozen=True)
 class DriveOptions:
     """How an execution is driven, as ``reassign execute`` and ``reassign resume`` both take it,
@@ -82,6 +95,7 @@ class DriveOptions:
     poll_interval: PollOpt = 2.0
     disk_reserve: DiskReserveOpt = None
     disk_threshold: DiskThresholdExecOpt = None
+    progress: ProgressOpt = ProgressStyle.auto
 
     def execute_options(self) -> dict:
         """These options as :class:`kops.ops.reassign.ExecuteOptions` takes them."""
@@ -115,10 +129,10 @@ def _read_plan(c, path: str):
     return parsed.plan
 
 
-def _reporter(c):
+def _reporter(drive: DriveOptions):
     from kops.cli.progress import make_reporter
 
-    return make_reporter()
+    return make_reporter(style=drive.progress)
 
 
 def _render_outcome(c, outcome) -> None:
@@ -206,7 +220,7 @@ def execute(
             _render_dry_run(c, simulate(prepared, opts), prepared, opts)
             raise typer.Exit(0)
         _confirm(c, prepared, opts, yes)
-        outcome = reassign.start(conn, prepared, opts, reporter=_reporter(c))
+        outcome = reassign.start(conn, prepared, opts, reporter=_reporter(drive))
     _render_outcome(c, outcome)
     raise typer.Exit(outcome.exit_code)
 
@@ -414,7 +428,7 @@ def resume(
     from kops.ops import reassign
     opts = reassign.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, **drive.execute_options())
     with c.connection() as conn:
-        outcome = reassign.resume(conn, opts, execution_id=execution_id, reporter=_reporter(c), force=force)
+        outcome = reassign.resume(conn, opts, execution_id=execution_id, reporter=_reporter(drive), force=force)
     _render_outcome(c, outcome)
     raise typer.Exit(outcome.exit_code)
 
@@ -424,35 +438,111 @@ def resume(
 @cluster_command
 def list_(
     c: Context,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="Read again every --interval seconds until no reassignment is in flight (or Ctrl-C), "
+                        "with how fast each broker receives (as a destination) and sends (as the leader) the "
+                        "data of the moves, from the new replicas' growth on disk.")] = False,
+    interval: Annotated[float, typer.Option(
+        "--interval", click_type=params.seconds(1.0, 3600.0), help="Seconds between reads with --watch.")] = 5.0,
 ) -> None:
-    """Ongoing reassignments (replicas, adding, removing) and which kops execution started them."""
+    """Ongoing reassignments (replicas, adding, removing) and which kops execution started them;
+    --watch follows them with each broker's in/out rate."""
     from kops.ops import reassign
+    if watch and c.json:
+        raise BadInput("--watch draws for people; with --output json, poll `kops reassign list --output json`, "
+                       "or follow a kops execution with `kops reassign execute|resume --wait --progress json`")
     with c.connection() as conn:
+        if watch:
+            _watch(conn, interval)
+            return
         doc = reassign.list_all(conn)
     if c.json:
         emit_json(doc)
         return
-    out = typer.echo
+    for line in _list_lines(doc):
+        typer.echo(line)
+    _list_notes(doc)
+
+
+def _list_lines(doc: dict) -> list[str]:
     if not doc["reassignments"]:
-        out("No partition reassignments found.")
-    else:
-        out("Current partition reassignments:")
-        for r in doc["reassignments"]:
-            line = f"{r['topic']}-{r['partition']}: replicas: {','.join(map(str, r['replicas']))}."
-            if r["adding"]:
-                line += f" adding: {','.join(map(str, r['adding']))}."
-            if r["removing"]:
-                line += f" removing: {','.join(map(str, r['removing']))}."
-            if r["kops_execution"]:
-                line += f" (kops {r['kops_execution']})"
-            out(line)
+        return ["No partition reassignments found."]
+    lines = ["Current partition reassignments:"]
+    for r in doc["reassignments"]:
+        line = f"{r['topic']}-{r['partition']}: replicas: {','.join(map(str, r['replicas']))}."
+        if r["adding"]:
+            line += f" adding: {','.join(map(str, r['adding']))}."
+        if r["removing"]:
+            line += f" removing: {','.join(map(str, r['removing']))}."
+        if r["kops_execution"]:
+            line += f" (kops {r['kops_execution']})"
+        lines.append(line)
+    return lines
+
+
+def _list_notes(doc: dict) -> None:
     for j in doc["kops_executions"]:
         o = j["owner"]
+        progress = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in j["progress"].items()) or "no moves"
         err_console().print(
-            f"kops execution {j['id']}: {j['state']}, {j['progress']}, by {o.get('user')}@{o.get('host')} "
+            f"kops execution {j['id']}: {j['state']} ({progress}), by {o.get('user')}@{o.get('host')} "
             f"pid {o.get('pid')}, updated {j['updated_at']}", markup=False)
     for w in doc["warnings"]:
         err_console().print(f"warning: {w}", markup=False)
+
+
+def _flow_lines(flows: dict) -> list[str]:
+    """Per broker: what it receives and sends for the moves (``-``: nothing measured yet)."""
+    if not flows:
+        return ["brokers: no data copied since the last read"]
+    lines = ["broker   in (as destination)   out (as leader)"]
+    for b, f in flows.items():
+        rate_in = f"{human_bytes(f.in_bps)}/s" if f.in_bps else "-"
+        rate_out = f"{human_bytes(f.out_bps)}/s" if f.out_bps else "-"
+        lines.append(f"{b:>6}   {rate_in:>19}   {rate_out:>15}")
+    return lines
+
+
+def _watch(conn, interval: float) -> None:
+    """Refresh until no reassignment is in flight: a live view on a terminal, a block of lines
+    per read otherwise (logs stay readable)."""
+    import time
+    from datetime import datetime
+
+    from kops.cli.common import out_console
+    from kops.ops import reassign
+    from kops.ops.reassign.watch import broker_flows, sample
+
+    con = out_console()
+    live = None
+    if sys.stdout.isatty():
+        from rich.live import Live
+
+        live = Live(console=con, auto_refresh=False)
+        live.start()
+    before = None
+    try:
+        while True:
+            doc = reassign.list_all(conn)
+            now = sample(conn, doc["reassignments"])
+            head = f"{datetime.now().strftime('%H:%M:%S')}  {len(doc['reassignments'])} reassignments in flight"
+            flows = ["brokers: measured from the next read on"] if before is None else _flow_lines(
+                broker_flows(before, now))
+            lines = [head, *(flows if doc["reassignments"] else []), *_list_lines(doc)]
+            if live is not None:
+                from rich.text import Text
+
+                live.update(Text("\n".join(lines)), refresh=True)
+            else:
+                con.print("\n".join(lines) + "\n", markup=False, highlight=False)
+            if not doc["reassignments"]:
+                break
+            before = now
+            time.sleep(max(0.0, interval - (time.monotonic() - now.t)))
+    finally:
+        if live is not None:
+            live.stop()
+    _list_notes(doc)
 
 
 @app.command()

@@ -101,6 +101,43 @@ def write_plan(path: Path, topic: str, assignment: dict[int, list[int]]) -> Path
     return path
 
 
+def check_json_progress(stderr: str, *, total: int, throttle: int) -> None:
+    """``--progress json``: stderr's events, one JSON object per line, from start to stop, with a
+    progress event per poll whose bytes only grow, a copy rate once two polls are apart, the
+    throttle in force, and every partition done at the end."""
+    events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert events and events[0]["event"] == "start" and events[-1]["event"] == "stop", stderr
+    assert events[0]["total"] == total and events[0]["bytes_total"] > 0
+    progress = [e for e in events if e["event"] == "progress"]
+    assert len(progress) >= 3, stderr  # polled every second over a copy of several seconds
+    done = [e["bytes_done"] for e in progress]
+    assert done == sorted(done) and done[-1] == progress[-1]["bytes_total"] == events[0]["bytes_total"]
+    assert progress[-1]["done"] == progress[-1]["total"] == total
+    assert any(e["rate_bytes_per_s"] for e in progress)
+    assert {e["throttle_bytes_per_s"] for e in progress if e["in_flight"]} == {throttle}
+    elapsed = [e["elapsed_s"] for e in events]
+    assert elapsed == sorted(elapsed)
+
+
+def check_watch(stdout: str, *, dests: set[int], leaders: set[int]) -> None:
+    """``reassign list --watch`` off a terminal: a block per read, the brokers' rates once two
+    reads are apart, and it ends by itself once nothing is in flight."""
+    blocks = [b for b in stdout.split("\n\n") if b.strip()]
+    assert len(blocks) >= 3, stdout
+    assert "reassignments in flight" in blocks[0] and "measured from the next read on" in blocks[0]
+    assert blocks[-1].splitlines()[-1] == "No partition reassignments found.", stdout
+    receiving, sending = set(), set()
+    for line in stdout.splitlines():
+        cells = re.split(r"\s{3,}", line.strip())
+        if len(cells) == 3 and cells[0].isdigit():
+            if cells[1] != "-":
+                receiving.add(int(cells[0]))
+            if cells[2] != "-":
+                sending.add(int(cells[0]))
+    assert receiving and receiving <= dests, stdout
+    assert sending and sending <= leaders, stdout
+
+
 # ------------------------------------------------------------------------------------------
 # tests
 # ------------------------------------------------------------------------------------------
@@ -123,7 +160,7 @@ def test_execute_throttled_observes_throttles_then_cleans_up(sandbox, bootstrap,
         t0 = time.monotonic()
         proc = kops_bg("execute", "--reassignment-json-file", str(plan), "--throttle", "1000000",
                        "--wait", "--yes", "--poll-interval", "1", "--bootstrap-server", bootstrap,
-                       "--output", "json", out=tmp_path / "exec.out")
+                       "--output", "json", "--progress", "json", out=tmp_path / "exec.out")
         # during the move: leader rate on sources, follower rate on destinations, replica lists
         # (dynamic configs reach the brokers asynchronously: wait until all are visible)
         want_follower = {f"{p}:{b}" for p in before for b in target[p] if b not in before[p]}
@@ -144,12 +181,17 @@ def test_execute_throttled_observes_throttles_then_cleans_up(sandbox, bootstrap,
         during_topic, during_brokers = wait_for(throttled, 30, 0.3, "kops' throttle configs while moving")
         for b in set(sandbox.broker_ids) - set(dests):
             assert "follower.replication.throttled.rate" not in during_brokers.get(b, {})
+        # another operator follows the moves, per broker, until they end
+        watch = kops_bg("list", "--watch", "--interval", "1", "--bootstrap-server", bootstrap, out=tmp_path / "watch.out")
 
         assert proc.wait(120) == 0, (tmp_path / "exec.out.err").read_text()
+        assert watch.wait(30) == 0, (tmp_path / "watch.out.err").read_text()
+        check_watch((tmp_path / "watch.out").read_text(), dests=set(dests), leaders={r[0] for r in before.values()})
         elapsed = time.monotonic() - t0
         doc = json.loads((tmp_path / "exec.out").read_text())
         assert doc["state"] == "complete" and doc["finished"] and doc["throttles_left"] == []
         assert doc["progress"] == {"done": 4}
+        check_json_progress((tmp_path / "exec.out.err").read_text(), total=4, throttle=1000000)
         # after: replicas at target, kops' throttles gone, the foreign ones restored
         assert replicas(bootstrap, topic) == target
         assert topic_throttles(bootstrap, topic) == {"leader.replication.throttled.replicas": "99:5"}

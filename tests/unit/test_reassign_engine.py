@@ -511,3 +511,36 @@ def test_cancel_refuses_bad_flag_combinations_before_reading_the_cluster(kwargs,
 
     with pytest.raises(BadInput, match=needle):
         cancel(Untouchable(), None, **kwargs)
+
+
+def test_json_progress_is_one_object_per_line_and_per_poll():
+    """``--progress json``: every update (each poll, changed or not) is one line of JSON, with the
+    rate over the last 30 s once two polls are apart and the throttle in force."""
+    import io
+    import json
+
+    from kops.cli.progress import JsonReporter, ProgressStyle, make_reporter
+    from kops.ops.progress import Snapshot
+
+    clock = iter([0.0, 0.0, 0.0, 2.0, 4.0, 4.5, 5.0])  # made, start, 3 polls, message, stop
+    out = io.StringIO()
+    r = JsonReporter(stream=out, clock=lambda: next(clock))
+    r.start(3, 30 * 2**20)
+    r.update(Snapshot(done=0, total=3, in_flight=2, pending=1, bytes_done=0, bytes_total=30 * 2**20, throttle=10**6))
+    r.update(Snapshot(done=0, total=3, in_flight=2, pending=1, bytes_done=0, bytes_total=30 * 2**20, throttle=10**6))
+    r.update(Snapshot(done=1, total=3, in_flight=2, pending=0, bytes_done=8 * 2**20, bytes_total=30 * 2**20,
+                      throttle=10**6, note="wave 2"))
+    r.message("throttle lifted")
+    r.stop()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["start", "progress", "progress", "progress", "message", "stop"]
+    assert events[0] == {"event": "start", "elapsed_s": 0.0, "total": 3, "bytes_total": 30 * 2**20}
+    assert [e["rate_bytes_per_s"] for e in events[1:4]] == [None, 0.0, 2 * 2**20]
+    assert events[3] == {"event": "progress", "elapsed_s": 4.0, "done": 1, "total": 3, "in_flight": 2, "pending": 0,
+                         "bytes_done": 8 * 2**20, "bytes_total": 30 * 2**20, "rate_bytes_per_s": 2 * 2**20,
+                         "throttle_bytes_per_s": 10**6, "note": "wave 2"}
+    assert events[4]["text"] == "throttle lifted"
+    assert isinstance(make_reporter(style="json"), JsonReporter)
+    assert type(make_reporter(style=ProgressStyle.none)).__name__ == "NullReporter"
+    assert type(make_reporter(style="lines")).__name__ == "LineReporter"
+    assert type(make_reporter(style="bar")).__name__ == "RichReporter"

@@ -23,6 +23,7 @@ Where things are (each module has one job; this package re-exports the public na
   events and saves
 * :mod:`.execution` — :func:`start` and :func:`resume`
 * :mod:`.verify_cancel` — :func:`verify`, :func:`cancel`, :func:`list_all`
+* :mod:`.watch` — ``reassign list --watch``: each broker's in/out rate for the moves in flight
 """
 
 from __future__ import annotations
