@@ -95,7 +95,7 @@ def _read_topology(conn: Connection, opts: ReadOptions) -> Topology:
         admin_topo = _read_admin(conn, opts)
         zk_view = read_zookeeper(conn, opts)
         notes = compare(admin_topo, zk_view)
-    return replace(admin_topo, notes=tuple(notes), mode=admin_topo.mode or "zookeeper")
+    return replace(admin_topo, notes=(*admin_topo.notes, *notes), mode=admin_topo.mode or "zookeeper")
 
 
 # ------------------------------------------------------------------------------------------
@@ -165,8 +165,9 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         sized = [t for t in topic_names if opts.size_topics is None or t in opts.size_topics or t in moving]
         disk = _describe_log_dirs(conn, alive_ids, sized)
     releases: dict[int, str] = {}
+    inherited: list[str] = []
     if opts.with_configs:
-        broker_configs, mode = _broker_configs_collect(conn, broker_futures)
+        broker_configs, mode, inherited = _broker_configs_collect(conn, broker_futures)
         topics = _with_topic_configs(conn, topics, topic_futures)
         if hasattr(conn, "kp_admin"):
             releases = {b.broker: b.kafka() for b in versions.read(conn, alive_ids).brokers if b.release is not None}
@@ -191,6 +192,7 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         cluster_id=cluster.cluster_id,
         mode=mode,
         captured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        notes=tuple(inherited),
     )
     return topo.with_sizes(disk.partition_sizes()) if disk is not None else topo
 
@@ -209,20 +211,53 @@ def _broker_configs_requests(conn: Connection, broker_ids: list[int]) -> dict:
     return futures
 
 
-def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, dict[str, str]], str | None]:
-    """Dynamic throttle configs per broker, and the cluster mode (:func:`mode_of_broker_configs`)."""
+#: where a throttle rate a broker applies comes from, when it is not its own dynamic config
+INHERITED_SOURCES = {
+    "STATIC_BROKER_CONFIG": "its server.properties",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG": "the cluster-wide dynamic default (entity <default>)",
+}
+
+
+def config_source(entry) -> str | None:
+    """The name of where a config value comes from (``STATIC_BROKER_CONFIG``, ...):
+    confluent-kafka's ``ConfigEntry.source`` is the protocol's number, not its enum."""
+    from confluent_kafka.admin import ConfigSource
+
+    try:
+        return ConfigSource(entry.source).name
+    except (AttributeError, ValueError):
+        return None
+
+
+def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, dict[str, str]], str | None, list[str]]:
+    """Each broker's own dynamic throttle configs (DescribeConfigs source
+    ``DYNAMIC_BROKER_CONFIG``: what kops sets, and records and restores when another tool set it),
+    the cluster mode (:func:`mode_of_broker_configs`), and notes on the rates a broker applies from
+    elsewhere: its server.properties or the cluster-wide ``<default>`` entity. Those are not the
+    broker's own entry: kops' per-broker rate overrides them while its moves run and deleting it
+    lets them apply again, so they are reported, never recorded as an original to write back
+    (which would pin the broker to a per-broker copy of a value that the operator may change
+    at its source later)."""
     out: dict[int, dict[str, str]] = {}
+    inherited: list[str] = []
     mode = None
     for res, fut in futures.items():
         entries = conn.wait(fut, f"describe configs of broker {res.name}")
         cfg = {}
         for name in BROKER_THROTTLE_CONFIGS:
             e = entries.get(name)
-            if e is not None and e.value is not None and not e.is_default:
+            if e is None or e.value is None or e.is_default:
+                continue
+            source = config_source(e)
+            if source in INHERITED_SOURCES:
+                inherited.append(f"broker {res.name}: {name}={e.value} from {INHERITED_SOURCES[source]}; it throttles "
+                                 "the replicas topics list as throttled (kops' own rate overrides it while kops' "
+                                 "moves run)")
+            else:
                 cfg[name] = e.value
         out[int(res.name)] = cfg
         mode = mode_of_broker_configs(entries) or mode
-    return out, mode
+    return out, mode, sorted(inherited, key=lambda n: (int(n.split(":")[0].split()[1]), n))
 
 
 def broker_throttle_configs(conn: Connection, broker_ids: list[int]) -> dict[int, dict[str, str]]:
