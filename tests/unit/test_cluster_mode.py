@@ -46,3 +46,19 @@ def test_zookeeper_mode_and_unknown_mode_pass():
     assert c._mode is None
     # no bootstrap server: the mode cannot be asked; nothing is refused
     Connection(None, ClientConfig.load(None), "127.0.0.1:1").require_zookeeper_mode("--zookeeper")
+
+
+def test_a_config_entrys_source_is_named_whatever_confluent_kafka_gives():
+    """confluent-kafka's DescribeConfigs answers ``ConfigEntry.source`` as the protocol's number
+    (4), though its own ConfigEntry type documents a ConfigSource; kops reads both the same way
+    (its source decides whether a throttle rate is the broker's own or inherited)."""
+    from types import SimpleNamespace
+
+    from confluent_kafka.admin import ConfigEntry, ConfigSource
+
+    from kops.cluster.topology import config_source
+
+    assert config_source(SimpleNamespace(source=4)) == "STATIC_BROKER_CONFIG"
+    assert config_source(SimpleNamespace(source=3)) == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    assert config_source(ConfigEntry("x", "1", source=ConfigSource.DYNAMIC_BROKER_CONFIG)) == "DYNAMIC_BROKER_CONFIG"
+    assert config_source(SimpleNamespace(source=99)) is None and config_source(object()) is None
