@@ -66,6 +66,11 @@ def parse_percent(text: str) -> float:
     return v
 
 
+#: :meth:`ContainerNodes.exec`'s exit code for a container that is not running (Docker's own
+#: code for a command that could not be run)
+NOT_RUNNING = 125
+
+
 class ContainerNodes(Nodes):
     """Each node a container on the sandbox's own bridge network (see the module doc)."""
 
@@ -225,11 +230,15 @@ class ContainerNodes(Nodes):
             return None
 
     def exec(self, node: Node, cmd: list[str], *, check: bool = True, detach: bool = False) -> tuple[int, str]:
-        """Run ``cmd`` in the node's container: (exit code, output); (0, "") when it does not run.
-        ClusterError, with ``check``, when the command fails."""
+        """Run ``cmd`` in the node's container: (exit code, output). ClusterError, with ``check``,
+        when the command fails or the container is not running (nothing ran: a fault aimed at a
+        stopped node must not pass for set); without ``check``, a container not running answers
+        :data:`NOT_RUNNING` (a readiness probe then keeps waiting, never takes it for up)."""
         c = self._container(node)
         if c is None or c.status != "running":
-            return 0, ""
+            if check:
+                raise ClusterError(f"{self.container_name(node)} is not running: {shlex.join(cmd)} was not run")
+            return NOT_RUNNING, ""
         r = c.exec_run(cmd, detach=detach)
         out = (r.output or b"").decode(errors="replace") if not detach else ""
         if check and not detach and r.exit_code != 0:
@@ -505,4 +514,4 @@ class ContainerNodes(Nodes):
         return disks.usage(self._disk(broker)[1])
 
 
-__all__ = ["ContainerNodes", "INTERNAL_PORT", "LABEL", "parse_duration_ms", "parse_percent"]
+__all__ = ["NOT_RUNNING", "ContainerNodes", "INTERNAL_PORT", "LABEL", "parse_duration_ms", "parse_percent"]

@@ -168,7 +168,10 @@ def test_fault_verbs_keep_what_another_process_wrote_to_the_state_file(tmp_path,
     a new container; a fault set by one object is healed by another that never saw it."""
     from kops.sandbox.nodes import read_state
 
+    from kops.sandbox.containers import ContainerNodes
+
     monkeypatch.setattr(NetworkFaults, "apply", lambda self: None)  # no engine here
+    monkeypatch.setattr(ContainerNodes, "running", lambda self, node: True)
     cfg = SandboxConfig(engine="docker", workdir=tmp_path)
     here, there = Sandbox(cfg), Sandbox(cfg)
     here.state.procs = {"broker-0": {"container": "before-restart"}}
@@ -205,3 +208,34 @@ def test_fault_verbs_refuse_a_sandbox_they_cannot_act_on(tmp_path):
     kraft = Sandbox(SandboxConfig(engine="docker", mode="kraft", workdir=tmp_path / "kraft"))
     with pytest.raises(BadInput, match="no ZooKeeper"):
         kraft.faults.restart_zookeeper()
+
+
+def test_a_fault_aimed_at_a_stopped_node_is_an_error_not_a_silent_skip(tmp_path, monkeypatch):
+    """A network fault on a broker that is not running would not bite: refused, nothing
+    recorded. A command in a container that is not running did not run: with ``check`` an error,
+    without it a non-zero code (a readiness probe keeps waiting instead of taking it for up)."""
+    from types import SimpleNamespace
+
+    from kops.errors import ClusterError
+    from kops.sandbox.containers import NOT_RUNNING, ContainerNodes
+    from kops.sandbox.nodes import read_state
+
+    applied = []
+    monkeypatch.setattr(NetworkFaults, "apply", lambda self: applied.append(1))
+    monkeypatch.setattr(ContainerNodes, "running", lambda self, node: node != 1)
+    sb = Sandbox(SandboxConfig(engine="docker", workdir=tmp_path))
+    sb.state.save()
+    with pytest.raises(BadInput, match=r"brokers \[1\] are not running"):
+        sb.faults.partition(broker=1)
+    with pytest.raises(BadInput, match=r"brokers \[1\] are not running"):
+        sb.faults.slow(rack=sb.rack_of(1), delay_ms=100)
+    assert applied == [] and "faults" not in read_state(tmp_path)
+    assert sb.faults.slow(broker=0, delay_ms=100) == [0] and applied == [1]
+
+    nodes = sb.containers
+    monkeypatch.setattr(ContainerNodes, "_container", lambda self, node: SimpleNamespace(status="exited"))
+    with pytest.raises(ClusterError, match="is not running"):
+        nodes.exec(2, ["iptables", "-F"])
+    assert nodes.exec(2, ["nc", "-z", "127.0.0.1", "9092"], check=False) == (NOT_RUNNING, "")
+    monkeypatch.setattr(ContainerNodes, "_container", lambda self, node: None)
+    assert nodes.exec(2, ["true"], check=False)[0] == NOT_RUNNING
