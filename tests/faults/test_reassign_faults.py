@@ -14,6 +14,8 @@ import threading
 import time
 
 import pytest
+
+from kops.sandbox.probe import zk_ruok
 from tests.faults.helpers import (
     assert_clean,
     data_topic,
@@ -143,8 +145,9 @@ def test_destination_broker_killed_mid_move_then_resume(dsandbox, dbootstrap, tm
 
 def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_path, kops_home, record):
     """c. A whole rack (b, where moves land) is cut off from the rest of the cluster for 60 s
-    while `execute --wait` runs, then healed. Documented outcomes: kops completes (exit 0), or
-    stops waiting on the unreachable destinations (exit 3) and `resume` completes."""
+    while `execute --wait` runs (the cut checked: the ISRs drop rack b's brokers), then healed.
+    Documented outcomes: kops completes (exit 0), or stops waiting on the unreachable
+    destinations (exit 3) and `resume` completes."""
     sb, bs = dsandbox, dbootstrap
     work = workload_topics(bs)
     topic, _before, target, plan = data_topic(bs, sb, tmp_path)
@@ -157,7 +160,8 @@ def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_pat
             t_fault = time.monotonic()
             sb.faults.partition(rack=rack)
             try:
-                time.sleep(60)
+                cut_s = _wait_isr_shrank(sb, bs, work, rack, t_fault)  # the cut bit
+                time.sleep(max(0.0, t_fault + 60 - time.monotonic()))  # the fault lasts 60 s
             finally:
                 sb.faults.heal()
             rc, out, err = run.finish(EXEC_TIMEOUT + 60)
@@ -173,7 +177,8 @@ def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_pat
             res = w.finish()
         record(scenario="c. rack partitioned from the others for 60 s mid-reassignment, then healed",
                mode="zookeeper", workload=res, kops_exit=codes, recover_s=recover_s, kops_s=round(run.elapsed, 1),
-               detail=f"rack {rack} (brokers {sb.brokers_in_rack(rack)}) cut off", throttles_left=None)
+               detail=f"rack {rack} (brokers {sb.brokers_in_rack(rack)}) cut off; its followers out of the "
+                      f"ISRs {cut_s:.0f} s later", throttles_left=None)
         assert rc in (0, 3), err[-3000:]
         assert json.loads(out)["state"] == "complete"
         assert replicas(bs, topic) == target
@@ -182,6 +187,25 @@ def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_pat
     finally:
         sb.faults.heal()
         _cleanup(bs, [topic, *work])
+
+
+def _wait_isr_shrank(sb, bootstrap: str, topics: list[str], rack: str, since: float) -> float:
+    """Wait until a partition of ``topics`` led outside ``rack`` has dropped the rack's brokers
+    from its ISR -- what proves them cut off (their followers cannot fetch: Kafka removes them
+    after replica.lag.time.max.ms, 30 s) -- asking only brokers outside the rack (a cut-off
+    broker's metadata is stale); returns the seconds from ``since``."""
+    from confluent_kafka.admin import AdminClient
+
+    cut = set(sb.brokers_in_rack(rack))
+    outside = ",".join(sb.broker_address(b) for b in sb.broker_ids if b not in cut)
+
+    def shrank() -> bool:
+        md = AdminClient({"bootstrap.servers": outside}).list_topics(timeout=10)
+        return any(pm.leader not in cut and set(pm.replicas) & cut and not set(pm.isrs) & cut
+                   for t in topics for pm in md.topics[t].partitions.values())
+
+    wait_for(shrank, 90, 1.0, f"a partition led outside rack {rack} to drop its brokers {sorted(cut)} from the ISR")
+    return time.monotonic() - since
 
 
 def _restart_zookeeper_soon(sb, delay_s: float, down_s: float) -> threading.Thread:
@@ -228,9 +252,11 @@ def test_zookeeper_restarted_during_execute_via_zookeeper(dsandbox, dbootstrap, 
 
 def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_path, kops_home, record):
     """d2. Leadership is skewed (a broker restarted: it leads nothing, back in every ISR); ZooKeeper
-    restarts just as `kops leader rebalance --zookeeper` starts. kops never hangs; documented
-    outcomes of that run: 0 (it rode over the restart), 1 (cluster unreachable) or 3 (an election
-    failed); the next cron run restores every preferred leader (exit 0)."""
+    is restarted and `kops leader rebalance --zookeeper` starts once it is down (checked: it no
+    longer answers ruok) and before it is back. kops never hangs; documented outcomes of that
+    run, each checked against its JSON document: 0 (it rode over the restart), 1 (cluster
+    unreachable) or 3 (a broker not reached, named); the next cron run restores every preferred
+    leader (exit 0), and nothing is left behind (assert_clean)."""
     sb, bs = dsandbox, dbootstrap
     work = workload_topics(bs, partitions=12)
     victim = 2
@@ -242,14 +268,18 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
             wait_recovered(bs, time.monotonic())  # back in every ISR: only ZooKeeper's restart is in the way
             t_fault = time.monotonic()
             restart = _restart_zookeeper_soon(sb, 0.0, 4)
-            time.sleep(0.5)  # ZooKeeper is going down
+            host, _, port = sb.zookeeper_connect.rpartition(":")
+            wait_for(lambda: not zk_ruok(host, int(port), timeout_s=0.2), 30, 0.05, "ZooKeeper down")
             t0 = time.monotonic()
+            assert restart.back is None, "ZooKeeper was back before kops started"
             r = kops("leader", "rebalance", "--bootstrap-server", bs, "--zookeeper", sb.zookeeper_connect,
                      "--imbalance-threshold", "0", "--output", "json", timeout=120)
             took = time.monotonic() - t0
             restart.join(60)
             assert restart.back is not None, "ZooKeeper did not come back"
+            assert restart.back > t0, "the restart did not overlap kops' run"
             first = r.returncode
+            _assert_documented_outcome(first, r.stdout, r.stderr)
             codes = f"rebalance {first}"
             # the cron job's next run, once the cluster has recovered from the restart: brokers whose
             # ZooKeeper sessions expired (seen ~10 s after the restart, after a first run that had
@@ -262,11 +292,11 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
             recover_s = wait_recovered(bs, t_fault)
             w.wait_acknowledged(100)
             res = w.finish()
-        record(scenario="d. ZooKeeper restarted during `leader rebalance`", mode="zookeeper", workload=res,
-               kops_exit=codes, recover_s=recover_s, kops_s=round(took, 1), detail="ZooKeeper down ~4 s",
-               throttles_left=0)
-        assert first in (0, 1, 3), _rebalance_failures(r.stdout) + r.stderr[-2000:]
         assert r.returncode == 0, _rebalance_failures(r.stdout) + r.stderr[-2000:]
+        record(scenario="d. ZooKeeper restarted during `leader rebalance`", mode="zookeeper", workload=res,
+               kops_exit=codes, recover_s=recover_s, kops_s=round(took, 1),
+               detail="ZooKeeper down ~4 s, kops started while it was down",
+               throttles_left=assert_clean(sb, bs, work))
         assert took < 60, "leader rebalance waited past its bounds"
         from tests.cluster.kafka_helpers import admin
 
@@ -279,6 +309,26 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
     finally:
         sb.start(broker=victim)
         _cleanup(bs, work)
+
+
+def _assert_documented_outcome(code: int, stdout: str, stderr: str) -> None:
+    """A `leader rebalance --output json` run that met ZooKeeper down ends in one of its
+    documented ways, and its one JSON document says which and why: 0 done (elected, already
+    balanced, or stepped aside with its reason), 1 the cluster unreachable (an error document),
+    3 not done (the brokers not reached named, or an error document: the run lock held)."""
+    doc = json.loads(stdout)  # exactly one document, whatever the outcome
+    context = _rebalance_failures(stdout) + stderr[-2000:]
+    said = doc["error"]["exit_code"] if "error" in doc else doc["exit_code"]
+    assert said == code, context
+    if code == 0:
+        assert doc["status"] in ("elected", "balanced", "stepped_aside"), context
+        assert doc["status"] != "stepped_aside" or doc.get("reason"), context
+    elif code == 1:
+        assert "error" in doc and doc["error"]["message"], context
+    elif code == 3:
+        assert "error" in doc or doc["unreachable_brokers"], context
+    else:
+        raise AssertionError(f"exit {code} is not a documented outcome: {context}")
 
 
 def _rebalance_failures(stdout: str) -> str:

@@ -5,7 +5,8 @@ trips, 5 % loss), so the workload here is a moderate 25 messages/s, which follow
 can keep up with; under heavier traffic they cannot join the ISR until the link heals, and then
 the documented outcome is the execute step stopping at the playbook's bound (`timeout`, exit 1,
 resumable) and `--resume` once the link is healthy.
-Asserted: the playbook finishes (exit 0; or exit 1 at its bound, then `--resume` after the heal
+Asserted: the delay bit (a metadata request to each broker of rack a is measured before and
+under the fault, at least 0.25 s slower), the playbook finishes (exit 0; or exit 1 at its bound, then `--resume` after the heal
 gives 0), rack c empty, every partition fully replicated, no acknowledged message lost, nothing
 of kops' left behind; then `add-brokers` for rack c's brokers gives them their share back."""
 
@@ -32,6 +33,25 @@ from tests.faults.workload import Workload
 pytestmark = pytest.mark.faults
 
 
+def _round_trip_s(address: str) -> float:
+    """Seconds for a metadata request answered by one broker only: a new client's connection,
+    its ApiVersions and the Metadata request -- round trips whose answers the broker sends."""
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient({"bootstrap.servers": address, "socket.connection.setup.timeout.ms": 20000})
+    t0 = time.monotonic()
+    a.list_topics(timeout=30)
+    return time.monotonic() - t0
+
+
+def _assert_delayed(sb, rack: str, before: dict[int, float]) -> dict[int, float]:
+    """The fault bit: every broker of ``rack`` answers at least one 300 ms delay later than it did
+    before the fault (measured, not assumed: a dead delayer would let packets through)."""
+    after = {b: _round_trip_s(sb.broker_address(b)) for b in sb.brokers_in_rack(rack)}
+    assert all(after[b] >= before[b] + 0.25 for b in after), (before, after)
+    return after
+
+
 def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_path, kops_home, record):
     sb, bs = dsandbox, dbootstrap
     drained, slow = "c", "a"
@@ -40,8 +60,10 @@ def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_p
     try:
         with Workload(bs, work, rate_per_s=25) as w:
             w.wait_acknowledged(50)
+            quick = {b: _round_trip_s(sb.broker_address(b)) for b in sb.brokers_in_rack(slow)}
             t0 = time.monotonic()
             sb.faults.slow(rack=slow, delay_ms=300, loss_pct=5)
+            delayed = _assert_delayed(sb, slow, quick)
             try:
                 rc, rep, err, kops_s = _playbook("drain-rack", bs, f"rack={drained}", f"throttle={THROTTLE}",
                                                  "timeout=7m")
@@ -63,7 +85,9 @@ def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_p
         counts, leaders = _replica_counts(bs), _leaders(bs)
         record(scenario="e. 300 ms delay + 5 % loss on rack a during `playbook run drain-rack` (rack c)",
                mode="zookeeper", workload=res, kops_exit=codes, recover_s=recover_s, kops_s=kops_s,
-               detail=f"rack {drained} (brokers {gone}) emptied while rack {slow} was slow", throttles_left=None)
+               detail=f"rack {drained} (brokers {gone}) emptied while rack {slow} was slow (a metadata request "
+                      f"to it: {max(quick.values()):.2f} s before, {min(delayed.values()):.2f}-"
+                      f"{max(delayed.values()):.2f} s under the fault)", throttles_left=None)
         assert rc == 0, err[-3000:]
         assert rep["status"] == "done", rep
         assert all(counts[b] == 0 and leaders[b] == 0 for b in gone), (counts, leaders)
