@@ -33,23 +33,12 @@ class SandboxFaults:
     def partition(self, broker: int | None = None, *, rack: str | None = None, from_host: bool = False) -> list[int]:
         """Cut brokers (one, or a rack) off from every other node of the cluster, both ways;
         with ``from_host`` also from this machine (clients here lose them too)."""
-        return self._containers().faults.partition(self._running(broker, rack), from_host=from_host)
+        return self._containers().faults.partition(self._select(broker, rack, None), from_host=from_host)
 
     def slow(self, broker: int | None = None, *, rack: str | None = None, delay_ms: float = 0.0,
              loss_pct: float = 0.0) -> list[int]:
         """Delay by ``delay_ms`` and drop ``loss_pct`` % of the packets the brokers send."""
-        return self._containers().faults.slow(self._running(broker, rack), delay_ms=delay_ms, loss_pct=loss_pct)
-
-    def _running(self, broker: int | None, rack: str | None) -> list[int]:
-        """The brokers a network fault is aimed at, each running: a fault set on a stopped broker
-        would not bite (nothing recorded, BadInput naming them)."""
-        ids = self._select(broker, rack, None)
-        containers = self._containers()
-        stopped = [b for b in ids if not containers.running(b)]
-        if stopped:
-            raise BadInput(f"brokers {stopped} are not running: a network fault aimed at them would not bite; "
-                           "start them first (`kops sandbox start --broker ID`)")
-        return ids
+        return self._containers().faults.slow(self._select(broker, rack, None), delay_ms=delay_ms, loss_pct=loss_pct)
 
     def heal(self) -> int:
         """Remove every partition and slow link; returns how many faults were removed."""

@@ -61,6 +61,7 @@ class NetworkFaults:
             raise ClusterError("cannot cut brokers off from this host: Docker names no gateway of the "
                                "sandbox's network (is any container running?)")
         with self.state.updating():
+            self._check_running(brokers)
             self.recorded().append({"kind": "partition", "brokers": brokers, "from_host": bool(from_host)})
             self.apply()
         self.nodes.log(f"brokers {brokers} are cut off from the rest of the cluster"
@@ -72,10 +73,20 @@ class NetworkFaults:
         if delay_ms <= 0 and loss_pct <= 0:
             raise BadInput("give a --delay above 0 or a --loss above 0%")
         with self.state.updating():
+            self._check_running(brokers)
             self.recorded().append({"kind": "slow", "brokers": brokers, "delay_ms": delay_ms, "loss_pct": loss_pct})
             self.apply()
         self.nodes.log(f"brokers {brokers}: {delay_ms:.0f} ms delay, {loss_pct:g}% loss on what they send")
         return brokers
+
+    def _check_running(self, brokers: list[int]) -> None:
+        """A fault set on a stopped broker would not bite: BadInput naming it, nothing recorded.
+        Asked of the state just read under the lock (another process may have given a broker a
+        new container since this object last read it)."""
+        stopped = [b for b in brokers if not self.nodes.running(b)]
+        if stopped:
+            raise BadInput(f"brokers {stopped} are not running: a network fault aimed at them would not bite; "
+                           "start them first (`kops sandbox start --broker ID`)")
 
     def heal(self) -> int:
         """Remove every partition and slow link; returns how many faults were removed."""
