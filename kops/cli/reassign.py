@@ -505,12 +505,13 @@ def _flow_lines(flows: dict) -> list[str]:
 
 def _watch(conn, interval: float) -> None:
     """Refresh until no reassignment is in flight: a live view on a terminal, a block of lines
-    per read otherwise (logs stay readable)."""
-    import time
+    per read otherwise (logs stay readable). kops' one polling loop runs the reads (fixed rate;
+    a read that fails transiently is tried again at the next one)."""
     from datetime import datetime
 
     from kops.cli.common import out_console
     from kops.ops import reassign
+    from kops.ops.progress import poll
     from kops.ops.reassign.watch import broker_flows, sample
 
     con = out_console()
@@ -520,29 +521,30 @@ def _watch(conn, interval: float) -> None:
 
         live = Live(console=con, auto_refresh=False)
         live.start()
-    before = None
-    try:
-        while True:
-            doc = reassign.list_all(conn)
-            now = sample(conn, doc["reassignments"])
-            head = f"{datetime.now().strftime('%H:%M:%S')}  {len(doc['reassignments'])} reassignments in flight"
-            flows = ["brokers: measured from the next read on"] if before is None else _flow_lines(
-                broker_flows(before, now))
-            lines = [head, *(flows if doc["reassignments"] else []), *_list_lines(doc)]
-            if live is not None:
-                from rich.text import Text
+    seen: dict = {"before": None}
 
-                live.update(Text("\n".join(lines)), refresh=True)
-            else:
-                con.print("\n".join(lines) + "\n", markup=False, highlight=False)
-            if not doc["reassignments"]:
-                break
-            before = now
-            time.sleep(max(0.0, interval - (time.monotonic() - now.t)))
+    def read() -> dict:
+        doc = reassign.list_all(conn)
+        now, before = sample(conn, doc["reassignments"]), seen["before"]
+        head = f"{datetime.now().strftime('%H:%M:%S')}  {len(doc['reassignments'])} reassignments in flight"
+        flows = ["brokers: measured from the next read on"] if before is None else _flow_lines(broker_flows(before, now))
+        lines = [head, *(flows if doc["reassignments"] else []), *_list_lines(doc)]
+        if live is not None:
+            from rich.text import Text
+
+            live.update(Text("\n".join(lines)), refresh=True)
+        else:
+            con.print("\n".join(lines) + "\n", markup=False, highlight=False)
+        seen["before"] = now
+        return doc
+
+    try:
+        doc, _ = poll(read, lambda d: not d["reassignments"], interval_s=interval)
     finally:
         if live is not None:
             live.stop()
-    _list_notes(doc)
+    if doc is not None:
+        _list_notes(doc)
 
 
 @app.command()

@@ -239,7 +239,7 @@ def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, 
     (which would pin the broker to a per-broker copy of a value that the operator may change
     at its source later)."""
     out: dict[int, dict[str, str]] = {}
-    inherited: list[str] = []
+    inherited: dict[tuple[int, str], str] = {}  # (broker, config) -> note
     mode = None
     for res, fut in futures.items():
         entries = conn.wait(fut, f"describe configs of broker {res.name}")
@@ -250,14 +250,14 @@ def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, 
                 continue
             source = config_source(e)
             if source in INHERITED_SOURCES:
-                inherited.append(f"broker {res.name}: {name}={e.value} from {INHERITED_SOURCES[source]}; it throttles "
-                                 "the replicas topics list as throttled (kops' own rate overrides it while kops' "
-                                 "moves run)")
+                inherited[(int(res.name), name)] = (
+                    f"broker {res.name}: {name}={e.value} from {INHERITED_SOURCES[source]}; it throttles the "
+                    "replicas topics list as throttled (kops' own rate overrides it while kops' moves run)")
             else:
                 cfg[name] = e.value
         out[int(res.name)] = cfg
         mode = mode_of_broker_configs(entries) or mode
-    return out, mode, sorted(inherited, key=lambda n: (int(n.split(":")[0].split()[1]), n))
+    return out, mode, [inherited[k] for k in sorted(inherited)]
 
 
 def broker_throttle_configs(conn: Connection, broker_ids: list[int]) -> dict[int, dict[str, str]]:
