@@ -27,11 +27,17 @@ _BARE = re.compile(r"`(?P<f>[\w-]+\.py)`")
 _OWNED = re.compile(r"`(?P<m>(?:[\w]+/)+[\w]+)\.(?P<name>[A-Z]\w*)`")
 
 
+#: what a run writes (ignored by git): named by the document, absent from a fresh clone
+GENERATED = ("build/",)
+
+
 def missing_paths(text: str, repo: Path) -> list[str]:
     """Named paths found neither from the repository's root nor from the package (``ops/x.py`` is
-    ``kops/ops/x.py``); bare module names (```kafka_assign.py```) found nowhere in the package;
-    ``sandbox/hosts.Nodes`` whose module does not define the name."""
-    out = [p for p in named_paths(text) if not (repo / p).exists() and not (repo / "kops" / p).exists()]
+    ``kops/ops/x.py``), a run's outputs (:data:`GENERATED`) apart; bare module names
+    (```kafka_assign.py```) found nowhere in the package; ``sandbox/hosts.Nodes`` whose module
+    does not define the name."""
+    out = [p for p in named_paths(text) if not p.startswith(GENERATED)
+           and not (repo / p).exists() and not (repo / "kops" / p).exists()]
     out += [m.group("f") for m in _BARE.finditer(text) if not any((repo / "kops").rglob(m.group("f")))]
     for m in _OWNED.finditer(text):
         module = repo / "kops" / f"{m.group('m')}.py"
@@ -90,7 +96,8 @@ kops/
 ```
 
 The move is in `ops/move.py`, the planner in `placement/gone.py` (docs/planner.md), its goals
-in `goals.py`; a new engine implements `sandbox/hosts.Nodes`, the move is `ops/move.Move`.
+in `goals.py`; a new engine implements `sandbox/hosts.Nodes`, the move is `ops/move.Move`; a run
+writes `build/results.json` (absent here, and not missing: a run's output).
 
 ## Where to add ...
 
