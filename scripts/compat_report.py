@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scripts import provenance  # noqa: E402
 from tests.compat import matrix  # noqa: E402
 
 #: workflow steps, in the order they run: test name -> column header
@@ -54,17 +54,9 @@ def load(path: Path) -> dict[tuple[str, str], dict[str, dict]]:
     return rows
 
 
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
-
-
 def code_commit() -> str:
-    """The newest commit that changed kops' code or the matrix (a docs-only commit after a run
-    does not make its table stale)."""
-    return _git("log", "-1", "--format=%h", "--", "kops", "tests/compat", "pyproject.toml")
+    """The code the table describes: kops and the matrix (scripts/provenance.py)."""
+    return provenance.code_commit("kops", "tests/compat", "pyproject.toml")
 
 
 def _sort_key(pair: tuple[str, str]) -> tuple:

@@ -34,9 +34,29 @@ def results_file() -> Path:
     return Path(os.environ.get("KOPS_FAULT_RESULTS") or ROOT / "build" / "fault-results.json")
 
 
-@pytest.fixture(scope="session")
+#: what a row's figures depend on: a results file or table from older code is stale
+CODE_PATHS = ("kops", "tests/faults", "pyproject.toml")
+
+
+def _append(row: dict) -> None:
+    f = results_file()
+    f.parent.mkdir(parents=True, exist_ok=True)
+    doc = json.loads(f.read_text()) if f.exists() else {"results": []}
+    doc["results"].append(row)
+    f.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _row(nodeid: str) -> dict:
+    from scripts.provenance import code_commit
+
+    return {"test": nodeid, "commit": code_commit(*CODE_PATHS),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _fresh_results():
-    """A run starts a new results file (``KOPS_FAULT_RESULTS_APPEND=1`` keeps the old rows)."""
+    """A run starts a new results file before any set-up, so a run whose set-up fails leaves no
+    older rows to be rendered again (``KOPS_FAULT_RESULTS_APPEND=1`` keeps the old rows)."""
     f = results_file()
     if f.exists() and not os.environ.get("KOPS_FAULT_RESULTS_APPEND"):
         f.unlink()
@@ -58,6 +78,11 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if rep.when == "call":
         item._fault_outcome = rep.outcome  # read by the ``record`` fixture's teardown
+    elif rep.when == "setup" and rep.failed and "record" in getattr(item, "fixturenames", ()):
+        # the scenario never ran (its sandbox did not come up): a row that says so
+        row = _row(item.nodeid)
+        row.update(outcome="error", detail=f"set-up failed: {str(rep.longrepr).strip().splitlines()[-1][:300]}")
+        _append(row)
 
 
 @pytest.fixture(scope="session")
@@ -136,10 +161,16 @@ def kops_home(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def record(request, _fresh_results):
-    """``record(scenario=..., mode=..., workload=WorkloadResult, kops_exit=..., ...)``: kept and
-    written with the test's outcome when the test ends."""
-    rec: dict = {"test": request.node.nodeid, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+def record(request):
+    """``record(scenario=..., workload=WorkloadResult, kops_exit=..., ...)``: kept and written
+    with the test's outcome when the test ends, with the code's commit and the mode and Kafka
+    version of the sandbox the test ran on."""
+    rec = _row(request.node.nodeid)
+    for name in ("dsandbox_kraft", "dsandbox"):
+        if name in request.fixturenames:
+            sb = request.getfixturevalue(name)
+            rec.update(mode=sb.mode, kafka_version=sb.kafka_version)
+            break
 
     def add(**kw):
         w = kw.pop("workload", None)
@@ -149,8 +180,4 @@ def record(request, _fresh_results):
 
     yield add
     rec["outcome"] = getattr(request.node, "_fault_outcome", "error")
-    f = results_file()
-    f.parent.mkdir(parents=True, exist_ok=True)
-    doc = json.loads(f.read_text()) if f.exists() else {"results": []}
-    doc["results"].append(rec)
-    f.write_text(json.dumps(doc, indent=2) + "\n")
+    _append(rec)

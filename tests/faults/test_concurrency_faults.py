@@ -91,16 +91,16 @@ def test_two_kops_in_two_containers_one_is_refused_by_the_lock(dsandbox, dbootst
             w.wait_acknowledged(100)
             res = w.finish()
         codes = ", ".join(f"{n} {r[0]}" for n, r in sorted(results.items()))
-        record(scenario="h. two kops in two containers execute at once", mode="zookeeper", workload=res,
+        record(scenario="h. two kops in two containers execute at once", workload=res,
                kops_exit=f"{codes}; refused plan again {again.returncode}", recover_s=recover_s, kops_s=round(took, 1),
-               detail=f"{winner} ran, {loser} refused by the cluster lock", throttles_left=None)
+               detail=f"{winner} ran, {loser} refused by the cluster lock")
         assert sorted(r[0] for r in results.values()) == [0, 3], results
         loser_err = results[loser][2] + json.dumps(results[loser][1])
         assert "another kops execution" in loser_err and winner in loser_err, loser_err[-2000:]
         assert results[winner][1]["state"] == "complete"
         assert again.returncode == 0, again.stderr[-2000:]
         assert replicas(bs, t1) == target1 and replicas(bs, t2) == target2
-        record(throttles_left=assert_clean(sb, bs, [t1, t2, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         for c in runs.values():
@@ -138,13 +138,13 @@ def test_kops_killed_at_each_failpoint_then_recovers(dsandbox, dbootstrap, tmp_p
             recover_s = wait_recovered(bs, t0)
             w.wait_acknowledged(100)
             res = w.finish()
-        record(scenario=f"i. kops SIGKILLed at `{failpoint}`, then `{how}`", mode="zookeeper", workload=res,
+        record(scenario=f"i. kops SIGKILLed at `{failpoint}`, then `{how}`", workload=res,
                kops_exit=f"killed -9, {how} {r.returncode}", recover_s=recover_s, kops_s=None,
-               detail=f"{how} completed the plan", throttles_left=None)
+               detail=f"{how} completed the plan")
         assert r.returncode == 0, r.stderr[-3000:]
         assert json.loads(r.stdout)["state"] == "complete"
         assert replicas(bs, topic) == target
-        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         _cleanup(bs, [topic, *work])

@@ -61,15 +61,15 @@ def test_plan_that_would_not_fit_the_destination_disk_is_refused_before_any_writ
             took = time.monotonic() - t0
             w.wait_acknowledged(100)
             res = w.finish()
-        record(scenario="f. a plan that would not fit the destination disk", mode="zookeeper", workload=res,
-               kops_exit=r.returncode, recover_s=0.0, kops_s=round(took, 1),
-               detail=f"broker {SMALL}: 20 MiB free of {sb.faults.disk_usage(SMALL)[0] // MB} MiB, 18 MiB to copy; refused",
-               throttles_left=None)
+        record(scenario="f. a plan that would not fit the destination disk", workload=res,
+               kops_exit=r.returncode, kops_s=round(took, 1),
+               detail=f"broker {SMALL}: 20 MiB free of {sb.faults.disk_usage(SMALL)[0] // MB} MiB, "
+                      "18 MiB to copy; refused")
         assert r.returncode == 2, r.stdout + r.stderr
         err = json.loads(r.stdout)["error"]
         assert f"destination broker {SMALL}" in err["message"] and "nothing was changed" in err["message"], err
         assert replicas(bs, topic) == before and ongoing(bs) == {}
-        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         sb.faults.release_disk(SMALL)
@@ -100,11 +100,10 @@ def test_plan_that_would_pass_the_disk_threshold_is_refused_though_it_fits(dsand
             again = kops("reassign", "execute", *common, "--disk-threshold", "90", timeout=300)
             w.wait_acknowledged(100)
             res = w.finish()
-        record(scenario="f. a plan that fits the disk but would pass the 80 % threshold", mode="zookeeper",
+        record(scenario="f. a plan that fits the disk but would pass the 80 % threshold",
                workload=res, kops_exit=f"execute {r.returncode}; with --disk-threshold 90: {again.returncode}",
-               recover_s=0.0, kops_s=round(refused_s, 1),
-               detail=f"broker {SMALL}: {free / MB:.0f} MiB free of {total / MB:.0f} MiB, 18 MiB to copy",
-               throttles_left=None)
+               kops_s=round(refused_s, 1),
+               detail=f"broker {SMALL}: {free / MB:.0f} MiB free of {total / MB:.0f} MiB, 18 MiB to copy")
         assert r.returncode == 2, r.stdout + r.stderr
         err = json.loads(r.stdout)["error"]
         assert f"destination broker {SMALL}" in err["message"] and "--disk-threshold" in err["message"], err
@@ -112,7 +111,7 @@ def test_plan_that_would_pass_the_disk_threshold_is_refused_though_it_fits(dsand
         assert unchanged, "the refused plan changed something"
         assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
         assert replicas(bs, topic) == target
-        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         sb.faults.release_disk(SMALL)
@@ -160,15 +159,14 @@ def test_a_shuffle_through_a_nearly_full_broker_runs_in_disk_stages_and_never_pa
             w.wait_acknowledged(25)
             res = w.finish()
         peak = max(samples) if samples else None
-        record(scenario="f. a shuffle through a nearly full broker: disk stages", mode="zookeeper", workload=res,
-               kops_exit=r.returncode, recover_s=0.0, kops_s=round(took, 1),
-               detail=f"broker {SMALL}'s disk peaked at {peak:.1f} % (threshold 80 %, {len(samples)} samples)",
-               throttles_left=None)
+        record(scenario="f. a shuffle through a nearly full broker: disk stages", workload=res,
+               kops_exit=r.returncode, kops_s=round(took, 1),
+               detail=f"broker {SMALL}'s disk peaked at {peak:.1f} % (threshold 80 %, {len(samples)} samples)")
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         assert "runs in 2 disk stages" in r.stderr, r.stderr[-3000:]
         assert replicas(bs, topic) == target
         assert samples and peak <= 80.0, f"peak {peak:.2f} % of broker {SMALL}'s disk"
-        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         stop.set()
@@ -212,17 +210,16 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
             res = w.finish()
         after = replicas(bs, topic)
         moved = sorted(p for p in after if after[p] == target[p])
-        record(scenario="f. destination disk filling mid-move; `cancel`", mode="zookeeper", workload=res,
+        record(scenario="f. destination disk filling mid-move; `cancel`", workload=res,
                kops_exit=f"execute {rc}, cancel {c.returncode}", recover_s=recover_s, kops_s=round(run.elapsed, 1),
-               detail=f"broker {SMALL} left with 16 MiB free mid-execution; partitions moved before the stop: {moved}",
-               throttles_left=None)
+               detail=f"broker {SMALL} left with 16 MiB free mid-execution; partitions moved before the stop: {moved}")
         assert rc == 1, f"{err[-3000:]}\nnotes: {doc.get('notes')}; waves: {doc.get('waves')}; {at_fill}"
         assert doc["state"] == "halted", doc
         assert "would not fit on the disk" in err, err[-3000:]
         assert c.returncode == 0, c.stdout + c.stderr
         assert len(moved) < len(target), "the waves after the disk filled were submitted"
         assert all(after[p] in (before[p], target[p]) for p in after), after  # each partition whole
-        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         sb.faults.release_disk(SMALL)

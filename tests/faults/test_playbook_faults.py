@@ -157,9 +157,9 @@ def test_replace_a_broker_lost_for_good(dsandbox, dbootstrap, tmp_path, kops_hom
             w.wait_acknowledged(100)
             res = w.finish()
         record(scenario="g. broker lost for good, new broker id in its rack: `playbook run replace-broker`",
-               mode="zookeeper", workload=res, kops_exit=rc, recover_s=recover_s, kops_s=kops_s,
+               workload=res, kops_exit=rc, recover_s=recover_s, kops_s=kops_s,
                detail=f"broker {dead} (rack {rack}) killed and removed, broker {new} added; "
-                      f"{len(on_dead)} partitions moved", throttles_left=None)
+                      f"{len(on_dead)} partitions moved")
         assert rc == 0, err[-3000:]
         assert rep["status"] == "done" and rep["partitions_moved"] == len(on_dead), rep
         gate = next(s for s in rep["steps"] if s["id"] == "gate")
@@ -173,7 +173,7 @@ def test_replace_a_broker_lost_for_good(dsandbox, dbootstrap, tmp_path, kops_hom
         assert _rack_unsafe(bs2, {**BASE_RACKS, new: rack}) == []
         assert _leaders(bs2)[new] > 0  # preferred leadership moved with the replicas
         sb.status()
-        record(throttles_left=assert_clean(sb, bs2, [data, *work]))
+        assert_clean(bs2, record)
         assert res.lost == 0, res.lost_examples
         _replace_back(sb, dead, new, rack, port)
         done = True
@@ -229,11 +229,10 @@ def test_add_brokers_after_growing_by_two(dsandbox, dbootstrap, tmp_path, kops_h
             w.wait_acknowledged(100)
             res = w.finish()
         counts = _replica_counts(bs2)
-        record(scenario="g. cluster grown by two brokers: `playbook run add-brokers`", mode="zookeeper",
+        record(scenario="g. cluster grown by two brokers: `playbook run add-brokers`",
                workload=res, kops_exit=rc, recover_s=recover_s, kops_s=kops_s,
                detail=f"brokers 6 (rack a) and 7 (rack c) added; they hold {counts[6]} and {counts[7]} "
-                      f"replicas after {rep.get('partitions_moved', '?')} partitions moved",
-               throttles_left=None)
+                      f"replicas after {rep.get('partitions_moved', '?')} partitions moved")
         assert rc == 0, err[-3000:]
         assert rep["status"] == "done" and rep["partitions_moved"] > 0, rep
         racks = {**BASE_RACKS, **new}
@@ -246,7 +245,7 @@ def test_add_brokers_after_growing_by_two(dsandbox, dbootstrap, tmp_path, kops_h
         assert fully_replicated(bs2)
         assert _rack_unsafe(bs2, racks) == []
         sb.status()
-        record(throttles_left=assert_clean(sb, bs2, [data, *work]))
+        assert_clean(bs2, record)
         assert res.lost == 0, res.lost_examples
         _shrink_back(sb, list(new), tmp_path)
         done = True
@@ -276,10 +275,9 @@ def test_decommission_broker(dsandbox, dbootstrap, tmp_path, kops_home, record):
             recover_s = wait_recovered(bs, t0)
             w.wait_acknowledged(100)
             res = w.finish()
-        record(scenario="g. `playbook run decommission-broker`", mode="zookeeper", workload=res, kops_exit=rc,
+        record(scenario="g. `playbook run decommission-broker`", workload=res, kops_exit=rc,
                recover_s=recover_s, kops_s=kops_s,
-               detail=f"broker {victim} (rack {BASE_RACKS[victim]}) emptied of its {held} replicas",
-               throttles_left=None)
+               detail=f"broker {victim} (rack {BASE_RACKS[victim]}) emptied of its {held} replicas")
         assert rc == 0, err[-3000:]
         assert rep["status"] == "done", rep
         assert held > 0
@@ -287,7 +285,7 @@ def test_decommission_broker(dsandbox, dbootstrap, tmp_path, kops_home, record):
         assert _leaders(bs)[victim] == 0
         assert fully_replicated(bs)
         assert _rack_unsafe(bs, BASE_RACKS) == []
-        record(throttles_left=assert_clean(sb, bs, [data, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
         # its share back (the broker is like a new one now)
         rc, rep, err, _ = _playbook("add-brokers", bs, f"brokers={victim}", f"throttle={THROTTLE}")

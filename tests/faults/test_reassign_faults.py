@@ -72,13 +72,13 @@ def execute_through(sb, tmp_path, record, fault, *, scenario: str, extra: tuple[
                 detail += "; a throttle on the restarting broker lifted by the documented `verify`"
             w.wait_acknowledged(100)
             res = w.finish()
-        record(scenario=scenario, mode=sb.mode, workload=res, kops_exit=rc, recover_s=recover_s,
-               kops_s=round(run.elapsed, 1), detail=detail, throttles_left=None)
+        record(scenario=scenario, workload=res, kops_exit=rc, recover_s=recover_s,
+               kops_s=round(run.elapsed, 1), detail=detail)
         assert rc == 0, err[-3000:]
         assert json.loads(out)["state"] == "complete", out[-2000:]
         assert replicas(bs, topic) == target
         assert run.elapsed < EXEC_TIMEOUT
-        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         _cleanup(bs, [topic, *work])
@@ -125,10 +125,10 @@ def test_destination_broker_killed_mid_move_then_resume(dsandbox, dbootstrap, tm
             recover_s = wait_recovered(bs, t_fault)
             w.wait_acknowledged(100)
             res = w.finish()
-        record(scenario="b. destination broker killed mid-move, back later; `resume`", mode="zookeeper",
+        record(scenario="b. destination broker killed mid-move, back later; `resume`",
                workload=res, kops_exit=f"execute {rc}, resume {r.returncode}", recover_s=recover_s,
                kops_s=round(run.elapsed, 1), detail=f"broker {dest} killed; execute stopped waiting after "
-               f"{stalled_s}s", throttles_left=None)
+               f"{stalled_s}s")
         assert rc == 3, err[-3000:]
         assert doc["state"] != "complete", doc
         assert "down" in err or any("down" in n for n in doc.get("notes", [])), err[-2000:]
@@ -136,7 +136,7 @@ def test_destination_broker_killed_mid_move_then_resume(dsandbox, dbootstrap, tm
         assert r.returncode == 0, r.stderr[-3000:]
         assert json.loads(r.stdout)["state"] == "complete"
         assert replicas(bs, topic) == target
-        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         sb.start(broker=dest)
@@ -176,13 +176,13 @@ def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_pat
             w.wait_acknowledged(100)
             res = w.finish()
         record(scenario="c. rack partitioned from the others for 60 s mid-reassignment, then healed",
-               mode="zookeeper", workload=res, kops_exit=codes, recover_s=recover_s, kops_s=round(run.elapsed, 1),
+               workload=res, kops_exit=codes, recover_s=recover_s, kops_s=round(run.elapsed, 1),
                detail=f"rack {rack} (brokers {sb.brokers_in_rack(rack)}) cut off; its followers out of the "
-                      f"ISRs {cut_s:.0f} s later", throttles_left=None)
+                      f"ISRs {cut_s:.0f} s later")
         assert rc in (0, 3), err[-3000:]
         assert json.loads(out)["state"] == "complete"
         assert replicas(bs, topic) == target
-        record(throttles_left=assert_clean(sb, bs, [topic, *work]))
+        assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
         sb.faults.heal()
@@ -293,10 +293,10 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
             w.wait_acknowledged(100)
             res = w.finish()
         assert r.returncode == 0, _rebalance_failures(r.stdout) + r.stderr[-2000:]
-        record(scenario="d. ZooKeeper restarted during `leader rebalance`", mode="zookeeper", workload=res,
+        record(scenario="d. ZooKeeper restarted during `leader rebalance`", workload=res,
                kops_exit=codes, recover_s=recover_s, kops_s=round(took, 1),
-               detail="ZooKeeper down ~4 s, kops started while it was down",
-               throttles_left=assert_clean(sb, bs, work))
+               detail="ZooKeeper down ~4 s, kops started while it was down")
+        assert_clean(bs, record)
         assert took < 60, "leader rebalance waited past its bounds"
         from tests.cluster.kafka_helpers import admin
 

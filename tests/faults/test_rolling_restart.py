@@ -175,9 +175,8 @@ def test_rolling_restart_of_the_whole_cluster(dsandbox, dbootstrap, tmp_path, ko
         rep = json.loads(out) if out.strip() else {}
         order = _restarted(log)
         record(scenario="rolling restart of every broker (sandbox hook): `playbook run rolling-restart`",
-               mode="zookeeper", workload=res, kops_exit=rc, kops_s=run_s,
-               detail=f"order {order}; {sampler.samples} metadata samples, {len(sampler.bad)} offline/under-min-ISR",
-               throttles_left=None)
+               workload=res, kops_exit=rc, kops_s=run_s,
+               detail=f"order {order}; {sampler.samples} metadata samples, {len(sampler.bad)} offline/under-min-ISR")
         assert rc == 0, err[-4000:]
         assert rep["status"] == "done", rep
         # each broker once, rack by rack (racks in one block each), the controller last
@@ -202,7 +201,7 @@ def test_rolling_restart_of_the_whole_cluster(dsandbox, dbootstrap, tmp_path, ko
         hooks = [s for s in st["steps"] if s["type"] == "restart"]
         assert len(hooks) == len(sb.broker_ids) and all(s["result"]["exit_code"] == 0 for s in hooks)
         assert st["loops"]["each"] == order
-        record(throttles_left=assert_clean(sb, bs, work))
+        assert_clean(bs, record)
         done = True
     finally:
         if not done:
@@ -246,10 +245,9 @@ def test_rolling_restart_killed_mid_loop_resumes_with_the_rest(dsandbox, dbootst
                      "--bootstrap-server", bs, "--output", "json", timeout=RUN_TIMEOUT)
             w.wait_acknowledged(100)
             res = w.finish()
-        record(scenario="rolling restart killed mid-loop (SIGKILL), then --resume", mode="zookeeper",
+        record(scenario="rolling restart killed mid-loop (SIGKILL), then --resume",
                workload=res, kops_exit=r.returncode,
-               detail=f"rack b {rack_b}; restarted {_restarted(log)}; {len(sampler.bad)} offline/under-min-ISR samples",
-               throttles_left=None)
+               detail=f"rack b {rack_b}; restarted {_restarted(log)}; {len(sampler.bad)} offline/under-min-ISR samples")
         assert r.returncode == 0, r.stderr[-4000:]
         assert sorted(killed["loops"]["each"]) == sorted(rack_b)
         counts = Counter(_restarted(log))
@@ -267,7 +265,7 @@ def test_rolling_restart_killed_mid_loop_resumes_with_the_rest(dsandbox, dbootst
         assert sampler.bad == [], sampler.bad[:10]
         assert res.lost == 0, res.lost_examples
         wait_for(lambda: not _not_preferred(bs), 60, 0.5, "preferred leaders restored")
-        record(throttles_left=assert_clean(sb, bs, work))
+        assert_clean(bs, record)
         done = True
     finally:
         if not done:
@@ -289,7 +287,7 @@ def test_rolling_restart_stops_when_the_hook_fails(dsandbox, dbootstrap, tmp_pat
         wait_for(lambda: fully_replicated(bs), 120, 0.5, "a fully replicated cluster to start from")
         r = kops(*_run_args(bs, f"restart_command={_hook(sb, log, fail=True)}", f"brokers={target}"),
                  timeout=RUN_TIMEOUT)
-        record(scenario="rolling restart whose hook fails", mode="zookeeper", kops_exit=r.returncode,
+        record(scenario="rolling restart whose hook fails", kops_exit=r.returncode,
                detail=f"broker {target}: hook exit 7")
         assert r.returncode == 3, (r.returncode, r.stderr[-3000:])
         rep = json.loads(r.stdout)

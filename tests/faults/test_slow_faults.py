@@ -84,15 +84,15 @@ def test_drain_rack_with_another_rack_slow_and_lossy(dsandbox, dbootstrap, tmp_p
         gone = sb.brokers_in_rack(drained)
         counts, leaders = _replica_counts(bs), _leaders(bs)
         record(scenario="e. 300 ms delay + 5 % loss on rack a during `playbook run drain-rack` (rack c)",
-               mode="zookeeper", workload=res, kops_exit=codes, recover_s=recover_s, kops_s=kops_s,
+               workload=res, kops_exit=codes, recover_s=recover_s, kops_s=kops_s,
                detail=f"rack {drained} (brokers {gone}) emptied while rack {slow} was slow (a metadata request "
                       f"to it: {max(quick.values()):.2f} s before, {min(delayed.values()):.2f}-"
-                      f"{max(delayed.values()):.2f} s under the fault)", throttles_left=None)
+                      f"{max(delayed.values()):.2f} s under the fault)")
         assert rc == 0, err[-3000:]
         assert rep["status"] == "done", rep
         assert all(counts[b] == 0 and leaders[b] == 0 for b in gone), (counts, leaders)
         assert fully_replicated(bs)
-        record(throttles_left=assert_clean(sb, bs, work, context=f"{codes}; report {json.dumps(rep)[-4000:]}"))
+        assert_clean(bs, record, context=f"{codes}; report {json.dumps(rep)[-4000:]}")
         assert res.lost == 0, res.lost_examples
         # rack c back in use: a rack-aware rebalance spreads every partition over the 3 racks again
         # (add-brokers would stop at its health gate: the drained partitions are on two racks)

@@ -3,8 +3,6 @@ the listeners of a broker in a container, the reliability table (no engine neede
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -123,29 +121,6 @@ def test_secured_brokers_in_containers(tmp_path):
     kept = sb.config.security_files.broker_pem.read_bytes()
     security.ensure_certificates(sb.config.security_files, "127.0.0.1", names=("broker-7",))
     assert sb.config.security_files.broker_pem.read_bytes() == kept
-
-
-def _reliability():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "reliability.py"
-    spec = importlib.util.spec_from_file_location("reliability", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_reliability_table_is_written_from_results_and_flags_problems():
-    rel = _reliability()
-    doc = {"results": [
-        {"test": "t::a", "started": "2026-11-23T17:00:00Z", "scenario": "a. controller killed", "mode": "zookeeper",
-         "acknowledged": 4850, "lost": 0, "kops_exit": 0, "recover_s": 19.6, "kops_s": 25.1, "throttles_left": 0,
-         "outcome": "passed", "detail": "controller 0 killed"},
-        {"test": "t::b", "started": "2026-11-23T17:02:00Z", "scenario": "b. broker killed", "mode": "zookeeper",
-         "acknowledged": 10, "lost": 2, "kops_exit": "execute 3, resume 0", "throttles_left": 1, "outcome": "failed"},
-    ]}
-    md = rel.render(doc, "build/fault-results.json")
-    assert "| a. controller killed | zookeeper | 4850 | 0 | 0 | 19.6 | 25.1 | 0 | passed | controller 0 killed |" in md
-    assert rel.problems(doc) == ["b. broker killed: failed", "b. broker killed: 2 acknowledged messages lost",
-                                 "b. broker killed: 1 throttles left"]
 
 
 def test_data_disks_are_checked_and_kept_with_their_broker(tmp_path):
