@@ -178,6 +178,8 @@ def elect(
         n = result.counts()
         con.print(f"{n['elected']} elected, {n['not_needed']} not needed, {n['failed']} failed "
                   f"in {result.batches} batch(es), {result.duration_s:.2f} s")
+        for why in result.resent:
+            con.print(f"note: {why}", markup=False, highlight=False)
     if result.failed:
         raise typer.Exit(1)
 

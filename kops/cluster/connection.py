@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -413,7 +414,8 @@ class Connection:
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
 
-    def to_controller(self, send, what: str, timeout: float | None = None):
+    def to_controller(self, send, what: str, timeout: float | None = None,
+                      on_resend: Callable[[str], None] | None = None):
         """``wait(send(admin), what)`` for a request librdkafka sends to the controller it knows
         (CreateTopics, DeleteTopics, ElectLeaders). When that broker is no longer the
         controller (it moved: a controller restarted or killed while this client lived), the
@@ -421,11 +423,14 @@ class Connection:
         by a new client, which asks the metadata for the controller, up to
         :data:`CONTROLLER_ATTEMPTS` times in all. Only for requests that are safe to send twice
         (a topic created or deleted again answers TOPIC_ALREADY_EXISTS / UNKNOWN_TOPIC, a leader
-        elected again ELECTION_NOT_NEEDED)."""
+        elected again ELECTION_NOT_NEEDED). ``on_resend(why)`` is told of each request sent
+        again (its second answer can hide what the first did)."""
         from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-        def fresh_client(_state) -> None:
+        def fresh_client(state) -> None:
             self.renew_admin()
+            if on_resend is not None:
+                on_resend(f"{what}: {state.outcome.exception()}; sent again through a new client")
 
         for attempt in Retrying(retry=retry_if_exception_type(ControllerMoved), stop=stop_after_attempt(CONTROLLER_ATTEMPTS),
                                 wait=wait_fixed(0.5), before_sleep=fresh_client, reraise=True):

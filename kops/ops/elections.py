@@ -62,6 +62,9 @@ class ElectionResult:
     outcomes: list[Outcome] = field(default_factory=list)
     batches: int = 0
     duration_s: float = 0.0
+    #: requests sent again and why (no answer in time, the controller moved): a partition the
+    #: first request elected answers the second ELECTION_NOT_NEEDED
+    resent: list[str] = field(default_factory=list)
 
     def _with(self, status: str) -> list[Outcome]:
         return [o for o in self.outcomes if o.status == status]
@@ -89,6 +92,8 @@ class ElectionResult:
             "counts": self.counts(),
             "failed": [o.to_dict() for o in self.failed],
         }
+        if self.resent:
+            d["resent"] = list(self.resent)
         if details:
             d["elected"] = [{"topic": o.topic, "partition": o.partition} for o in self.elected]
             d["not_needed"] = [{"topic": o.topic, "partition": o.partition} for o in self.not_needed]
@@ -120,29 +125,28 @@ ELECTION_WAIT_S = 75.0
 ELECTION_ATTEMPTS = 2
 
 
-def _elect_batch(conn: Connection, etype: Any, batch: list, what: str) -> dict:
+def _elect_batch(conn: Connection, etype: Any, batch: list, what: str, resent: list[str]) -> dict:
     """One ElectLeaders request, answered. Electing again is safe — a partition already led by
     the replica asked for answers ELECTION_NOT_NEEDED — so a request that got no answer (the
     controller busy or moving, or librdkafka losing it after a broker restart) is sent once
-    more by a new client with fresh metadata."""
+    more by a new client with fresh metadata; each request sent again is added to ``resent``."""
     from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-    def send() -> dict:
-        # no request_timeout/operation_timeout kwargs: confluent-kafka 2.16 rejects them for
-        # elect_leaders (SystemError/TypeError); conn.wait bounds the wait instead
-        try:
-            # the controller elects a batch of 1000 in seconds, but a busy one can take much longer:
-            # the connection timeout bounds reaching the cluster, not the controller's work
-            return conn.to_controller(lambda admin: admin.elect_leaders(etype, batch), what,
-                                      timeout=max(conn.timeout_s, ELECTION_WAIT_S))
-        except ClusterTimeout:
-            conn.renew_admin()
-            raise
+    # no request_timeout/operation_timeout kwargs: confluent-kafka 2.16 rejects them for
+    # elect_leaders (SystemError/TypeError); conn.wait bounds the wait instead. The controller
+    # elects a batch of 1000 in seconds, but a busy one can take much longer: the connection
+    # timeout bounds reaching the cluster, not the controller's work
+    wait_s = max(conn.timeout_s, ELECTION_WAIT_S)
+
+    def again(state) -> None:
+        conn.renew_admin()
+        resent.append(f"{what}: {state.outcome.exception()}; sent again through a new client")
 
     for attempt in Retrying(retry=retry_if_exception_type(ClusterTimeout), stop=stop_after_attempt(ELECTION_ATTEMPTS),
-                            wait=wait_fixed(1.0), reraise=True):
+                            wait=wait_fixed(1.0), before_sleep=again, reraise=True):
         with attempt:
-            return send()
+            return conn.to_controller(lambda admin: admin.elect_leaders(etype, batch), what, timeout=wait_s,
+                                      on_resend=resent.append)
     raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
 
 
@@ -175,8 +179,9 @@ def run_elections(
             time.sleep(batch_wait_s)
         batch = todo[i * size:(i + 1) * size]
         what = f"{election_type} leader election (batch {i + 1}/{nbatches})"
+        resent: list[str] = []
         try:
-            answers = _elect_batch(conn, etype, [CTP(t, p) for t, p in batch], what)
+            answers = _elect_batch(conn, etype, [CTP(t, p) for t, p in batch], what, resent)
         except ClusterError as e:
             result.duration_s = time.monotonic() - t0
             done = result.counts()
@@ -185,6 +190,7 @@ def run_elections(
                 f"({done[ELECTED]} elected, {done[NOT_NEEDED]} not needed, {done[FAILED]} failed)"
             )
             raise
+        result.resent += resent
         by_tp = {(k.topic, k.partition): v for k, v in answers.items()}
         for tp in batch:
             if tp not in by_tp:
@@ -195,7 +201,8 @@ def run_elections(
             if err is None:
                 result.outcomes.append(Outcome(tp[0], tp[1], ELECTED))
             elif _is_not_needed(err):
-                result.outcomes.append(Outcome(tp[0], tp[1], NOT_NEEDED, "valid replica already elected"))
+                result.outcomes.append(Outcome(tp[0], tp[1], NOT_NEEDED, "valid replica already elected" + (
+                    " (this batch was sent again: its first request may have elected it)" if resent else "")))
             else:
                 name, reason = _error_parts(err)
                 result.outcomes.append(Outcome(tp[0], tp[1], FAILED, reason, name))

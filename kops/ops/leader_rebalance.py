@@ -244,6 +244,8 @@ class RebalanceResult:
         text = f"leader rebalance: elected {e['elected']} of {sent} partitions on brokers {over} ({worst_s}, {thr})"
         if e["not_needed"]:
             text += f", {e['not_needed']} not needed"
+            if self.elections.resent:
+                text += f" ({len(self.elections.resent)} requests sent again: their first may have elected them)"
         if e["failed"] - self.refused:
             text += f", {e['failed'] - self.refused} failed"
         if self.unreachable:

@@ -116,12 +116,31 @@ def test_an_unanswered_election_is_sent_again_by_a_new_client(monkeypatch):
             return 0
 
         def elect_leaders(self, etype, batch):
+            if self.answer == "not needed":
+                from confluent_kafka import KafkaError, KafkaException
+
+                return _done({tp: KafkaException(KafkaError(KafkaError.ELECTION_NOT_NEEDED)) for tp in batch})
             return _done({tp: None for tp in batch}) if self.answer else Future()
 
     answers = iter([False, True])
     monkeypatch.setattr(c, "admin", lambda: c._admin or setattr(c, "_admin", Admin(next(answers))) or c._admin)
     res = elections.run_elections(c, "preferred", [("t", 0), ("t", 1)])
     assert [o.status for o in res.outcomes] == [elections.ELECTED] * 2 and len(clients) == 2
+    # the request sent again is on record: its answer can hide what the first one did
+    assert len(res.resent) == 1 and "no answer" in res.resent[0] and "sent again" in res.resent[0]
+    assert res.to_dict()["resent"] == res.resent
+
+    # the first request elected both, its answer was lost: the second is answered "not needed"
+    answers = iter([False, "not needed"])
+    c._admin = None
+    res = elections.run_elections(c, "preferred", [("t", 0)])
+    assert [o.status for o in res.outcomes] == [elections.NOT_NEEDED]
+    assert "its first request may have elected it" in res.outcomes[0].reason
+    c._admin = None
+    answers = iter(["not needed"])
+    quiet = elections.run_elections(c, "preferred", [("t", 0)])
+    assert quiet.resent == [] and "resent" not in quiet.to_dict()
+    assert quiet.outcomes[0].reason == "valid replica already elected"
 
     answers = iter([False, False])
     c._admin = None
