@@ -89,6 +89,7 @@ def step(
                                       "ended, with it as JSON on stdin; a failing hook is reported, never blocks a fix.")
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the run's plan and anomalies too.")] = False,
+    window: params.WindowOpt = None,
 ) -> None:
     """The cron job: notice, remember, decide, mend within bounds, report.
 
@@ -105,7 +106,9 @@ def step(
     throttles lifted at the end); later runs go on until none is left.
 
     Steps aside (nothing moved, exit 0, says why) while kops' cron jobs are paused (`kops
-    rebalance pause` or a playbook run), another kops execution or any reassignment runs.
+    rebalance pause` or a playbook run), another kops execution or any reassignment runs. Outside
+    --window only a broker failure is mended; new brokers and rack repairs wait for the window
+    (anomalies are watched and remembered at any hour).
 
     Exit 0 nothing to do, watching, fixed a step, stepped aside; 3 too much down, partitions
     without ISR, or a fix not done within its bound; 1 failure; 2 bad input (nothing changed).
@@ -132,7 +135,7 @@ def step(
                 reporter = make_reporter()
             res = heal_step.step(conn, settings=settings, bounds=bounds, throttle=throttle, exclude=exclude,
                                  dry_run=dry_run, max_moves_per_broker=max_moves_per_broker, reporter=reporter,
-                                 notify_command=notify_command)
+                                 notify_command=notify_command, window=window)
     finally:
         if metrics_file and res is not None:
             heal_step.write_metrics(metrics_file, res)

@@ -219,6 +219,7 @@ def rebalance(
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the per-broker table too.")] = False,
     topology: TopologyOpt = None,
+    window: params.WindowOpt = None,
 ) -> None:
     """The cron job: restore preferred leaders the way Kafka's ZooKeeper controller would for
     leader.imbalance.per.broker.percentage, but on your schedule.
@@ -228,7 +229,7 @@ def rebalance(
     for those partitions where it is live and in the ISR (live but out of the ISR as read: the
     controller is asked too, as the metadata read can lag it). Idempotent; quiet on success (one
     summary line on stderr). Never runs twice at once; steps aside (exit 0, says why) while a
-    reassignment is in progress unless --force.
+    reassignment is in progress unless --force, and outside --window (saying when the next opens).
 
     Exit 0 balanced or after successful elections; 3 when balance cannot be reached (preferred
     replicas down or out of the ISR -- named); 1 on failure; 2 bad input.
@@ -242,11 +243,12 @@ def rebalance(
         from kops.cluster.snapshot import load_topology
 
         res = run(None, threshold_pct=imbalance_threshold, max_elections=max_elections,
-                  metrics_file=metrics_file, topology=load_topology(topology))
+                  metrics_file=metrics_file, topology=load_topology(topology), window=window)
     else:
         with c.connection() as conn:
             res = run(conn, threshold_pct=imbalance_threshold, dry_run=dry_run, max_elections=max_elections,
-                      batch_size=batch_size, batch_wait_s=batch_wait, force=force, metrics_file=metrics_file)
+                      batch_size=batch_size, batch_wait_s=batch_wait, force=force, metrics_file=metrics_file,
+                      window=window)
     if c.json:
         emit_json(res.to_dict())
     else:

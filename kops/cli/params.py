@@ -144,6 +144,13 @@ AddBrokerOpt = Annotated[
 
 
 # -- the cron jobs' (``rebalance step``, ``heal step``, ``leader rebalance``) ---------------------
+WindowOpt = Annotated[
+    Any,
+    typer.Option("--window", click_type=Checked("'DAYS HH:MM-HH:MM ZONE'", "window"),
+                 help="Act only within this maintenance window, e.g. 'Mon-Fri 01:00-06:00 Europe/Paris' (the time "
+                      "zone is required; several: separated by ';'; 22:00-02:00 closes the next day). Outside it "
+                      "the run steps aside (exit 0) with one line saying when the next window opens."),
+]
 MetricsFileOpt = Annotated[
     str | None,
     typer.Option("--metrics-file", help="Write Prometheus textfile metrics here (node_exporter textfile collector)."),

@@ -56,6 +56,7 @@ def step(
                           "describe --sample-seconds`): network-in goals and limits need it."),
     ] = None,
     capacity_file: CapacityFileOpt = None,
+    window: params.WindowOpt = None,
 ) -> None:
     """The cron job: one bounded, rack-safe replica rebalancing step.
 
@@ -69,7 +70,8 @@ def step(
     Steps aside (exit 0, says why) while kops' cron jobs are paused
     (`kops rebalance pause`, or a playbook run), another execution or any reassignment is in
     progress, or the cluster is unhealthy (a broker down; partitions offline, under min ISR or
-    under-replicated). A step an earlier run left unfinished (killed) is finished first.
+    under-replicated), and outside --window (saying when the next opens). A step an earlier run
+    left unfinished (killed) is finished first.
     Quiet on success: one summary line on stderr.
 
     Workload-aware: --sample-seconds measures bytes-in, --capacity-file gives capacities and
@@ -99,7 +101,7 @@ def step(
                 reporter = make_reporter()
             res = replica_rebalance.step(conn, bounds=bounds, throttle=throttle, dry_run=dry_run,
                           max_moves_per_broker=max_moves_per_broker, reporter=reporter, goals=chosen,
-                          sample_seconds=sample_seconds, capacities=capacities)
+                          sample_seconds=sample_seconds, capacities=capacities, window=window)
     finally:
         if metrics_file and res is not None:
             replica_rebalance.write_metrics(metrics_file, res)

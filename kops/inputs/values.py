@@ -287,6 +287,16 @@ def ident(value: Any, *, what: str = "an id") -> str:
     return value
 
 
+def window(value: Any):
+    """Maintenance windows (``--window``): see :mod:`kops.inputs.window`."""
+    from kops.inputs.window import InvalidWindow, parse
+
+    try:
+        return parse(str(value))
+    except InvalidWindow as e:
+        raise Invalid(str(e)) from None
+
+
 def check(option: str, convert: Callable[..., T], value: Any, **kwargs: Any) -> T:
     """``convert(value, **kwargs)``, its :class:`Invalid` as a :class:`BadInput` naming ``option``."""
     try:

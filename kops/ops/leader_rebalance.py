@@ -306,8 +306,13 @@ def rebalance(
     topology: Topology | None = None,
     lock_dir: Path | None = None,
     on_batch: Callable[[int, int, ElectionResult], None] | None = None,
+    window=None,
+    now: datetime | None = None,
 ) -> RebalanceResult:
-    """One cron run. ``topology`` (a snapshot) implies a dry run with no cluster access."""
+    """One cron run. ``topology`` (a snapshot) implies a dry run with no cluster access.
+    ``window``: maintenance windows (:mod:`kops.inputs.window`) judged at ``now`` (default: the
+    clock); outside them the run steps aside before touching the cluster (a dry run too: it
+    says what the run would do, and the run would do nothing)."""
     t0 = time.monotonic()
     if threshold_pct < 0 or threshold_pct > 100:
         raise BadInput(f"--imbalance-threshold must be within 0..100, not {threshold_pct:g}")
@@ -316,6 +321,13 @@ def rebalance(
     if batch_size < 1:
         raise BadInput("--batch-size must be >= 1")
     res: RebalanceResult
+    closed = window.closed_reason(now or datetime.now(timezone.utc)) if window is not None else None
+    if closed:
+        res = RebalanceResult(STEPPED_ASIDE, EXIT_OK, threshold_pct, reason=closed, dry_run=dry_run)
+        res.duration_s = time.monotonic() - t0
+        if metrics_file:
+            write_metrics(metrics_file, res)
+        return res
     if topology is not None:
         res = _plan_only(topology, threshold_pct, max_elections)
         res.duration_s = time.monotonic() - t0

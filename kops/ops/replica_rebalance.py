@@ -27,6 +27,7 @@ the same target, and a step with nothing to move reports ``balanced``.
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -249,11 +250,14 @@ def _step_aside(bounds, throttle, reason: str, t0: float) -> StepResult:
 
 def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = False,
          max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0, reporter=None,
-         goals: Sequence[str] | None = None, sample_seconds: float | None = None, capacities=None) -> StepResult:
+         goals: Sequence[str] | None = None, sample_seconds: float | None = None, capacities=None,
+         window=None, now: datetime | None = None) -> StepResult:
     """One cron run (see the module doc). ``goals``: as ``plan --goals`` (default: the planner's
     default set; the goals' bands decide what is balanced, ``bounds.threshold_pct`` the balance
     goals' band); ``sample_seconds``: measure each partition's bytes-in first (``cluster describe
-    --sample-seconds``); ``capacities``: a read capacity file (``kops.inputs.capacity``)."""
+    --sample-seconds``); ``capacities``: a read capacity file (``kops.inputs.capacity``);
+    ``window``: maintenance windows (:mod:`kops.inputs.window`), judged at ``now`` (default: the
+    clock) -- outside them the run steps aside before reading the cluster."""
     from kops.ops import cron
     from kops.ops import maintenance
     from kops.ops import reassign
@@ -263,6 +267,9 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         raise BadInput("--max-moves must be >= 1 for a step that moves anything")
     if bounds.max_duration_s is not None and not throttle:
         raise BadInput("--max-duration needs --throttle (the copy time is estimated at the throttle)")
+    closed = window.closed_reason(now or datetime.now(timezone.utc)) if window is not None else None
+    if closed:
+        return _step_aside(bounds, throttle, closed, t0)
     reassign.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
     paused = maintenance.current(conn)
     if paused is not None:

@@ -223,6 +223,17 @@ def test_kinds_not_in_fix_are_reported_only_and_new_brokers_wait_for_dead_ones()
     assert {a.key: a.state for a in d.anomalies} == {"broker_failure/3": FIXING, "new_broker/6": REFUSED}
 
 
+def test_outside_the_window_new_brokers_wait_and_a_dead_broker_is_still_mended():
+    closed = "outside the maintenance window (Mon-Fri 01:00-06:00 UTC): the next opens ..."
+    cur = current(topo(new=(6,)), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0, fix=frozenset({NEW_BROKER})), now=1, closed=closed)
+    assert d.fix is None and d.exit_code == EXIT_OK
+    assert d.anomalies[0].state == REFUSED and d.anomalies[0].why == f"waits: {closed}" and d.reason == closed
+    cur = current(topo(dead=(3,)), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0), now=1, closed=closed)
+    assert d.fix is not None and d.fix.kind == BROKER_FAILURE and d.reason is None
+
+
 # ---------------------------------------------------------------------------------------------
 # planning a dead broker's replicas: the decommission planner, own rack first, rack-safe
 # ---------------------------------------------------------------------------------------------

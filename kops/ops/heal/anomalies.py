@@ -41,6 +41,9 @@ KINDS = (BROKER_FAILURE, TOO_MUCH_DOWN, NO_ISR, NEW_BROKER, RACK_UNSAFE)
 FIXABLE = (BROKER_FAILURE, NEW_BROKER, RACK_UNSAFE)
 #: mended without ``--fix``: a dead broker's replicas (the rest is reported)
 DEFAULT_FIX = (BROKER_FAILURE,)
+#: fixed at any hour: a dead broker leaves its partitions one failure from offline; the other
+#: fixes (filling new brokers, rack repairs) wait for ``--window``
+URGENT = (BROKER_FAILURE,)
 
 # states
 DETECTED = "detected"  # seen, not decided yet (remember's output; decide sets the state)

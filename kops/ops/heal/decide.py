@@ -10,7 +10,8 @@ picks at most one fix per run:
   or another execution in progress: reported, nothing moved (exit 0);
 - partitions without an in-sync replica are never "fixed" by moving data (exit 3, the runbook
   named: :data:`NO_ISR_RUNBOOK`);
-- a kind not in ``--fix`` is reported only;
+- a kind not in ``--fix`` is reported only; outside ``--window`` only the urgent kinds
+  (a broker failure) are fixed, the others wait for the window;
 - otherwise, in this order: dead brokers past their grace -> their replicas re-created on live
   brokers by the decommission planner (:func:`kops.placement.balancer.plan`, the goal
   ``decommission`` of the dead brokers, forced moves only: own rack first, rack-safe, within
@@ -41,6 +42,7 @@ from kops.ops.heal.anomalies import (
     RACK_UNSAFE,
     REFUSED,
     TOO_MUCH_DOWN,
+    URGENT,
     Anomaly,
     iso,
 )
@@ -114,9 +116,12 @@ def _duration(s: float) -> str:
     return f"{s:.0f} s"
 
 
-def decide(anomalies: Sequence[Anomaly], *, settings: Settings, now: float, blocked: str | None = None) -> Decision:
+def decide(anomalies: Sequence[Anomaly], *, settings: Settings, now: float, blocked: str | None = None,
+           closed: str | None = None) -> Decision:
     """The states of ``anomalies`` (copies; see the module doc) and the run's fix. ``blocked``:
-    why no kops cron job may move anything now (a pause, another execution or reassignment)."""
+    why no kops cron job may move anything now (a pause, another execution or reassignment);
+    ``closed``: why the non-urgent fixes wait (outside the maintenance window), urgent ones
+    (:data:`~kops.ops.heal.anomalies.URGENT`) go on."""
     out = [replace(a, fixes=list(a.fixes)) for a in anomalies]
     kinds = {a.kind for a in out}
     outage = next((a for a in out if a.kind == TOO_MUCH_DOWN), None)
@@ -141,12 +146,16 @@ def decide(anomalies: Sequence[Anomaly], *, settings: Settings, now: float, bloc
             a.state, a.why = REFUSED, f"waits: {blocked}"
         elif a.kind not in settings.fix:
             a.state, a.why = REFUSED, f"not in --fix ({', '.join(sorted(settings.fix)) or 'nothing'}): reported only"
+        elif closed is not None and a.kind not in URGENT:
+            a.state, a.why = REFUSED, f"waits: {closed}"
         elif a.kind == NEW_BROKER and BROKER_FAILURE in kinds:
             a.state, a.why = REFUSED, "waits: new brokers are filled once no broker is down"
         else:
             candidates.setdefault(a.kind, []).append(a)
     if blocked is not None and reason is None:
         reason = blocked
+    if closed is not None and reason is None and any(a.why == f"waits: {closed}" for a in out):
+        reason = closed
     fix = None
     for kind in FIX_ORDER:
         chosen = candidates.pop(kind, None)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,9 +155,11 @@ def _fixable() -> tuple[str, ...]:
 
 def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, exclude: re.Pattern[str] | None = None,
          dry_run: bool = False, max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0,
-         reporter=None, now: float | None = None, notify_command: str | None = None) -> HealResult:
+         reporter=None, now: float | None = None, notify_command: str | None = None, window=None) -> HealResult:
     """One cron run (see the module doc). ``notify_command``: run for each anomaly new, changed
-    or ended in this run, last of all (:mod:`kops.ops.heal.notify`; not on a dry run)."""
+    or ended in this run, last of all (:mod:`kops.ops.heal.notify`; not on a dry run).
+    ``window``: maintenance windows (:mod:`kops.inputs.window`): outside them only urgent fixes
+    are made; anomalies are watched and remembered at any hour."""
     from kops.cluster.topology import ReadOptions, read_topology
     from kops.ops import cron, maintenance, reassign
     from kops.ops.heal import anomalies, decide, memory
@@ -191,7 +194,8 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
             blocked = f"this run finished an earlier heal step's execution first ({left.message})"
             if left.exit_code != EXIT_OK:
                 res.exit_code = left.exit_code
-    decision = decide.decide(remembered.current, settings=settings, now=now, blocked=blocked)
+    closed = window.closed_reason(datetime.fromtimestamp(now, timezone.utc)) if window is not None else None
+    decision = decide.decide(remembered.current, settings=settings, now=now, blocked=blocked, closed=closed)
     res.anomalies = decision.anomalies
     res.exit_code = _worse(res.exit_code, decision.exit_code)
     res.reason = decision.reason
@@ -213,7 +217,7 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     if decision.fix is not None:
         _fix(conn, res, decision.fix, racks, exclude, opts, dry_run=dry_run, reporter=reporter,
              before_executing=lambda: persist(mem.last_run))
-    res.status = _status(res, decision, blocked)
+    res.status = _status(res, decision, blocked or closed)
     res.duration_s = time.monotonic() - t0  # the recorded summary's duration (the run's own is set last)
     persist({"at": iso(now), "status": res.status, "exit_code": res.exit_code, "summary": res.summary()})
     if notify_command and not dry_run:
@@ -232,6 +236,7 @@ def _worse(a: int, b: int) -> int:
 
 
 def _status(res: HealResult, decision, blocked: str | None) -> str:
+    """``blocked``: why no fix could be made now (a pause, an execution, the window closed)."""
     if res.status != NOTHING:  # the fix set it
         return res.status
     if res.execution is not None and blocked is not None:  # an earlier step's execution finished
