@@ -40,6 +40,14 @@ class SandboxFaults:
         """Delay by ``delay_ms`` and drop ``loss_pct`` % of the packets the brokers send."""
         return self._containers().faults.slow(self._select(broker, rack, None), delay_ms=delay_ms, loss_pct=loss_pct)
 
+    def slow_node(self, node: int, *, delay_ms: float = 0.0, loss_pct: float = 0.0) -> None:
+        """:meth:`slow` for a KRaft controller (its id): what it sends to the quorum and the
+        brokers is delayed; :meth:`heal` ends it."""
+        nodes = self._containers()
+        if self._mode != "kraft":
+            raise BadInput("only a KRaft sandbox has controllers of its own: slow brokers with slow()")
+        nodes.faults.slow([node], delay_ms=delay_ms, loss_pct=loss_pct)
+
     def heal(self) -> int:
         """Remove every partition and slow link; returns how many faults were removed."""
         return self._containers().faults.heal()

@@ -15,6 +15,7 @@ from tests.cluster.test_reassign import replicas, same_rack_swap, write_plan
 
 __all__ = [
     "KopsRun", "admin", "assert_clean", "create_topic", "delete_topic", "fully_replicated", "kops", "kops_bg",
+    "moves_in_flight", "throttles_set",
     "ongoing", "replicas", "same_rack_swap", "unique", "wait_for", "wait_in_flight", "wait_recovered",
     "write_plan", "workload_topics",
 ]
@@ -52,6 +53,13 @@ class KopsRun:
                                  f"(stderr: {Path(f'{self.out}.err').read_text()[-2000:]})") from None
         self.elapsed = time.monotonic() - self.t0
         return rc, self.out.read_text(), Path(f"{self.out}.err").read_text()
+
+    def stop(self) -> None:
+        """Kill it if it still runs (a scenario that failed before waiting for it): no kops of a
+        failed scenario may go on holding the cluster lock into the next one."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def kops_bg(*args: str, out: Path) -> KopsRun:
@@ -94,6 +102,21 @@ def wait_in_flight(bootstrap: str, topic: str, timeout: float = 60) -> None:
              f"a reassignment of {topic} in flight")
 
 
+def moves_in_flight(bootstrap: str, topic: str, timeout: float = 60) -> int:
+    """How many of ``topic``'s partitions the cluster shows being reassigned, asked until a
+    controller answers (right after a controller was killed, none may for a moment)."""
+    got: list[int] = []
+
+    def ask() -> bool:
+        try:
+            got[:] = [sum(1 for t, _ in ongoing(bootstrap) if t == topic)]
+        except Exception:  # noqa: BLE001 - no controller to answer yet
+            return False
+        return True
+    wait_for(ask, timeout, 0.5, "a controller to answer ListPartitionReassignments")
+    return got[0]
+
+
 def fully_replicated(bootstrap: str) -> bool:
     """Every partition has a leader and its whole replica set in the ISR."""
     try:
@@ -116,25 +139,33 @@ def wait_recovered(bootstrap: str, since: float, timeout: float = 180) -> float:
 
 
 def throttles_set(bootstrap: str) -> dict[str, dict[str, str]]:
-    """Every replication throttle setting on the cluster: each topic's (internal ones too) and
-    each registered broker's, read in one DescribeConfigs request by a new client."""
+    """Every replication throttle setting a tool can leave on the cluster: each topic's throttled
+    replicas (internal topics too, in one DescribeConfigs request) and each registered broker's
+    own dynamic rates (one request each: librdkafka sends a broker's configs to that broker),
+    read by a new client. Rates a broker inherits -- from its static server.properties or the
+    cluster-wide ``<default>`` entity -- are the operator's, not a leftover."""
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    from kops.cluster.topology import config_source
 
     from tests.cluster.test_reassign import RATE_KEYS, REPLICA_KEYS
 
     a = AdminClient({"bootstrap.servers": bootstrap})
     md = a.list_topics(timeout=15)
-    res = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(md.topics)] + \
-          [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(md.brokers)]
     found: dict[str, dict[str, str]] = {}
-    for r, fut in a.describe_configs(res, request_timeout=15).items():
+    topics = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(md.topics)]
+    for r, fut in (a.describe_configs(topics, request_timeout=15) if topics else {}).items():
         entries = fut.result(20)
-        if r.restype == ResourceType.TOPIC:
-            got = {k: entries[k].value for k in REPLICA_KEYS if k in entries and entries[k].value}
-        else:
-            got = {k: entries[k].value for k in RATE_KEYS if k in entries and not entries[k].is_default}
+        got = {k: entries[k].value for k in REPLICA_KEYS if k in entries and entries[k].value}
         if got:
-            found[f"{'topic' if r.restype == ResourceType.TOPIC else 'broker'} {r.name}"] = got
+            found[f"topic {r.name}"] = got
+    for b in sorted(md.brokers):
+        r = ConfigResource(ResourceType.BROKER, str(b))
+        entries = a.describe_configs([r], request_timeout=15)[r].result(20)
+        got = {k: entries[k].value for k in RATE_KEYS
+               if k in entries and config_source(entries[k]) == "DYNAMIC_BROKER_CONFIG"}
+        if got:
+            found[f"broker {b}"] = got
     return found
 
 

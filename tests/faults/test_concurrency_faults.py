@@ -20,6 +20,7 @@ from tests.faults.helpers import (
     data_topic,
     kops,
     replicas,
+    throttles_set,
     wait_for,
     wait_recovered,
     workload_topics,
@@ -58,8 +59,8 @@ def _kops_container(sb, name: str, args: list[str], shared: Path):
 def test_two_kops_in_two_containers_one_is_refused_by_the_lock(dsandbox, dbootstrap, tmp_path, kops_home, record):
     sb, bs = dsandbox, dbootstrap
     work = workload_topics(bs)
-    t1, _before1, target1, plan1 = data_topic(bs, sb, tmp_path, plan_name="plan-1.json")
-    t2, _before2, target2, plan2 = data_topic(bs, sb, tmp_path, plan_name="plan-2.json")
+    t1, before1, target1, plan1 = data_topic(bs, sb, tmp_path, plan_name="plan-1.json")
+    t2, before2, target2, plan2 = data_topic(bs, sb, tmp_path, plan_name="plan-2.json")
     common = ["--throttle", "1000000", "--wait", "--timeout", "240", "--yes", "--poll-interval", "1",
               "--bootstrap-server", sb.containers.internal_bootstrap, "--output", "json"]
     runs = {
@@ -82,6 +83,10 @@ def test_two_kops_in_two_containers_one_is_refused_by_the_lock(dsandbox, dbootst
             took = time.monotonic() - t0
             winner = next((n for n, r in results.items() if r[0] == 0), None)
             loser = next((n for n, r in results.items() if n != winner), None)
+            # the refused run changed nothing: its topic where it was, no throttle of its own
+            loser_topic, loser_before = (t2, before2) if loser == "kops-ops-2" else (t1, before1)
+            untouched = replicas(bs, loser_topic) == loser_before
+            its_throttles = {k: v for k, v in throttles_set(bs).items() if k == f"topic {loser_topic}"}
             # the refused plan runs once the lock is free (from this host)
             plan_again = plan2 if loser == "kops-ops-2" else plan1
             again = kops("reassign", "execute", "--reassignment-json-file", str(plan_again), "--throttle", "1000000",
@@ -97,6 +102,8 @@ def test_two_kops_in_two_containers_one_is_refused_by_the_lock(dsandbox, dbootst
         assert sorted(r[0] for r in results.values()) == [0, 3], results
         loser_err = results[loser][2] + json.dumps(results[loser][1])
         assert "another kops execution" in loser_err and winner in loser_err, loser_err[-2000:]
+        assert untouched, f"the refused run moved {loser_topic}: {replicas(bs, loser_topic)} (was {loser_before})"
+        assert its_throttles == {}, its_throttles
         assert results[winner][1]["state"] == "complete"
         assert again.returncode == 0, again.stderr[-2000:]
         assert replicas(bs, t1) == target1 and replicas(bs, t2) == target2
@@ -152,3 +159,4 @@ def test_kops_killed_at_each_failpoint_then_recovers(dsandbox, dbootstrap, tmp_p
 
         if lock_topic_exists(bs):  # a failed run leaves no lock behind for the next tests
             delete_topic(bs, "__kops_lock")
+

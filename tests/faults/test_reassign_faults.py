@@ -10,6 +10,7 @@ plan's target, and kops within its documented time bounds.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 
@@ -17,12 +18,15 @@ import pytest
 
 from kops.sandbox.probe import zk_ruok
 from tests.faults.helpers import (
+    admin,
     assert_clean,
     data_topic,
     delete_topic,
     fully_replicated,
     kops,
     kops_bg,
+    moves_in_flight,
+    ongoing,
     replicas,
     wait_for,
     wait_in_flight,
@@ -49,20 +53,24 @@ def _cleanup(bootstrap: str, topics: list[str]) -> None:
         delete_topic(bootstrap, t)
 
 
-def execute_through(sb, tmp_path, record, fault, *, scenario: str, extra: tuple[str, ...] = ()) -> None:
+def execute_through(sb, tmp_path, record, fault, *, scenario: str, extra: tuple[str, ...] = (), mb: int = 6) -> None:
     """The shape of the scenarios where kops must simply complete: the workload runs, `execute
-    --wait` starts, ``fault()`` strikes once moves are in flight (it returns what happened, for
-    the record), kops completes (exit 0, state complete, the plan's target, nothing left)."""
+    --wait` starts, ``fault(moving)`` strikes once moves are in flight and returns what happened,
+    for the record; it calls ``moving()`` (the plan's partitions the cluster still shows being
+    reassigned) once its fault has landed, to prove the fault overlapped the moves. kops
+    completes (exit 0, state complete, the plan's target, nothing left). ``mb``: each moved
+    partition's data (at the 1 MB/s throttle, about that many seconds of moving)."""
     bs = sb.bootstrap_servers
     work = workload_topics(bs)
-    topic, _before, target, plan = data_topic(bs, sb, tmp_path)
+    topic, _before, target, plan = data_topic(bs, sb, tmp_path, mb=mb)
+    run = None
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
             run = kops_bg(*_execute_args(bs, plan, *extra), out=tmp_path / "execute.json")
             wait_in_flight(bs, topic)
             t_fault = time.monotonic()
-            detail = fault()
+            detail = fault(lambda: moves_in_flight(bs, topic))
             rc, out, err = run.finish(EXEC_TIMEOUT + 60)
             recover_s = wait_recovered(bs, t_fault)
             if "could not be removed yet" in err:  # kops ended while a broker was still restarting:
@@ -81,6 +89,8 @@ def execute_through(sb, tmp_path, record, fault, *, scenario: str, extra: tuple[
         assert_clean(bs, record)
         assert res.lost == 0, res.lost_examples
     finally:
+        if run is not None:
+            run.stop()
         _cleanup(bs, [topic, *work])
 
 
@@ -89,13 +99,15 @@ def test_controller_killed_mid_execute(dsandbox, dbootstrap, tmp_path, kops_home
     restarted: a new controller takes over the reassignment; kops completes (exit 0)."""
     sb = dsandbox
 
-    def kill_controller() -> str:
+    def kill_controller(moving) -> str:
         ctrl = sb.controller_id()
         sb.stop(broker=ctrl, kill=True)
+        wait_for(lambda: sb.controller_id() not in (None, ctrl), 60, 0.5, "another broker to be the controller")
         new = sb.controller_id()
+        left = moving()  # asked of the new controller, before the old one is back
+        assert left > 0, "the kill landed after the moves had finished"
         sb.start(broker=ctrl)
-        assert new not in (None, ctrl), new
-        return f"controller {ctrl} killed, {new} took over"
+        return f"controller {ctrl} killed with {left} moves in flight, {new} took over"
 
     execute_through(sb, tmp_path, record, kill_controller,
                     scenario="a. controller killed mid `reassign execute --wait`")
@@ -141,6 +153,43 @@ def test_destination_broker_killed_mid_move_then_resume(dsandbox, dbootstrap, tm
     finally:
         sb.start(broker=dest)
         _cleanup(bs, [topic, *work])
+
+
+def test_destination_broker_back_with_an_empty_data_dir_mid_move(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """b2. A destination broker is SIGKILLed mid-move, its data dir emptied (a replaced disk) and
+    started again: it fetches every replica it holds from the start, the move to it included;
+    kops completes (exit 0, the plan's target, nothing left), nothing acknowledged is lost. The
+    fault is checked: moves in flight after the kill, the dir held partitions and was empty at
+    the restart, and holds them all again at the end."""
+    sb = dsandbox
+    bs = sb.bootstrap_servers
+    seen: dict = {}
+
+    def replace_disk(moving) -> str:
+        adding = sorted({b for (t, _), v in ongoing(bs).items() if t.startswith("moved-") for b in v["adding_replicas"]})
+        assert adding, "no move in flight to aim at"
+        dest = adding[0]
+        data = sb.config.data_dir(dest)
+        sb.stop(broker=dest, kill=True)
+        left = moving()
+        assert left > 0, "the kill landed after the moves had finished"
+        held = [d for d in data.iterdir() if d.is_dir() and "-" in d.name]
+        assert held, f"broker {dest}'s data dir {data} held no partition"
+        for entry in data.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        assert not any(data.iterdir())
+        sb.start(broker=dest)
+        seen.update(dest=dest, data=data, held=len(held))
+        return (f"broker {dest} killed with {left} moves in flight, its data dir ({len(held)} partition dirs) "
+                "emptied, started again")
+
+    execute_through(sb, tmp_path, record, replace_disk,
+                    scenario="b2. destination broker back with an empty data dir (replaced disk) mid-move")
+    # every replica the broker holds is back on its new disk (the moved topic is gone: cleaned up)
+    md = admin(bs).list_topics(timeout=10)
+    want = {f"{t}-{p}" for t, tm in md.topics.items() for p, pm in tm.partitions.items() if seen["dest"] in pm.replicas}
+    have = {d.name for d in seen["data"].iterdir() if d.is_dir()}
+    assert want <= have, sorted(want - have)[:10]
 
 
 def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_path, kops_home, record):

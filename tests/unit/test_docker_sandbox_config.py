@@ -174,7 +174,7 @@ def test_fault_verbs_refuse_a_sandbox_they_cannot_act_on(tmp_path):
     verbs = [lambda f: f.partition(broker=0), lambda f: f.slow(rack="a", delay_ms=10), lambda f: f.heal(),
              lambda f: f.fill_disk(0, leave_bytes=1), lambda f: f.release_disk(0), lambda f: f.disk_usage(0),
              lambda f: f.stop_node("zookeeper"), lambda f: f.start_node("zookeeper"),
-             lambda f: f.restart_zookeeper()]
+             lambda f: f.restart_zookeeper(), lambda f: f.slow_node(1000, delay_ms=10)]
     for verb in verbs:
         with pytest.raises(BadInput, match="--engine docker"):
             verb(jvm.faults)
@@ -184,6 +184,8 @@ def test_fault_verbs_refuse_a_sandbox_they_cannot_act_on(tmp_path):
         docker.faults.partition(broker=0, rack="a")
     with pytest.raises(BadInput, match="exactly one of"):
         docker.faults.slow(delay_ms=10)
+    with pytest.raises(BadInput, match="only a KRaft sandbox has controllers"):
+        docker.faults.slow_node(1000, delay_ms=10)
     kraft = Sandbox(SandboxConfig(engine="docker", mode="kraft", workdir=tmp_path / "kraft"))
     with pytest.raises(BadInput, match="no ZooKeeper"):
         kraft.faults.restart_zookeeper()

@@ -544,3 +544,25 @@ def test_json_progress_is_one_object_per_line_and_per_poll():
     assert type(make_reporter(style=ProgressStyle.none)).__name__ == "NullReporter"
     assert type(make_reporter(style="lines")).__name__ == "LineReporter"
     assert type(make_reporter(style="bar")).__name__ == "RichReporter"
+
+
+def test_an_execution_is_taken_over_only_once_its_owner_looks_gone():
+    """`resume` without --force takes over an execution whose owner is on another host only once
+    its heartbeat is a minute old (or ten poll intervals); on this host, once its pid is gone."""
+    import os
+    import socket
+    import time
+    from types import SimpleNamespace
+
+    from kops.ops.reassign.guard import owner_alive
+
+    def j(host, pid, age_s):
+        return SimpleNamespace(owner={"host": host, "pid": pid}, heartbeat=time.time() - age_s)
+
+    assert owner_alive(j("elsewhere", 42, 10), 2.0)
+    assert not owner_alive(j("elsewhere", 42, 61), 2.0)
+    assert owner_alive(j("elsewhere", 42, 90), 10.0)  # ten poll intervals of 10 s
+    here = socket.gethostname()
+    gone = max(os.getpid() + 1_000_000, 4_000_000)
+    assert not owner_alive(j(here, gone, 1), 2.0)  # its process is gone: at once
+    assert not owner_alive(j(here, os.getpid(), 1), 2.0)  # this very process resumes its own
