@@ -290,12 +290,15 @@ def test_zookeeper_restarted_during_execute_via_zookeeper(dsandbox, dbootstrap, 
     ZooKeeper client rides over it (kazoo retries), the execution completes (exit 0)."""
     sb = dsandbox
 
-    def restart_zookeeper() -> str:
+    def restart_zookeeper(moving) -> str:
         sb.faults.restart_zookeeper(down_s=4)
-        return "ZooKeeper down ~4 s"
+        left = moving()  # still moving once ZooKeeper is back: the restart overlapped the moves
+        assert left > 0, "the moves had finished before ZooKeeper was back"
+        return f"ZooKeeper down ~4 s with {left} moves in flight"
 
-    execute_through(sb, tmp_path, record, restart_zookeeper, extra=("--via", "zookeeper", "--zookeeper",
-                                                                      sb.zookeeper_connect),
+    # 24 MB a partition (~24 s of moving): ZooKeeper's stop, 4 s down and start outlast 6 MB
+    execute_through(sb, tmp_path, record, restart_zookeeper, mb=24,
+                    extra=("--via", "zookeeper", "--zookeeper", sb.zookeeper_connect),
                     scenario="d. ZooKeeper restarted during `reassign execute --via zookeeper`")
 
 
