@@ -1,10 +1,13 @@
 """Which code a generated doc or a results file describes: the newest commit that changed the
 paths it depends on (a docs-only commit after a run does not make it stale), marked ``-dirty``
-when those paths have changes not committed yet. Used by scripts/compat_report.py,
+when those paths have changes not committed yet; and a fingerprint of those paths' content
+(:func:`code_id`), the same in any clone of the same code, a shallow one too (where the commit
+that last changed them may not be there to name). Used by scripts/compat_report.py,
 scripts/reliability.py and the fault suite's ``record`` fixture."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -26,3 +29,12 @@ def code_commit(*paths: str) -> str:
     if _git("status", "--porcelain", "--", *paths):
         commit += DIRTY
     return commit
+
+
+def code_id(rev: str, *paths: str) -> str:
+    """A fingerprint of ``paths`` as they are at ``rev`` (their git tree and blob ids): equal for
+    equal content, whatever the history a clone holds; "?" when ``rev`` is not in this clone."""
+    ids = [f"{p} {_git('rev-parse', f'{rev}:{p}')}" for p in paths]
+    if any(i.endswith(" ?") for i in ids):
+        return "?"
+    return hashlib.sha1("\n".join(ids).encode()).hexdigest()[:12]

@@ -38,6 +38,10 @@ def code_commit() -> str:
     return provenance.code_commit(*CODE_PATHS)
 
 
+def code_id(rev: str = "HEAD") -> str:
+    return provenance.code_id(rev, *CODE_PATHS)
+
+
 def scenarios() -> list[str]:
     """The suite's scenarios: the node ids of the tests in tests/faults that ask for ``record``
     (collected by pytest, so a new or renamed scenario is known without a list to keep)."""
@@ -98,7 +102,9 @@ def render(doc: dict, source: str) -> str:
                    key=lambda k: (k[0] != "zookeeper", str(k)))
     clusters = "; ".join(CLUSTERS.get(m, f"{m} mode, Kafka {{v}}").format(v=v or "?") for m, v in kinds) or "-"
     out = [HEADER.format(clusters=clusters)]
-    out.append(f"{COMMIT_LINE}`{run_commit(doc)}`: run {rows[0]['started'] if rows else '-'} ({len(rows)} scenarios, "
+    commit = run_commit(doc)
+    fp = code_id(commit) if "," not in commit and not commit.endswith(provenance.DIRTY) else "?"
+    out.append(f"{COMMIT_LINE}`{commit}` (code id `{fp}`): run {rows[0]['started'] if rows else '-'} ({len(rows)} scenarios, "
                f"from `{source}`).\n")
     out.append("| scenario | mode | Kafka | acknowledged | lost | kops exit | recover (s) | kops (s) | throttles left "
                "| outcome | what happened |")
@@ -144,11 +150,13 @@ def problems(doc: dict, expected: list[str], commit: str) -> list[str]:
     return bad
 
 
-def check_table(text: str, expected_scenarios: list[str], commit: str, path: str) -> list[str]:
-    """What is wrong with the committed table: written from other code, or a row missing or failed."""
+def check_table(text: str, expected_scenarios: list[str], code: str, path: str) -> list[str]:
+    """What is wrong with the committed table: written from other code (its code id is not
+    ``code``, this checkout's: :func:`code_id`, which a shallow clone can tell as well), or a row
+    missing or failed."""
     bad = []
-    if f"{COMMIT_LINE}`{commit}`" not in text:
-        bad.append(f"{path} was not written from a run of kops' code as of {commit}: run the fault suite "
+    if code.endswith(provenance.DIRTY) or f"(code id `{code}`)" not in text:
+        bad.append(f"{path} was not written from a run of this code (code id {code}): run the fault suite "
                    "and scripts/reliability.py")
     rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| scenario ")]
     if len(rows) < len(expected_scenarios):
@@ -186,8 +194,9 @@ def main(argv: list[str]) -> int:
     if a.check:
         expected = scenarios()
         out = Path(a.output)
+        here = code_id() + (provenance.DIRTY if commit.endswith(provenance.DIRTY) else "")
         bad = problems(doc, expected, commit) + check_table(out.read_text() if out.exists() else "", expected,
-                                                            commit, a.output)
+                                                            here, a.output)
         for b in bad:
             print(f"problem: {b}", file=sys.stderr)
         print(f"{len(doc['results'])} results, {len(expected)} scenarios, code {commit}: "

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 _spec = importlib.util.spec_from_file_location("reliability", Path(__file__).parents[2] / "scripts" / "reliability.py")
 reliability = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(reliability)
+_spec.loader.exec_module(reliability)  # (it puts the checkout on sys.path: ``scripts`` imports)
 
 SCENARIOS = ["tests/faults/test_a.py::test_one", "tests/faults/test_b.py::test_two[x]"]
 
@@ -22,13 +24,19 @@ def _doc(*rows: dict) -> dict:
     return {"results": list(rows)}
 
 
+@pytest.fixture(autouse=True)
+def _code_ids(monkeypatch):
+    """The rows' commit abc1234 has the code id c0de (the real one needs the commit in git)."""
+    monkeypatch.setattr(reliability, "code_id", lambda rev="HEAD": {"abc1234": "c0de"}.get(rev, "?"))
+
+
 def test_a_complete_passing_run_of_this_code_has_no_problem_and_its_table_checks():
     doc = _doc(*(_row(t) for t in SCENARIOS))
     assert reliability.problems(doc, SCENARIOS, "abc1234") == []
     text = reliability.render(doc, "build/fault-results.json")
-    assert "Written from kops commit `abc1234`" in text
+    assert "Written from kops commit `abc1234` (code id `c0de`)" in text
     assert "6 Kafka 3.9.1 brokers" in text and "| zookeeper | 3.9.1 | 100 | 0 |" in text
-    assert reliability.check_table(text, SCENARIOS, "abc1234", "r.md") == []
+    assert reliability.check_table(text, SCENARIOS, "c0de", "r.md") == []
 
 
 def test_every_kind_of_bad_run_is_named():
@@ -45,14 +53,27 @@ def test_results_of_other_or_uncommitted_code_are_stale():
     assert any("not on this code" in b for b in reliability.problems(doc, SCENARIOS, "def5678"))
     assert any("not on this code" in b for b in reliability.problems(doc, SCENARIOS, "abc1234-dirty"))
     text = reliability.render(doc, "r.json")
-    assert any("was not written from" in p for p in reliability.check_table(text, SCENARIOS, "def5678", "r.md"))
+    assert any("was not written from" in p for p in reliability.check_table(text, SCENARIOS, "d1ff", "r.md"))
+    assert any("was not written from" in p for p in reliability.check_table(text, SCENARIOS, "c0de-dirty", "r.md"))
 
 
 def test_a_table_with_a_missing_or_failed_row_fails_the_check():
     short = reliability.render(_doc(_row(SCENARIOS[0])), "r.json")
-    assert any("1 rows, the suite 2" in p for p in reliability.check_table(short, SCENARIOS, "abc1234", "r.md"))
+    assert any("1 rows, the suite 2" in p for p in reliability.check_table(short, SCENARIOS, "c0de", "r.md"))
     failed = reliability.render(_doc(_row(SCENARIOS[0]), _row(SCENARIOS[1], outcome="error")), "r.json")
-    assert any("did not pass" in p for p in reliability.check_table(failed, SCENARIOS, "abc1234", "r.md"))
+    assert any("did not pass" in p for p in reliability.check_table(failed, SCENARIOS, "c0de", "r.md"))
+
+
+def test_the_code_id_is_the_same_in_any_clone_and_tells_other_code_apart():
+    """A fingerprint of the code's content: HEAD's is computed without history (a shallow clone
+    has HEAD's trees), a commit that changed kops has another, a commit that is not there none."""
+    from scripts import provenance
+
+    here = provenance.code_id("HEAD", *reliability.CODE_PATHS)
+    assert len(here) == 12 and here == provenance.code_id("HEAD", *reliability.CODE_PATHS)
+    older = provenance._git("log", "-1", "--format=%H", "--", "kops/inputs/window.py")  # a commit that changed kops
+    assert provenance.code_id(f"{older}^", *reliability.CODE_PATHS) != here
+    assert provenance.code_id("0" * 40, *reliability.CODE_PATHS) == "?"
 
 
 def test_the_scenarios_are_the_fault_suites_tests_that_record_a_row():
