@@ -5,7 +5,7 @@
     .venv/bin/python scripts/compat_report.py build/compat/results.jsonl --out docs/compatibility.md
     .venv/bin/python scripts/compat_report.py --check     # exit 1 unless the doc covers the whole
                                                           # matrix, every step passed or was n/a,
-                                                          # and it was written from this commit's kops
+                                                          # and it was written from this kops code
 
 The results file holds one JSON line per test and version (tests/compat/conftest.py, with
 ``KOPS_COMPAT_RESULTS``); a later line for the same (mode, version, test) replaces an earlier one.
@@ -54,9 +54,20 @@ def load(path: Path) -> dict[tuple[str, str], dict[str, dict]]:
     return rows
 
 
+#: the code the table describes: kops and the matrix
+CODE_PATHS = ("kops", "tests/compat", "pyproject.toml")
+
+
 def code_commit() -> str:
-    """The code the table describes: kops and the matrix (scripts/provenance.py)."""
-    return provenance.code_commit("kops", "tests/compat", "pyproject.toml")
+    """The newest commit that changed :data:`CODE_PATHS` (scripts/provenance.py)."""
+    return provenance.code_commit(*CODE_PATHS)
+
+
+def code_id() -> str:
+    """A fingerprint of :data:`CODE_PATHS`' content, the same in a shallow clone (``-dirty``
+    with uncommitted changes there: never a match)."""
+    return provenance.code_id("HEAD", *CODE_PATHS) + (provenance.DIRTY if code_commit().endswith(provenance.DIRTY)
+                                                      else "")
 
 
 def _sort_key(pair: tuple[str, str]) -> tuple:
@@ -80,7 +91,7 @@ def render(rows: dict[tuple[str, str], dict[str, dict]], source: str) -> str:
         "and code). CI runs the four corners (the oldest and newest of each mode) on every "
         "submission; the whole matrix runs with the script.",
         "",
-        f"{COMMIT_LINE}`{code_commit()}` on {time.strftime('%Y-%m-%d', time.gmtime())}, from `{source}`; "
+        f"{COMMIT_LINE}`{code_commit()}` (code id `{code_id()}`) on {time.strftime('%Y-%m-%d', time.gmtime())}, from `{source}`; "
         f"confluent-kafka {pkg('confluent-kafka')}, kafka-python {pkg('kafka-python')}.",
         "",
         "```bash",
@@ -206,9 +217,10 @@ def check(doc_path: Path) -> list[str]:
             problems.append(f"{mode} {version} is not in {doc_path}")
     if any(f"| {MARK['failed']} |" in line for line in text.splitlines() if line.startswith("| ")):  # a table cell, not the legend
         problems.append(f"{doc_path} has failed steps")
-    commit = code_commit()
-    if f"{COMMIT_LINE}`{commit}`" not in text:
-        problems.append(f"{doc_path} was not written from kops' code as of {commit}: run ./scripts/compat.sh")
+    code = code_id()
+    if code.endswith(provenance.DIRTY) or f"(code id `{code}`)" not in text:
+        problems.append(f"{doc_path} was not written from kops' code as it is here (code id {code}, commit "
+                        f"{code_commit()}): run ./scripts/compat.sh")
     return problems
 
 

@@ -36,5 +36,5 @@ def test_a_failed_step_a_missing_version_or_an_older_commit_fails_the_check(tmp_
     whole = compat_report.render(_rows(), "results.jsonl")
     doc.write_text(whole.replace(f"| {first[0]} | {first[1]} |", "| x | y |"))
     assert compat_report.check(doc) == [f"{first[0]} {first[1]} is not in {doc}"]
-    doc.write_text(whole.replace(compat_report.code_commit(), "0000000"))
+    doc.write_text(whole.replace(f"code id `{compat_report.code_id()}`", "code id `000000000000`"))
     assert [p for p in compat_report.check(doc) if "was not written from" in p]
