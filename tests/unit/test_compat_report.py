@@ -5,11 +5,21 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from tests.compat import matrix
 
 _spec = importlib.util.spec_from_file_location("compat_report", Path(__file__).parents[2] / "scripts" / "compat_report.py")
 compat_report = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compat_report)
+
+
+@pytest.fixture(autouse=True)
+def _committed_code(monkeypatch):
+    """The code as a commit holds it: these tests are about the table, not about whether the
+    tree they run in has uncommitted changes (a dirty tree never matches, by design)."""
+    monkeypatch.setattr(compat_report, "code_commit", lambda: "abc1234")
+    monkeypatch.setattr(compat_report, "code_id", lambda: "0123456789ab")
 
 
 def _rows(outcome_of=lambda mode, version, test: "passed"):
