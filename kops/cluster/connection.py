@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,6 +190,12 @@ class Connection:
     #: cut-off broker (ClusterTimeout, a read may be sent again), not an unreachable cluster
     _answered: bool = field(default=False, repr=False)
     _cluster_id: str | None = field(default=None, repr=False)
+    #: time.monotonic() past which no request waits and no request is sent again
+    #: (:meth:`bounded_by`: a run's ``--timeout``), None for no such bound
+    _deadline: float | None = field(default=None, repr=False)
+    #: True while a caller sends a whole read again itself (:meth:`sent_once`): requests inside
+    #: are sent once, or retries would multiply (read_topology's 3 x metadata's 3)
+    _once: bool = field(default=False, repr=False)
 
     @classmethod
     def from_options(
@@ -308,6 +315,39 @@ class Connection:
             self._admin = AdminClient(conf)
         return self._admin
 
+    @contextmanager
+    def bounded_by(self, deadline: float | None) -> Iterator[Connection]:
+        """Inside, no request waits past ``deadline`` (``time.monotonic()``; None: no bound) and
+        none is sent again past it: a run's ``--timeout`` holds even when the cluster stops
+        answering in the middle of a poll (a host cut off from it), instead of each read taking
+        its full timeout and its retries. Nested bounds keep the earlier deadline."""
+        before = self._deadline
+        self._deadline = min((d for d in (before, deadline) if d is not None), default=None)
+        try:
+            yield self
+        finally:
+            self._deadline = before
+
+    def past_deadline(self) -> bool:
+        """Whether the bound of :meth:`bounded_by` has passed: nothing is sent again."""
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    @contextmanager
+    def sent_once(self) -> Iterator[Connection]:
+        """Inside, requests this connection would send again (:meth:`metadata`) are sent once:
+        for a caller that sends the whole read again itself (:func:`read_topology`)."""
+        before, self._once = self._once, True
+        try:
+            yield self
+        finally:
+            self._once = before
+
+    def stop_after(self, attempts: int):
+        """tenacity ``stop`` for a request sent again: after ``attempts`` in all (one inside
+        :meth:`sent_once`), and at once past the deadline of :meth:`bounded_by`."""
+        limit = 1 if self._once else attempts
+        return lambda state: state.attempt_number >= limit or self.past_deadline()
+
     def renew_admin(self) -> None:
         """Drop the confluent-kafka client: the next :meth:`admin` makes a new one, with fresh
         connections and metadata (after a request it never answered)."""
@@ -318,11 +358,12 @@ class Connection:
         of every topic or of ``topic``. The one way kops asks for it: errors are mapped
         (:meth:`wait`: a failed login ends it at once, not at the timeout), and an answer that is
         late or partial once the cluster has answered (:class:`ClusterTimeout`: a broker slow,
-        restarting, or just added) is asked again, up to :data:`METADATA_ATTEMPTS` times in all."""
-        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+        restarting, or just added) is asked again, up to :data:`METADATA_ATTEMPTS` times in all
+        (once inside :meth:`sent_once`, never past the deadline of :meth:`bounded_by`)."""
+        from tenacity import Retrying, retry_if_exception_type, wait_fixed
 
         for attempt in Retrying(retry=retry_if_exception_type(ClusterTimeout),
-                                stop=stop_after_attempt(METADATA_ATTEMPTS), wait=wait_fixed(1), reraise=True):
+                                stop=self.stop_after(METADATA_ATTEMPTS), wait=wait_fixed(1), reraise=True):
             with attempt:
                 admin = self.admin()
                 args = () if topic is None else (topic,)
@@ -367,7 +408,7 @@ class Connection:
         the least loaded broker; an answer that names no broker (from such a just-started
         broker) or a broker connection that drops is asked again every
         :data:`DESCRIBE_CLUSTER_RETRY_S` seconds within the connection's timeout."""
-        from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+        from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
 
         class AskAgain(Exception):
             """No broker named yet (``cause`` None), or a retriable kafka-python error."""
@@ -399,7 +440,9 @@ class Connection:
             )
 
         try:
-            for attempt in Retrying(retry=retry_if_exception_type(AskAgain), stop=stop_after_delay(self.timeout_s),
+            # asked again within the timeout, never past the deadline of bounded_by()
+            for attempt in Retrying(retry=retry_if_exception_type(AskAgain),
+                                    stop=lambda s: s.seconds_since_start >= self.timeout_s or self.past_deadline(),
                                     wait=wait_fixed(DESCRIBE_CLUSTER_RETRY_S)):
                 with attempt:
                     return ask()
@@ -425,25 +468,29 @@ class Connection:
         (a topic created or deleted again answers TOPIC_ALREADY_EXISTS / UNKNOWN_TOPIC, a leader
         elected again ELECTION_NOT_NEEDED). ``on_resend(why)`` is told of each request sent
         again (its second answer can hide what the first did)."""
-        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+        from tenacity import Retrying, retry_if_exception_type, wait_fixed
 
         def fresh_client(state) -> None:
             self.renew_admin()
             if on_resend is not None:
                 on_resend(f"{what}: {state.outcome.exception()}; sent again through a new client")
 
-        for attempt in Retrying(retry=retry_if_exception_type(ControllerMoved), stop=stop_after_attempt(CONTROLLER_ATTEMPTS),
+        for attempt in Retrying(retry=retry_if_exception_type(ControllerMoved), stop=self.stop_after(CONTROLLER_ATTEMPTS),
                                 wait=wait_fixed(0.5), before_sleep=fresh_client, reraise=True):
             with attempt:
                 return self.wait(send(self.admin()), what, timeout)
         raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
 
     def wait(self, future, what: str, timeout: float | None = None):
-        """``future.result()`` with the connection's bound and kops' error mapping."""
+        """``future.result()`` with the connection's bound and kops' error mapping. Never
+        waits past the deadline of :meth:`bounded_by`."""
         from concurrent.futures import TimeoutError as FutTimeout
 
         t = timeout if timeout is not None else self.timeout_s
         deadline = time.monotonic() + t + 2
+        if self._deadline is not None and self._deadline < deadline:
+            deadline = self._deadline
+            t = max(0.0, deadline - time.monotonic())
         try:
             while True:  # in slices: a failed SASL login (error_cb) ends the wait at once
                 if self._admin is not None:

@@ -63,8 +63,10 @@ def read_topology(conn: Connection, opts: ReadOptions = ReadOptions()) -> Topolo
     DescribeConfigs at random) with twice the time to answer: a broker on a slow link does
     answer, later (the fault lab's drain under a 300 ms / 5 % lossy rack failed on three 10 s
     timeouts in a row). A cluster that never answers fails after one timeout, so "unreachable"
-    stays quick. The connection's own timeout is what it was afterwards."""
-    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+    stays quick. The connection's own timeout is what it was afterwards. Requests inside one
+    attempt are sent once (:meth:`Connection.sent_once`: retries are not nested), and no attempt
+    starts or waits past the deadline of :meth:`Connection.bounded_by`."""
+    from tenacity import Retrying, retry_if_exception_type, wait_fixed
 
     base = conn.timeout_s
 
@@ -74,9 +76,9 @@ def read_topology(conn: Connection, opts: ReadOptions = ReadOptions()) -> Topolo
         conn.timeout_s = base * 2 ** state.attempt_number
 
     try:
-        for attempt in Retrying(retry=retry_if_exception_type(ClusterTimeout), stop=stop_after_attempt(READ_ATTEMPTS),
+        for attempt in Retrying(retry=retry_if_exception_type(ClusterTimeout), stop=conn.stop_after(READ_ATTEMPTS),
                                 wait=wait_fixed(0.5), before_sleep=slower, reraise=True):
-            with attempt:
+            with attempt, conn.sent_once():
                 return _read_topology(conn, opts)
     finally:
         conn.timeout_s = base

@@ -7,7 +7,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from kops.cluster import topology
+from kops.cluster import connection, topology
 from kops.cluster.config import ClientConfig
 from kops.cluster.connection import Connection
 from kops.errors import ClusterError, ClusterTimeout
@@ -289,3 +289,45 @@ def test_a_controller_request_answered_not_controller_goes_again_through_a_new_c
     with pytest.raises(ClusterError, match="TOPIC_ALREADY_EXISTS"):
         c.to_controller(lambda admin: sent.append(admin) or _failed(other), "create topic t")
     assert len(sent) == 1
+
+
+def test_read_topology_does_not_nest_the_metadata_retries(monkeypatch):
+    """A cut-off host: every metadata request times out. Each of read_topology's attempts sends
+    it once (not 3 x 3 requests, each with its timeout: minutes per tick on a gone cluster)."""
+    monkeypatch.setattr("tenacity.nap.time.sleep", lambda s: None)
+    c = _conn()
+    c._answered = True
+    c._admin = _Admin([ClusterTimeout(f"read metadata: no answer {i}") for i in range(20)])
+    monkeypatch.setattr(c, "renew_admin", lambda: None)  # keep the scripted client
+    with pytest.raises(ClusterTimeout):
+        topology.read_topology(c)
+    assert len(c._admin.calls) == topology.READ_ATTEMPTS
+    # outside read_topology, metadata keeps its own attempts
+    c._admin = _Admin([ClusterTimeout(f"read metadata: no answer {i}") for i in range(20)])
+    with pytest.raises(ClusterTimeout):
+        c.metadata()
+    assert len(c._admin.calls) == connection.METADATA_ATTEMPTS
+
+
+def test_a_deadline_bounds_every_wait_and_stops_the_retries(monkeypatch):
+    """bounded_by(deadline): a run's --timeout ends a read the cluster never answers at the
+    deadline, and nothing is sent again past it."""
+    import time
+
+    c = _conn()
+    c.timeout_s = 30.0
+    c._answered = True
+    t0 = time.monotonic()
+    with c.bounded_by(t0 + 0.3):
+        with pytest.raises(ClusterTimeout, match="no answer"):
+            c.wait(Future(), "describe configs of topic t")
+        assert time.monotonic() - t0 < 2 and c.past_deadline()
+        with c.bounded_by(t0 + 60):  # a later bound inside keeps the earlier one
+            assert c.past_deadline()
+        c._admin = _Admin([ClusterTimeout("read metadata: no answer")] * 5)
+        with pytest.raises(ClusterTimeout):
+            c.metadata()
+        assert len(c._admin.calls) == 1  # past the deadline: not sent again
+    assert not c.past_deadline() and c._deadline is None
+    with c.bounded_by(None):
+        assert not c.past_deadline()

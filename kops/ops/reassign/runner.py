@@ -319,8 +319,12 @@ class Runner:
                     reporter.update(s)
                     return s
 
-                poll(step, done, interval_s=self.opts.poll_interval_s, timeout_s=self.opts.timeout_s,
-                     wake=self.moves_finished, wake_interval_s=WAKE_SOON_S)
+                # --timeout bounds every read too: a cluster that stops answering mid-tick (this
+                # host cut off) ends the run at its timeout, not after each read's own retries
+                deadline = None if self.opts.timeout_s is None else t0 + self.opts.timeout_s
+                with self.conn.bounded_by(deadline):
+                    poll(step, done, interval_s=self.opts.poll_interval_s, timeout_s=self.opts.timeout_s,
+                         wake=self.moves_finished, wake_interval_s=WAKE_SOON_S)
             else:
                 reporter.update(self.tick())
         except KeyboardInterrupt:
