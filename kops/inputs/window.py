@@ -2,8 +2,8 @@
 
 A window is ``DAYS HH:MM-HH:MM ZONE``, the zone always given (an IANA name such as
 ``Europe/Paris``, or ``UTC``): a cron job run by hosts in several zones, or across a change of
-summer time, must mean one time. Several windows are separated by ``;`` (or ``--window`` given
-more than once); kops may act when any is open.
+summer time, must mean one time. Several windows are separated by ``;`` in one ``--window``;
+kops may act when any is open.
 
 - DAYS: ``Mon``…``Sun`` (or ``Monday``…), a range ``Mon-Fri`` (``Fri-Mon`` wraps over the
   week-end), a list ``Sat,Sun``, or ``daily`` / ``*``.
