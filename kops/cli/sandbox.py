@@ -523,6 +523,19 @@ def partition(
                    + (" and from this host" if from_host else "") + "; `kops sandbox heal` ends it")
 
 
+@app.command("cut-off-host")
+@handle_errors
+@output_command
+def cut_off_host(c: Context, workdir: WorkdirOpt = None) -> None:
+    """Cut this machine off from every node of the cluster (brokers, ZooKeeper or controllers),
+    both ways, until `kops sandbox heal`. The nodes keep reaching each other: clients here (kops
+    itself) lose a cluster that goes on, as when the host that runs kops loses its network.
+    Needs --engine docker."""
+    sb = _attach_docker(workdir)
+    sb.faults.cut_host()
+    _faults_report(sb, c.json, "this host is cut off from every node of the cluster; `kops sandbox heal` ends it")
+
+
 @app.command()
 @handle_errors
 @output_command
@@ -530,21 +543,32 @@ def slow(
     c: Context,
     broker: BrokerOpt = None,
     rack: RackOpt = None,
+    controller: Annotated[int | None, typer.Option(
+        "--controller", metavar="ID", help="One KRaft controller, by node id (a KRaft sandbox's quorum).")] = None,
     delay: Annotated[str, typer.Option("--delay", help="Added delay of every packet they send: 300ms, 1s.")] = "0ms",
     loss: Annotated[str, typer.Option("--loss", help="Share of the packets they send that is dropped: 5%.")] = "0%",
     workdir: WorkdirOpt = None,
 ) -> None:
-    """A slow, lossy link for one broker or a whole rack, until `kops sandbox heal`: every packet
-    they send is delayed by --delay and --loss of them are dropped (netem inside the containers;
-    where the kernel has no netem, iptables drops and an NFQUEUE delayer). Needs --engine docker."""
-    _one_target(broker, rack)
+    """A slow, lossy link for one broker, a whole rack or one KRaft controller, until `kops
+    sandbox heal`: every packet they send is delayed by --delay and --loss of them are dropped
+    (netem inside the containers; where the kernel has no netem, iptables drops and an NFQUEUE
+    delayer). Needs --engine docker."""
+    from kops.errors import BadInput
     from kops.sandbox.containers import parse_duration_ms, parse_percent
 
+    if controller is not None and (broker is not None or rack is not None):
+        raise BadInput("name exactly one target: --broker ID, --rack R or --controller ID")
+    if controller is None:
+        _one_target(broker, rack)
     delay_ms, loss_pct = parse_duration_ms(delay), parse_percent(loss)
     sb = _attach_docker(workdir)
-    ids = sb.faults.slow(broker, rack=rack, delay_ms=delay_ms, loss_pct=loss_pct)
-    _faults_report(sb, c.json, f"brokers {', '.join(map(str, ids))}: +{delay_ms:.0f} ms, {loss_pct:g}% loss "
-                   "on what they send; `kops sandbox heal` ends it")
+    if controller is not None:
+        sb.faults.slow_node(controller, delay_ms=delay_ms, loss_pct=loss_pct)
+        what = f"controller {controller}"
+    else:
+        what = "brokers " + ", ".join(map(str, sb.faults.slow(broker, rack=rack, delay_ms=delay_ms, loss_pct=loss_pct)))
+    _faults_report(sb, c.json, f"{what}: +{delay_ms:.0f} ms, {loss_pct:g}% loss on what it sends; "
+                   "`kops sandbox heal` ends it")
 
 
 @app.command()

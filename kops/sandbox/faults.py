@@ -35,6 +35,11 @@ class SandboxFaults:
         with ``from_host`` also from this machine (clients here lose them too)."""
         return self._containers().faults.partition(self._select(broker, rack, None), from_host=from_host)
 
+    def cut_host(self) -> None:
+        """Cut this machine off from every node of the cluster, both ways, until :meth:`heal`; the
+        nodes still reach each other (the host where kops runs loses the cluster)."""
+        self._containers().faults.cut_host()
+
     def slow(self, broker: int | None = None, *, rack: str | None = None, delay_ms: float = 0.0,
              loss_pct: float = 0.0) -> list[int]:
         """Delay by ``delay_ms`` and drop ``loss_pct`` % of the packets the brokers send."""
@@ -49,7 +54,7 @@ class SandboxFaults:
         nodes.faults.slow([node], delay_ms=delay_ms, loss_pct=loss_pct)
 
     def heal(self) -> int:
-        """Remove every partition and slow link; returns how many faults were removed."""
+        """Remove every partition, host cut and slow link; returns how many faults were removed."""
         return self._containers().faults.heal()
 
     def fill_disk(self, broker: int, *, leave_bytes: int) -> int:

@@ -2,6 +2,8 @@
 
 - :meth:`NetworkFaults.partition` cuts brokers (a rack) off from every other node of the cluster,
   both ways (iptables in the containers); the host still reaches them unless ``from_host``;
+- :meth:`NetworkFaults.cut_host` cuts this machine off from every node while the nodes still
+  reach each other: the host where kops runs loses the cluster, the cluster goes on;
 - :meth:`NetworkFaults.slow` delays and drops a share of the packets they send (netem where the
   kernel has it; else iptables' statistic match for the loss and an NFQUEUE delayer for the
   delay);
@@ -68,6 +70,18 @@ class NetworkFaults:
                        + (" and from this host" if from_host else ""))
         return brokers
 
+    def cut_host(self) -> None:
+        """Cut this machine off from every node of the cluster (brokers, ZooKeeper, controllers),
+        both ways; the nodes still reach each other: a client host (where kops runs) that loses
+        the cluster, not a cluster that fails."""
+        if not self.nodes.gateway():
+            raise ClusterError("cannot cut this host off: Docker names no gateway of the sandbox's network "
+                               "(is any container running?)")
+        with self.state.updating():
+            self.recorded().append({"kind": "host", "brokers": []})
+            self.apply()
+        self.nodes.log("this host is cut off from every node of the cluster")
+
     def slow(self, brokers: list[int], *, delay_ms: float = 0.0, loss_pct: float = 0.0) -> list[int]:
         """Delay by ``delay_ms`` and drop ``loss_pct`` % of the packets ``brokers`` send."""
         if delay_ms <= 0 and loss_pct <= 0:
@@ -89,7 +103,7 @@ class NetworkFaults:
                            "start them first (`kops sandbox start --broker ID`)")
 
     def heal(self) -> int:
-        """Remove every partition and slow link; returns how many faults were removed."""
+        """Remove every partition, host cut and slow link; returns how many faults were removed."""
         with self.state.updating():
             n = len(self.recorded())
             self.forget()
@@ -105,7 +119,10 @@ class NetworkFaults:
         gateway = self.nodes.gateway()
         for f in self.recorded():
             cut = [b for b in f["brokers"] if b in ips]
-            if f["kind"] == "partition":
+            if f["kind"] == "host":
+                for n in running:
+                    rules[n] += [["-s", gateway, "-j", "DROP"], ["-d", gateway, "-j", "DROP"]] if gateway else []
+            elif f["kind"] == "partition":
                 others = [n for n in running if n not in f["brokers"]]
                 for b in cut:
                     for o in others:

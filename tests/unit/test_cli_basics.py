@@ -152,3 +152,17 @@ def test_error_types():
     assert error_type(KopsError("x"), 1) == "failure"
     assert error_type(RuntimeError("x"), 1) == "internal_error"
     assert error_type(KeyboardInterrupt(), 130) == "interrupted"
+
+
+def test_sandbox_fault_verbs_name_exactly_one_target(tmp_path):
+    """`sandbox slow` takes one broker, one rack or one KRaft controller; two, or none, is bad
+    input (exit 2) before any sandbox is looked for (a controller on a ZooKeeper sandbox:
+    test_docker_sandbox_config)."""
+    for args in (["--broker", "1", "--controller", "1000"], ["--rack", "a", "--controller", "1000"], [],
+                 ["--broker", "1", "--rack", "a"]):
+        r = runner.invoke(app, ["sandbox", "slow", *args, "--delay", "100ms", "--workdir", str(tmp_path / "none")])
+        assert r.exit_code == 2, (args, r.output)
+        assert "exactly one target" in r.output
+    assert not (tmp_path / "none").exists()
+    r = runner.invoke(app, ["sandbox", "slow", "--help"])
+    assert "--controller" in r.output and r.exit_code == 0

@@ -174,7 +174,8 @@ def test_fault_verbs_refuse_a_sandbox_they_cannot_act_on(tmp_path):
     verbs = [lambda f: f.partition(broker=0), lambda f: f.slow(rack="a", delay_ms=10), lambda f: f.heal(),
              lambda f: f.fill_disk(0, leave_bytes=1), lambda f: f.release_disk(0), lambda f: f.disk_usage(0),
              lambda f: f.stop_node("zookeeper"), lambda f: f.start_node("zookeeper"),
-             lambda f: f.restart_zookeeper(), lambda f: f.slow_node(1000, delay_ms=10)]
+             lambda f: f.restart_zookeeper(), lambda f: f.slow_node(1000, delay_ms=10),
+             lambda f: f.cut_host()]
     for verb in verbs:
         with pytest.raises(BadInput, match="--engine docker"):
             verb(jvm.faults)
@@ -220,3 +221,28 @@ def test_a_fault_aimed_at_a_stopped_node_is_an_error_not_a_silent_skip(tmp_path,
     assert nodes.exec(2, ["nc", "-z", "127.0.0.1", "9092"], check=False) == (NOT_RUNNING, "")
     monkeypatch.setattr(ContainerNodes, "_container", lambda self, node: None)
     assert nodes.exec(2, ["true"], check=False)[0] == NOT_RUNNING
+
+
+def test_a_host_cut_drops_the_host_on_every_node_and_nothing_between_nodes(tmp_path, monkeypatch):
+    """cut_host: every running node (brokers and ZooKeeper) drops what comes from or goes to the
+    host (the network's gateway), and no node drops another node; a rack partition drops
+    between nodes. heal removes both."""
+    from kops.sandbox.containers import ContainerNodes
+
+    set_rules: dict = {}
+    monkeypatch.setattr(ContainerNodes, "running", lambda self, node: True)
+    monkeypatch.setattr(ContainerNodes, "ip", lambda self, node: f"10.9.0.{self.state.key(node)}")
+    monkeypatch.setattr(ContainerNodes, "gateway", lambda self: "10.9.0.1")
+    monkeypatch.setattr(NetworkFaults, "_set_rules",
+                        lambda self, node, drops, delay, loss: set_rules.__setitem__(self.state.key(node), drops))
+    sb = Sandbox(SandboxConfig(engine="docker", workdir=tmp_path))
+    sb.state.save()
+    sb.faults.cut_host()
+    gateway = [["-s", "10.9.0.1", "-j", "DROP"], ["-d", "10.9.0.1", "-j", "DROP"]]
+    nodes = [sb.state.key(n) for n in sb.state.nodes()]
+    assert "zookeeper" in nodes and len(nodes) == 7
+    assert set(set_rules) == set(nodes) and all(set_rules[n] == gateway for n in nodes)
+    assert sb.faults.heal() == 1 and all(r == [] for r in set_rules.values())
+    sb.faults.partition(rack="a")
+    cut = [sb.state.key(b) for b in sb.brokers_in_rack("a")]
+    assert all(r and all(rule[1] != "10.9.0.1" for rule in r) for n, r in set_rules.items() if n in cut)
