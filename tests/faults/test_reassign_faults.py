@@ -392,3 +392,74 @@ def _rebalance_failures(stdout: str) -> str:
     failed = [o for o in (doc.get("elections") or {}).get("outcomes", []) if o.get("status") != "elected"]
     return json.dumps({k: doc.get(k) for k in ("status", "exit_code", "summary", "reason", "unreachable_brokers",
                                                "blocked")} | {"not elected": failed[:10]})[:3000]
+
+
+CUT_TIMEOUT = 45  # j: the cut-off run's --timeout
+
+
+def _host_cut_off(bootstrap: str) -> bool:
+    """The host reaches no broker: a metadata request from here gets no answer."""
+    try:
+        admin(bootstrap).list_topics(timeout=3)
+    except Exception:
+        return True
+    return False
+
+
+def test_kops_host_cut_off_mid_execute_then_resume(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """j. The host that runs `execute --wait --timeout 45` loses the whole cluster while moves are
+    in flight (every node drops this host; the nodes still reach each other, so the moves go on
+    under their throttles). kops ends at its --timeout, not after each read's own timeouts and
+    retries (minutes per poll before: a cut-off run must not hang), exit 3, saying the cluster
+    stopped answering and naming the throttles it could not lift. Healed, `resume` drives the execution to the
+    end: the plan's target, every throttle lifted, nothing lost. The cut is checked: the host
+    reaches no broker."""
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    topic, _before, target, plan = data_topic(bs, sb, tmp_path, mb=12)
+    run = None
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            args = _execute_args(bs, plan)
+            args[args.index("--timeout") + 1] = str(CUT_TIMEOUT)
+            run = kops_bg(*args, out=tmp_path / "execute.json")
+            wait_in_flight(bs, topic)
+            left = moves_in_flight(bs, topic)
+            t_fault = time.monotonic()
+            try:
+                sb.faults.cut_host()
+                assert _host_cut_off(bs), "the host still reaches the cluster after the cut"
+                rc, out, err = run.finish(CUT_TIMEOUT + 120)
+                ended_s = round(time.monotonic() - t_fault, 1)
+                assert _host_cut_off(bs), "the cut ended before kops did"
+            finally:
+                sb.faults.heal()
+            wait_for(lambda: not _host_cut_off(bs), 60, 0.5, "the host to reach the cluster again")
+            r = kops("reassign", "resume", "--poll-interval", "1", "--timeout", str(EXEC_TIMEOUT),
+                     "--bootstrap-server", bs, "--output", "json", timeout=EXEC_TIMEOUT + 60)
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        record(scenario="j. the host running `reassign execute --wait` cut off from the cluster mid-move; "
+                        "healed, `resume`",
+               workload=res, kops_exit=f"execute {rc}, resume {r.returncode}", recover_s=recover_s,
+               kops_s=round(run.elapsed, 1),
+               detail=f"cut with {left} moves in flight; kops (--timeout {CUT_TIMEOUT}) ended {ended_s} s after "
+                      f"the cut, {run.elapsed:.0f} s after its start")
+        assert left > 0, "the cut landed after the moves had finished"
+        assert rc == 3, out[-2000:] + err[-2000:]
+        doc = json.loads(out)  # not done, and why: the cluster went silent, its throttles are still set
+        assert doc["state"] == "running" and doc["throttles_left"], out[-2000:]
+        assert any(n.startswith("no answer from the cluster for the last") for n in doc["notes"]), doc["notes"]
+        assert run.elapsed < CUT_TIMEOUT + 30, f"a cut-off run went {run.elapsed:.0f} s past start (--timeout {CUT_TIMEOUT})"
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        assert json.loads(r.stdout)["state"] == "complete", r.stdout[-2000:]
+        assert replicas(bs, topic) == target
+        assert_clean(bs, record)
+        assert res.lost == 0, res.lost_examples
+    finally:
+        if run is not None:
+            run.stop()
+        sb.faults.heal()
+        _cleanup(bs, [topic, *work])

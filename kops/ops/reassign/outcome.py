@@ -60,8 +60,10 @@ class Outcome:
                    + ("drive the remaining waves with `kops reassign resume`." if c.get(PENDING) else
                       "verify removes the throttles once it completes."))
             return cls(j, False, EXIT_OK, msg, notes, bytes_total, elapsed_s)
+        states = "; ".join(f"{n} {state.replace('_', ' ')}" for state, n in c.items())
         return cls(j, False, EXIT_NOT_DONE,
-                   f"execution {j.id} not done ({stalled or 'timed out'}): {c}; "
+                   f"execution {j.id} not done ({stalled or 'timed out'}): {c.get(DONE, 0)}/{len(j.moves)} partitions "
+                   f"done ({states}); "
                    "continue with `kops reassign resume`, or `kops reassign cancel`",
                    notes, bytes_total, elapsed_s)
 

@@ -314,8 +314,16 @@ class Runner:
                 def done(_s: Snapshot) -> bool:
                     return (not self.work_left) or self.j.state == HALTED or self.stall.stalled
 
+                unanswered: dict[str, Any] = {}  # since when the cluster has not answered, and why
+
                 def step() -> Snapshot:
-                    s = self.tick()
+                    try:
+                        s = self.tick()
+                    except ClusterError as e:
+                        unanswered.setdefault("since", time.monotonic())
+                        unanswered["error"] = e.message
+                        raise
+                    unanswered.clear()
                     reporter.update(s)
                     return s
 
@@ -325,6 +333,11 @@ class Runner:
                 with self.conn.bounded_by(deadline):
                     poll(step, done, interval_s=self.opts.poll_interval_s, timeout_s=self.opts.timeout_s,
                          wake=self.moves_finished, wake_interval_s=WAKE_SOON_S)
+                if unanswered:  # the wait ended with the cluster silent: say so, not only "timed out"
+                    self.record.note(
+                        f"no answer from the cluster for the last {time.monotonic() - unanswered['since']:.0f} s "
+                        f"({unanswered['error']}): the progress shown is as last read; the moves go on in the "
+                        "cluster under their throttles, which kops could not lift")
             else:
                 reporter.update(self.tick())
         except KeyboardInterrupt:
