@@ -97,15 +97,16 @@ class Limits:
         """The hard disk limit: ``threshold`` of each allowed broker's disk, where its capacity
         (``Broker.capacity``, else its log dirs' volumes) and every partition's size are known.
         A broker's use now: its volumes' total minus usable bytes where the log dirs say so
-        (everything on them), else the sizes of the replicas it holds."""
+        (everything on them), else the sizes of the replicas it holds -- of every partition,
+        those out of the plan's scope too."""
         self.disk_threshold = threshold
         parts = st.parts
         if not parts.sizes_known:
             return
         held: dict[int, int] = defaultdict(int)
-        for p, r in enumerate(parts.orig):
-            for b in r:
-                held[b] += parts.size[p]
+        for part in st.topo.partitions():
+            for b in part.replicas:
+                held[b] += part.size_bytes or 0
         shared = shared_disks(st.topo)
         for b in st.allowed:
             cap = disk_capacity(st.topo.broker(b), shared)
@@ -116,7 +117,8 @@ class Limits:
     def limit_network(self, st: PlacementState, threshold: float) -> None:
         """The hard network-in limit: ``threshold`` of each allowed broker's NW_IN capacity where
         it and every partition's bytes-in rate are known (every replica takes its partition's
-        bytes-in: the leader from producers, a follower by fetching)."""
+        bytes-in: the leader from producers, a follower by fetching), of every partition, those
+        out of the plan's scope too."""
         parts = st.parts
         if not parts.rates_known:
             return
@@ -125,10 +127,10 @@ class Limits:
             if c is not None and c.nw_in_bytes_per_s:
                 self.nw_limit[b] = threshold * c.nw_in_bytes_per_s
                 self.nw_in[b] = 0.0
-        for p, r in enumerate(parts.orig):
-            for b in r:
+        for part in st.topo.partitions():
+            for b in part.replicas:
                 if b in self.nw_in:
-                    self.nw_in[b] += parts.rate[p]
+                    self.nw_in[b] += part.bytes_in_per_s or 0.0
 
     @property
     def limited(self) -> bool:
