@@ -6,8 +6,7 @@ command bodies.
 
 from __future__ import annotations
 
-import re
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -39,17 +38,6 @@ def _fix_kinds(value: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def _regex(value: str | None) -> re.Pattern[str] | None:
-    from kops.errors import BadInput
-
-    if value is None:
-        return None
-    try:
-        return re.compile(value)
-    except re.error as e:
-        raise BadInput(f"--exclude-topics {value!r}: not a valid regular expression ({e})") from None
-
-
 @app.command()
 @handle_errors
 @cluster_command
@@ -72,8 +60,8 @@ def step(
                                "the rest is reported.")
     ] = "broker_failure",
     exclude_topics: Annotated[
-        str | None, typer.Option("--exclude-topics", metavar="REGEX",
-                                 help="Topics (whole name matching) heal neither watches nor moves.")
+        Any, typer.Option("--exclude-topics", metavar="REGEX", click_type=params.Checked("REGEX", "topic_regex"),
+                          help="Topics (whole name matching) heal neither watches nor moves.")
     ] = None,
     max_moves: BOUNDS.moves = 50,
     max_bytes: BOUNDS.bytes = None,
@@ -119,7 +107,6 @@ def step(
 
     settings = Settings(broker_grace_s=broker_grace, max_dead_brokers=max_dead_brokers, fix=_fix_kinds(fix))
     bounds = StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration)
-    exclude = _regex(exclude_topics)
     if notify_command is not None and not notify_command.strip():
         from kops.errors import BadInput
 
@@ -133,7 +120,7 @@ def step(
                 from kops.cli.progress import make_reporter
 
                 reporter = make_reporter()
-            res = heal_step.step(conn, settings=settings, bounds=bounds, throttle=throttle, exclude=exclude,
+            res = heal_step.step(conn, settings=settings, bounds=bounds, throttle=throttle, exclude=exclude_topics,
                                  dry_run=dry_run, max_moves_per_broker=max_moves_per_broker, reporter=reporter,
                                  notify_command=notify_command, window=window)
     finally:

@@ -220,6 +220,8 @@ def rebalance(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the per-broker table too.")] = False,
     topology: TopologyOpt = None,
     window: params.WindowOpt = None,
+    topics: params.TopicsRegexOpt = None,
+    exclude_topics: params.ExcludeTopicsOpt = None,
 ) -> None:
     """The cron job: restore preferred leaders the way Kafka's ZooKeeper controller would for
     leader.imbalance.per.broker.percentage, but on your schedule.
@@ -230,25 +232,29 @@ def rebalance(
     controller is asked too, as the metadata read can lag it). Idempotent; quiet on success (one
     summary line on stderr). Never runs twice at once; steps aside (exit 0, says why) while a
     reassignment is in progress unless --force, and outside --window (saying when the next opens).
+    --topics / --exclude-topics: only the topics kept are measured and elected (the summary says
+    how many were left out).
 
     Exit 0 balanced or after successful elections; 3 when balance cannot be reached (preferred
     replicas down or out of the ISR -- named); 1 on failure; 2 bad input.
     """
     from kops.inputs.files import output_file
+    from kops.inputs.topic_filter import TopicFilter
     from kops.ops.leader_rebalance import rebalance as run
 
+    scope = TopicFilter.of(topics, exclude_topics)
     if metrics_file:
         output_file(metrics_file, what="--metrics-file", create_parents=True)
     if topology:
         from kops.cluster.snapshot import load_topology
 
         res = run(None, threshold_pct=imbalance_threshold, max_elections=max_elections,
-                  metrics_file=metrics_file, topology=load_topology(topology), window=window)
+                  metrics_file=metrics_file, topology=load_topology(topology), window=window, topics=scope)
     else:
         with c.connection() as conn:
             res = run(conn, threshold_pct=imbalance_threshold, dry_run=dry_run, max_elections=max_elections,
                       batch_size=batch_size, batch_wait_s=batch_wait, force=force, metrics_file=metrics_file,
-                      window=window)
+                      window=window, topics=scope)
     if c.json:
         emit_json(res.to_dict())
     else:
@@ -303,6 +309,8 @@ def balance_plan(
         str | None, typer.Option("--reassignment-json-file", help="Also write the plan to this file.")
     ] = None,
     topology: TopologyOpt = None,
+    topics: params.TopicsRegexOpt = None,
+    exclude_topics: params.ExcludeTopicsOpt = None,
 ) -> None:
     """A reorder-only reassignment plan (replica sets unchanged, no data moves) that balances
     preferred leaders to within 1 per broker and first followers, so leadership stays balanced
@@ -314,12 +322,18 @@ def balance_plan(
     """
     from kops.cli.common import load_topology
     from kops.inputs.files import output_file
+    from kops.inputs.topic_filter import TopicFilter, left_out_text
     from kops.model import ReassignmentPlan
     from kops.placement.leaders import balance_leaders, slot_counts
 
+    scope = TopicFilter.of(topics, exclude_topics)
     if out_file:
         output_file(out_file, what="--reassignment-json-file")
     topo = load_topology(c, topology, with_zookeeper=False)
+    left_out = None
+    if scope is not None:
+        scope.check_named(topic or (), "--topic")
+        left_out = scope.left_out(topo)
     if topic:
         missing = sorted(set(topic) - set(topo.topic_map))
         if missing:
@@ -329,7 +343,8 @@ def balance_plan(
                 raise missing_topics_error(None, missing)
             with c.connection() as conn:
                 raise missing_topics_error(conn, missing)
-    current = {p.tp: p.replicas for p in topo.partitions() if not topic or p.topic in topic}
+    current = {p.tp: p.replicas for p in topo.partitions()
+               if (not topic or p.topic in topic) and (scope is None or scope.keeps(p.topic))}
     brokers = topo.alive_broker_ids
     balanced = balance_leaders(current, brokers=brokers, followers=not no_followers)
     changed = {tp: r for tp, r in balanced.items() if tuple(r) != tuple(current[tp])}
@@ -355,9 +370,12 @@ def balance_plan(
             f.write(plan.to_json() + "\n")
     if c.json:
         emit_json({"plan": plan.to_dict(), "partitions_reordered": len(changed),
-                   "replica_set_changes": 0, "before": before, "after": after})
+                   "replica_set_changes": 0, "before": before, "after": after,
+                   **({"topics_left_out": left_out} if left_out is not None else {})})
         return
     con = err_console()
+    if left_out is not None:
+        con.print(left_out_text(left_out), markup=False, soft_wrap=True)
     con.print(f"{len(changed)} of {len(current)} partitions reordered (replica sets unchanged, no data moves); "
               f"preferred-leader spread {before['leader_spread']} -> {after['leader_spread']}, "
               f"first-follower spread {before['follower_spread']} -> {after['follower_spread']}, "

@@ -144,6 +144,20 @@ AddBrokerOpt = Annotated[
 
 
 # -- the cron jobs' (``rebalance step``, ``heal step``, ``leader rebalance``) ---------------------
+TopicsRegexOpt = Annotated[
+    Any,
+    typer.Option("--topics", metavar="REGEX", click_type=Checked("REGEX", "topic_regex"),
+                 help="Only the topics whose whole name matches (Python regex: 'orders', 'orders|payments', "
+                      "'logs\\..*'); the others are not moved, the goals balance the "
+                      "topics kept (the disk and network limits count every topic). Kafka's internal topics are "
+                      "filtered like the others: the report names every topic left out. Default: every topic."),
+]
+ExcludeTopicsOpt = Annotated[
+    Any,
+    typer.Option("--exclude-topics", metavar="REGEX", click_type=Checked("REGEX", "topic_regex"),
+                 help="Leave out the topics whose whole name matches (after --topics): not moved, not "
+                      "balanced; the report names them."),
+]
 WindowOpt = Annotated[
     Any,
     typer.Option("--window", click_type=Checked("'DAYS HH:MM-HH:MM ZONE'", "window"),

@@ -57,6 +57,8 @@ def step(
     ] = None,
     capacity_file: CapacityFileOpt = None,
     window: params.WindowOpt = None,
+    topics: params.TopicsRegexOpt = None,
+    exclude_topics: params.ExcludeTopicsOpt = None,
 ) -> None:
     """The cron job: one bounded, rack-safe replica rebalancing step.
 
@@ -67,6 +69,8 @@ def step(
     the end). A step that would leave a goal worse without a higher goal forcing it is refused.
     Repeated runs converge to the one-shot plan's balance; a run with nothing to move says
     `balanced` (every goal within its band, or as near as a move can bring it).
+    --topics / --exclude-topics: only the topics kept are moved and balanced (the health check
+    still covers every topic); the JSON report names those left out.
     Steps aside (exit 0, says why) while kops' cron jobs are paused
     (`kops rebalance pause`, or a playbook run), another execution or any reassignment is in
     progress, or the cluster is unhealthy (a broker down; partitions offline, under min ISR or
@@ -80,6 +84,7 @@ def step(
     Exit 0 balanced, step done or stepped aside; 3 step not done within its bound (it goes on in
     the cluster; the next run finishes it) or no move fits the bound; 1 failure; 2 bad input.
     """
+    from kops.inputs.topic_filter import TopicFilter
     from kops.ops import replica_rebalance
     from kops.placement.goals import select_goals
 
@@ -101,7 +106,8 @@ def step(
                 reporter = make_reporter()
             res = replica_rebalance.step(conn, bounds=bounds, throttle=throttle, dry_run=dry_run,
                           max_moves_per_broker=max_moves_per_broker, reporter=reporter, goals=chosen,
-                          sample_seconds=sample_seconds, capacities=capacities, window=window)
+                          sample_seconds=sample_seconds, capacities=capacities, window=window,
+                          topics=TopicFilter.of(topics, exclude_topics))
     finally:
         if metrics_file and res is not None:
             replica_rebalance.write_metrics(metrics_file, res)

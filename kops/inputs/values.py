@@ -287,6 +287,20 @@ def ident(value: Any, *, what: str = "an id") -> str:
     return value
 
 
+def topic_regex(value: Any):
+    """A topic filter's regular expression (``--topics`` / ``--exclude-topics``), compiled: a
+    topic is matched by its whole name (:mod:`kops.inputs.topic_filter`)."""
+    import re
+
+    text = str(value)
+    if not text.strip():
+        raise Invalid("an empty regular expression: give one, or leave the option out")
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise Invalid(f"{show(value)} is not a valid regular expression ({e})") from None
+
+
 def window(value: Any):
     """Maintenance windows (``--window``): see :mod:`kops.inputs.window`."""
     from kops.inputs.window import InvalidWindow, parse

@@ -220,10 +220,15 @@ class RebalanceResult:
     reason: str | None = None
     duration_s: float = 0.0
     dry_run: bool = False
+    #: what a topic filter left out (:meth:`kops.inputs.topic_filter.TopicFilter.left_out`)
+    topics_left_out: dict[str, Any] | None = None
 
     def summary(self) -> str:
         """The one-line summary cron mails or logs."""
         d = f"{self.duration_s:.1f} s"
+        left = self.topics_left_out
+        if left and left["topics"]:  # the measure is that of the topics kept: say so on the line
+            d = f"{left['topics']} topics left out by {left['filter']}; {d}"
         if self.status == STEPPED_ASIDE:
             return f"leader rebalance: stepped aside: {self.reason}"
         b = self.before
@@ -266,6 +271,8 @@ class RebalanceResult:
         }
         if self.reason:
             d["reason"] = self.reason
+        if self.topics_left_out is not None:
+            d["topics_left_out"] = self.topics_left_out
         if self.before is not None:
             d["before"] = self.before.to_dict()
             d["planned_elections"] = len(self.planned)
@@ -308,11 +315,14 @@ def rebalance(
     on_batch: Callable[[int, int, ElectionResult], None] | None = None,
     window=None,
     now: datetime | None = None,
+    topics=None,
 ) -> RebalanceResult:
     """One cron run. ``topology`` (a snapshot) implies a dry run with no cluster access.
     ``window``: maintenance windows (:mod:`kops.inputs.window`) judged at ``now`` (default: the
     clock); outside them the run steps aside before touching the cluster (a dry run too: it
-    says what the run would do, and the run would do nothing)."""
+    says what the run would do, and the run would do nothing). ``topics``: a topic filter
+    (:class:`kops.inputs.topic_filter.TopicFilter`): only its topics' leaders are measured and
+    elected; the result names those left out."""
     t0 = time.monotonic()
     if threshold_pct < 0 or threshold_pct > 100:
         raise BadInput(f"--imbalance-threshold must be within 0..100, not {threshold_pct:g}")
@@ -329,7 +339,7 @@ def rebalance(
             write_metrics(metrics_file, res)
         return res
     if topology is not None:
-        res = _plan_only(topology, threshold_pct, max_elections)
+        res = _plan_only(topology, threshold_pct, max_elections, topics)
         res.duration_s = time.monotonic() - t0
         if metrics_file:
             write_metrics(metrics_file, res)
@@ -348,7 +358,7 @@ def rebalance(
         return res
     try:
         res = _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, batch_wait_s,
-                                force, on_batch)
+                                force, on_batch, topics)
     finally:
         lock.release()
     res.duration_s = time.monotonic() - t0
@@ -357,14 +367,21 @@ def rebalance(
     return res
 
 
-def _plan_only(topo: Topology, threshold_pct: float, max_elections: int | None) -> RebalanceResult:
-    before = leader_imbalance(topo, threshold_pct)
+def _imbalance(topo: Topology, threshold_pct: float, topics) -> ImbalanceReport:
+    """The controller's measure of ``topo``, over the topics the filter ``topics`` keeps (all: None)."""
+    kept = None if topics is None else [t.name for t in topo.topics if topics.keeps(t.name)]
+    return leader_imbalance(topo, threshold_pct, topics=kept)
+
+
+def _plan_only(topo: Topology, threshold_pct: float, max_elections: int | None, topics=None) -> RebalanceResult:
+    left_out = None if topics is None else topics.left_out(topo)
+    before = _imbalance(topo, threshold_pct, topics)
     all_c, planned, asked = _to_send(before, max_elections)
     unreachable = [b.broker for b in before.unreachable(planned)]
     status = BALANCED if before.balanced else DRY_RUN
     return RebalanceResult(status, EXIT_NOT_DONE if unreachable else EXIT_OK, threshold_pct, before=before,
                            planned=planned, asked=asked, unreachable=unreachable, blocked=before.blocked,
-                           capped=len(all_c) - len(planned), dry_run=True)
+                           capped=len(all_c) - len(planned), dry_run=True, topics_left_out=left_out)
 
 
 def _to_send(before: ImbalanceReport, max_elections: int | None
@@ -378,7 +395,7 @@ def _to_send(before: ImbalanceReport, max_elections: int | None
 
 
 def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, batch_wait_s, force,
-                      on_batch) -> RebalanceResult:
+                      on_batch, topics=None) -> RebalanceResult:
     from concurrent.futures import ThreadPoolExecutor
 
     from kops.cluster.topology import list_reassignments
@@ -417,10 +434,11 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
     # without --force no reassignment was in progress a moment ago (read just above)
     topo = _read(conn, reassignments=force)
     if dry_run:
-        return _plan_only(topo, threshold_pct, max_elections)
-    before = leader_imbalance(topo, threshold_pct)
+        return _plan_only(topo, threshold_pct, max_elections, topics)
+    left_out = None if topics is None else topics.left_out(topo)
+    before = _imbalance(topo, threshold_pct, topics)
     if before.balanced:
-        return RebalanceResult(BALANCED, EXIT_OK, threshold_pct, before=before, after=before)
+        return RebalanceResult(BALANCED, EXIT_OK, threshold_pct, before=before, after=before, topics_left_out=left_out)
     all_c, planned, asked = _to_send(before, max_elections)
     elections = run_elections(conn, "preferred", planned + asked, batch_size=batch_size,
                               batch_wait_s=batch_wait_s, on_batch=on_batch)
@@ -432,15 +450,15 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
     # after: the leaders the controller confirmed, with no second read of the cluster (Kafka
     # answers ElectLeaders for a partition once its new leader is in the metadata)
     parts = {p.tp: p for p in topo.partitions()}
-    after = leader_imbalance(topo.with_leaders({tp: parts[tp].preferred_leader for tp in done
-                                                if tp in parts and parts[tp].preferred_leader is not None}),
-                             threshold_pct)
+    after = _imbalance(topo.with_leaders({tp: parts[tp].preferred_leader for tp in done
+                                          if tp in parts and parts[tp].preferred_leader is not None}),
+                       threshold_pct, topics)
     return RebalanceResult(
         NOT_REACHED if unreachable else ELECTED,
         EXIT_NOT_DONE if unreachable else EXIT_OK,
         threshold_pct, before=before, after=after, planned=planned, asked=asked, elections=elections,
         blocked=[x for x in before.blocked if x.tp not in done], refused=refused,
-        unreachable=unreachable, capped=len(all_c) - len(planned))
+        unreachable=unreachable, capped=len(all_c) - len(planned), topics_left_out=left_out)
 
 
 # ------------------------------------------------------------------------------------------

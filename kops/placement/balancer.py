@@ -18,7 +18,7 @@ cluster closer to the target, so each partial plan is safe on its own and repeat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +92,7 @@ def plan(
     disk_threshold: float = DISK_THRESHOLD,
     goals: Sequence[str] | str | None = None,
     band: float = BAND,
+    keep_topic: Callable[[str], bool] | None = None,
 ) -> PlanResult:
     """Compute a minimal-movement, rack-safe, balanced plan for ``goal``.
 
@@ -111,6 +112,10 @@ def plan(
     ``band``: the balance goals' band (disk use, network-in use, leaders' bytes-in): a broker
     within this share of the mean (or within its largest partition of it) is balanced.
 
+    ``keep_topic``: the topics the plan may change (``--topics`` / ``--exclude-topics``); the
+    others keep their replicas and are left out of every measure and goal (the balance is that
+    of the topics kept).
+
     ``rebalance=False``: only the moves the goal forces (replicas off removed brokers, RF
     changes, rack repairs) plus leadership reordering; no balancing moves.
 
@@ -128,7 +133,7 @@ def plan(
     if not 0 < disk_threshold <= 1:
         raise BadInput(f"the disk threshold must be above 0 and at most 100 % (got {disk_threshold:.0%})")
     chosen = select_goals(goals)
-    st = PlacementState(topology, goal, resolve(topology, goal), max_moves, max_bytes, band)
+    st = PlacementState(topology, goal, resolve(topology, goal, keep_topic), max_moves, max_bytes, band)
     optimizer = Optimizer(st, chosen, followers=balance_followers, rebalance=rebalance)
     st.limits.limit_disks(st, disk_threshold)
     st.limits.limit_network(st, DEFAULT_THRESHOLD)

@@ -6,7 +6,7 @@ cannot be met."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,10 @@ def _rack_members(topo: Topology, rack: str) -> list[int]:
     return sorted(out)
 
 
-def resolve(topo: Topology, goal: Goal) -> Resolved:
+def resolve(topo: Topology, goal: Goal, keep_topic: Callable[[str], bool] | None = None) -> Resolved:
+    """What ``goal`` asks of ``topo``. ``keep_topic``: the topics the plan may change (a topic
+    filter, ``--topics`` / ``--exclude-topics``); the others are out of scope: not moved, not
+    counted, and a goal that empties brokers says which of their replicas stay."""
     if goal.kind not in GOAL_KINDS:
         raise BadInput(f"unknown goal {goal.kind!r}; one of {', '.join(GOAL_KINDS)}")
     known = topo.broker_map
@@ -156,6 +159,18 @@ def resolve(topo: Topology, goal: Goal) -> Resolved:
         allowed = sorted(b for b in set(goal.brokers) if known[b].alive)
     if rf is None:
         rf = [len(p.replicas) for p in scope]
+    if keep_topic is not None:
+        kept = [keep_topic(p.topic) for p in scope]
+        left = [p for p, k in zip(scope, kept) if not k]
+        scope, rf = [p for p, k in zip(scope, kept) if k], [n for n, k in zip(rf, kept) if k]
+        if goal.kind in ("decommission", "drain-rack"):
+            eligible = set(allowed)
+            stay = [p for p in left if any(b not in eligible for b in p.replicas)]
+            if stay:
+                on = sorted({b for p in stay for b in p.replicas if b not in eligible})
+                notes.append(f"{len(stay)} partitions of topics left out by the topic filter keep replicas on "
+                             f"brokers {_fmt_ids(on)}: they are not empty after this plan "
+                             f"(e.g. {', '.join(f'{p.topic}-{p.partition}' for p in stay[:5])})")
     if not allowed:
         raise BadInput(f"{goal.describe()}: no alive broker would be left to hold replicas")
     # feasibility: RF never exceeds the brokers allowed (rack-safety itself is always satisfiable)

@@ -257,3 +257,44 @@ def test_a_killed_step_is_finished_by_the_next_run(sandbox, bootstrap, unique_to
         if ongoing_moves(bootstrap):
             kops("reassign", "cancel", "--bootstrap-server", bootstrap, timeout=180)
         delete_topic(bootstrap, topic)
+
+
+def test_topic_filters_leave_a_topic_where_it_is(sandbox, bootstrap, unique_topic):
+    """--topics / --exclude-topics on the live cluster: two topics stacked on brokers 0, 2, 4;
+    steps over both with one excluded move only the other (to balance), the excluded one keeps
+    every replica where it was, the report names it; `leader balance-plan` with the same filter
+    reorders only the topic kept (issue 41, item 3)."""
+    ids = sandbox.broker_ids
+    moved, kept = unique_topic("filtered"), unique_topic("leftout")
+    stacked = {p: [ids[0], ids[2], ids[4]] for p in range(6)}
+    for t in (moved, kept):
+        create_topic(bootstrap, t, assignment=stacked)
+    scope = ("--topics", f"{moved}|{kept}", "--exclude-topics", kept)
+    try:
+        before = _assignment(_snapshot(bootstrap))
+        for _ in range(4):
+            code, doc, err = _run(bootstrap, "rebalance", "step", *scope, "--max-moves", str(MAX_MOVES),
+                                  "--throttle", "50M")
+            assert code == 0, (doc.get("reason"), err[-3000:])
+            left = doc["report"]["topics_left_out"]  # every topic of the cluster but one
+            assert left["topics_kept"] == 1 and left["filter"] == f"--topics '{moved}|{kept}' --exclude-topics '{kept}'"
+            assert f"topics left out by {left['filter']}" in doc["summary"], doc["summary"]
+            if doc["status"] == "balanced":
+                break
+            assert doc["status"] == "moved" and doc["execution"]["state"] == "complete", doc
+            assert {p["topic"] for p in doc["plan"]["partitions"]} == {moved}
+        else:
+            raise AssertionError("four steps did not balance one 6-partition topic")
+        after = _assignment(_snapshot(bootstrap))
+        assert after[kept] == before[kept]  # the topic left out: not one replica moved
+        assert after[moved] != before[moved]
+        assert {b for r in after[moved] for b in r} == set(ids)  # spread over every broker now
+        r = kops("leader", "balance-plan", "--topics", f"{moved}|{kept}", "--exclude-topics", moved,
+                 "--bootstrap-server", bootstrap, "--output", "json", timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        bp = json.loads(r.stdout)
+        assert {p["topic"] for p in bp["plan"]["partitions"]} <= {kept}
+        assert bp["topics_left_out"]["topics_kept"] == 1
+    finally:
+        delete_topic(bootstrap, moved)
+        delete_topic(bootstrap, kept)
