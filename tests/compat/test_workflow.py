@@ -387,6 +387,20 @@ def test_cancel_mid_move_rolls_back(cluster, unique_topic, tmp_path, kops_home):
         kops("reassign", "cancel", "--bootstrap-server", bs)
 
 
+def _election_seen(sb, bs: str, tp: tuple[str, int], elect: dict, before: dict) -> str:
+    """What the election answered and what every broker's metadata says of ``tp`` now, for a
+    failure's message."""
+    seen = {}
+    for b, addr in zip(sb.broker_ids, bs.split(",")):
+        try:
+            md = admin(addr).list_topics(tp[0], timeout=10)
+            pm = md.topics[tp[0]].partitions[tp[1]]
+            seen[b] = {"leader": pm.leader, "isr": sorted(pm.isrs), "controller": md.controller_id}
+        except Exception as e:  # noqa: BLE001 - a diagnostic: whatever the broker said
+            seen[b] = repr(e)
+    return json.dumps({"election": elect, "before": before.get(tp), "per_broker_now": seen}, default=str)[-6000:]
+
+
 def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home):
     sb, bs = cluster, cluster.bootstrap_servers
     topic = unique_topic("wf-lead")
@@ -424,7 +438,12 @@ def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home)
     r = kops("leader", "elect", "--election-type", "preferred", "--topic", t, "--partition", str(p),
              "--bootstrap-server", bs, "--output", "json")
     assert r.returncode == 0, r.stderr
-    assert json_of(r)["counts"] == {"elected": 1, "not_needed": 0, "failed": 0}
+    elect = json_of(r)
+    # "not needed" here (once on 3.9.2, stop 52; once on 2.8.2 in the cron run below, stop 50)
+    # says the controller already had the preferred replica as leader while every broker's
+    # metadata said otherwise, or that a first request was answered late (then "resent"): what
+    # each broker and the controller said is in the message, to find which
+    assert elect["counts"] == {"elected": 1, "not_needed": 0, "failed": 0}, _election_seen(sb, bs, (t, p), elect, before)
     wait_for(lambda: partitions(bs)[(t, p)]["leader"] == victim, 20, what="the elected leader")
 
     # the cron run elects the rest; a second run has nothing to do
