@@ -36,6 +36,16 @@ from kops.sandbox.state import Node, SandboxState
 INTERNAL_PORT = 9091
 LABEL = "org.kops.sandbox"
 
+#: Java security properties for the JVMs in containers (``-Djava.security.properties``): look a
+#: name up again at once after a failure. Java caches a failed lookup for 10 s by default and a
+#: stopped container's name does not resolve, so after a restart of ZooKeeper (down a few
+#: seconds) brokers kept failing to resolve ``zookeeper`` for up to 10 s more -- past their 6 s
+#: session timeout: every restart expired the brokers' sessions (a controller failover and
+#: partitions waiting for a new LeaderAndIsr), which a real cluster, whose ZooKeeper hosts keep
+#: their DNS names, does not see. Names that resolve are kept 5 s (a restarted container may get
+#: another address).
+DNS_CACHE = "networkaddress.cache.ttl=5\nnetworkaddress.cache.negative.ttl=0\n"
+
 
 def parse_duration_ms(text: str) -> float:
     """``300ms`` / ``0.3s`` / ``300`` (ms) -> milliseconds; BadInput otherwise."""
@@ -321,6 +331,9 @@ class ContainerNodes(Nodes):
         if old is not None:
             old.remove(force=True)
         cmd = cfg.jvm_command(node, java="java", classpath=classpath)
+        dns = cfg.config_dir / "jvm-dns.security"
+        dns.write_text(DNS_CACHE)
+        cmd.insert(1, f"-Djava.security.properties={dns}")
         shell = f"exec {shlex.join(cmd)} >> {shlex.quote(str(cfg.stdout_file(node)))} 2>&1"
         net = self.network()
         ip = self._static_ip(node)
