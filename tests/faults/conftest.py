@@ -123,6 +123,9 @@ def _docker_sandbox(tmp_path_factory, request, **config):
             sb.up()
         except KopsError as e:
             raise type(e)("\n".join([e.message, *e.details])) from e
+        from tests.faults.helpers import SANDBOXES
+
+        SANDBOXES[sb.bootstrap_servers] = sb  # a failed wait for recovery quotes its brokers' logs
         yield sb
     finally:
         try:

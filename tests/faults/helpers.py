@@ -10,12 +10,14 @@ import time
 import uuid
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient
+
 from tests.cluster.kafka_helpers import admin, assert_lock_released, create_topic, delete_topic, ongoing, wait_for
 from tests.cluster.test_reassign import replicas, same_rack_swap, write_plan
 
 __all__ = [
-    "KopsRun", "admin", "assert_clean", "create_topic", "delete_topic", "fully_replicated", "kops", "kops_bg",
-    "moves_in_flight", "throttles_set",
+    "KopsRun", "SANDBOXES", "admin", "assert_clean", "create_topic", "delete_topic", "fully_replicated", "kops", "kops_bg",
+    "moves_in_flight", "replication_report", "throttles_set", "under_replicated", "wait_fully_replicated",
     "ongoing", "replicas", "same_rack_swap", "unique", "wait_for", "wait_in_flight", "wait_recovered",
     "write_plan", "workload_topics",
 ]
@@ -117,24 +119,89 @@ def moves_in_flight(bootstrap: str, topic: str, timeout: float = 60) -> int:
     return got[0]
 
 
-def fully_replicated(bootstrap: str) -> bool:
-    """Every partition has a leader and its whole replica set in the ISR."""
+def under_replicated(bootstrap: str) -> list[str] | None:
+    """The partitions without a leader or with replicas missing from the ISR, as the answering
+    broker's metadata shows them (``topic-p leader L replicas [..] isr [..]``); None when no
+    broker answers (the cluster is still recovering)."""
     try:
         md = admin(bootstrap).list_topics(timeout=10)
     except Exception:  # noqa: BLE001 - the cluster is still recovering
-        return False
-    for tm in md.topics.values():
+        return None
+    bad = []
+    for name, tm in sorted(md.topics.items()):
         if tm.error is not None:
-            return False
-        for pm in tm.partitions.values():
+            bad.append(f"{name}: {tm.error}")
+            continue
+        for p, pm in sorted(tm.partitions.items()):
             if pm.leader < 0 or set(pm.isrs) != set(pm.replicas):
-                return False
-    return True
+                bad.append(f"{name}-{p} leader {pm.leader} replicas {pm.replicas} isr {pm.isrs}")
+    return bad
+
+
+def fully_replicated(bootstrap: str) -> bool:
+    """Every partition has a leader and its whole replica set in the ISR."""
+    return under_replicated(bootstrap) == []
+
+
+#: each fault-lab sandbox by its bootstrap servers (registered by conftest), for the broker log
+#: excerpts a failed wait for recovery ends with
+SANDBOXES: dict[str, object] = {}
+
+
+def _log_excerpt(sb, broker: int, lines: int = 4) -> list[str]:
+    """The last WARN/ERROR lines of ``broker``'s server.log (the log's last 512 KiB)."""
+    f = sb.broker_log_dir(broker) / "server.log"  # type: ignore[attr-defined]
+    if not f.exists():
+        return []
+    with f.open("rb") as fh:
+        fh.seek(max(0, f.stat().st_size - 512 * 1024))
+        text = fh.read().decode("utf-8", "replace")
+    hits = [ln for ln in text.splitlines() if " ERROR " in ln or " WARN " in ln]
+    return [f"  broker {broker}: {ln[:300]}" for ln in hits[-lines:]]
+
+
+def replication_report(bootstrap: str) -> str:
+    """What each broker's metadata says is not fully replicated, with the controller it names,
+    the replication throttles in force and the last warnings of the brokers missing from an ISR
+    and of the controller: the text a failed wait for recovery ends with (a follower that never
+    catches up shows in every broker's view; a stale metadata cache in one)."""
+    lines, suspects = [], set()
+    for b in bootstrap.split(","):
+        try:
+            md = AdminClient({"bootstrap.servers": b}).list_topics(timeout=10)
+        except Exception as e:  # noqa: BLE001 - a report, whatever answers
+            lines.append(f"{b}: no answer ({e})")
+            continue
+        bad = [(n, p, pm) for n, tm in sorted(md.topics.items()) for p, pm in sorted(tm.partitions.items())
+               if pm.leader < 0 or set(pm.isrs) != set(pm.replicas)]
+        suspects |= {r for _n, _p, pm in bad for r in set(pm.replicas) - set(pm.isrs)} | {md.controller_id}
+        shown = [f"{n}-{p} leader {pm.leader} replicas {pm.replicas} isr {pm.isrs}" for n, p, pm in bad[:6]]
+        lines.append(f"{b} (broker {md.orig_broker_id}, controller {md.controller_id}, "
+                     f"brokers {sorted(md.brokers)}): {len(bad)} not fully replicated"
+                     + (": " + "; ".join(shown) + (" ..." if len(bad) > 6 else "") if bad else ""))
+    try:
+        lines.append(f"throttles in force: {throttles_set(bootstrap) or 'none'}")
+    except Exception as e:  # noqa: BLE001
+        lines.append(f"throttles not read: {e}")
+    sb = SANDBOXES.get(bootstrap)
+    if sb is not None:
+        for b in sorted(x for x in suspects if x is not None and x >= 0):
+            lines += _log_excerpt(sb, b)
+    return "\n".join(lines)
+
+
+def wait_fully_replicated(bootstrap: str, timeout: float, what: str) -> None:
+    """Until every partition is fully replicated; on timeout the assertion carries
+    :func:`replication_report`."""
+    try:
+        wait_for(lambda: fully_replicated(bootstrap), timeout, 0.5, what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{replication_report(bootstrap)}") from None
 
 
 def wait_recovered(bootstrap: str, since: float, timeout: float = 180) -> float:
     """Seconds from ``since`` (a monotonic time) until every partition is fully replicated."""
-    wait_for(lambda: fully_replicated(bootstrap), timeout, 0.5, "every partition fully replicated again")
+    wait_fully_replicated(bootstrap, timeout, "every partition fully replicated again")
     return round(time.monotonic() - since, 1)
 
 

@@ -11,11 +11,11 @@ from tests.faults.helpers import (
     assert_clean,
     create_topic,
     delete_topic,
-    fully_replicated,
     kops,
     kops_bg,
     unique,
     wait_for,
+    wait_fully_replicated,
     wait_recovered,
     workload_topics,
 )
@@ -114,7 +114,7 @@ def test_leader_rebalance_during_a_kraft_controller_failover(dsandbox_kraft, tmp
     assert len(mine) >= 4, mine
     sb.stop(broker=victim)  # controlled shutdown: its leaders move away, and stay away when it is back
     sb.start(broker=victim)
-    wait_for(lambda: fully_replicated(bs), 120, 0.5, "the ISRs complete after the restart")
+    wait_fully_replicated(bs, 120, "the ISRs complete after the restart")
     assert all(_leaders(bs, topic)[p] != victim for p in mine)
     codes = ""
     try:

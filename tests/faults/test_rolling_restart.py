@@ -24,7 +24,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.faults.helpers import admin, assert_clean, delete_topic, fully_replicated, kops, kops_bg, wait_for, workload_topics
+from tests.faults.helpers import (
+    admin,
+    assert_clean,
+    delete_topic,
+    kops,
+    kops_bg,
+    wait_for,
+    wait_fully_replicated,
+    workload_topics,
+)
 from tests.faults.workload import Workload
 
 pytestmark = pytest.mark.faults
@@ -115,7 +124,7 @@ def _from_preferred_leaders(bootstrap: str) -> None:
     """Start from a fully replicated cluster led by its preferred replicas, whatever the scenarios
     before left (a controller killed leaves leaders elsewhere: the sandbox's controller does not
     rebalance), so that "preferred leaders restored" is this scenario's own doing."""
-    wait_for(lambda: fully_replicated(bootstrap), 120, 0.5, "a fully replicated cluster to start from")
+    wait_fully_replicated(bootstrap, 120, "a fully replicated cluster to start from")
     kops("leader", "elect", "--election-type", "preferred", "--all-topic-partitions", "--bootstrap-server", bootstrap)
     wait_for(lambda: not _not_preferred(bootstrap), 60, 0.5, "preferred leaders everywhere to start from")
 
@@ -305,7 +314,7 @@ def test_rolling_restart_stops_when_the_hook_fails(dsandbox, dbootstrap, tmp_pat
     log = tmp_path / "restarted.log"
     target = sb.brokers_in_rack("c")[0]
     try:
-        wait_for(lambda: fully_replicated(bs), 120, 0.5, "a fully replicated cluster to start from")
+        wait_fully_replicated(bs, 120, "a fully replicated cluster to start from")
         r = kops(*_run_args(bs, f"restart_command={_hook(sb, log, fail=True)}", f"brokers={target}"),
                  timeout=RUN_TIMEOUT)
         record(scenario="rolling restart whose hook fails", kops_exit=r.returncode,

@@ -13,7 +13,7 @@ from confluent_kafka.admin import NewTopic
 from tests.cluster.kafka_helpers import admin, wait_for
 from tests.compat.matrix import KRAFT, ZOOKEEPER
 from tests.faults.conftest import _docker_sandbox
-from tests.faults.helpers import fully_replicated, kops
+from tests.faults.helpers import kops, wait_fully_replicated
 
 pytestmark = pytest.mark.faults
 
@@ -47,7 +47,7 @@ def test_an_old_kafka_in_containers_is_read_and_takes_a_network_fault(old_dsandb
 
     topic = f"old-{sb.mode}"
     admin(bs).create_topics([NewTopic(topic, 6, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
-    wait_for(lambda: fully_replicated(bs), 60, what="the topic fully replicated")
+    wait_fully_replicated(bs, 60, "the topic fully replicated")
     cut = set(sb.brokers_in_rack("b"))
     # cut off from this host too: a cut-off broker would otherwise still answer the ISR asked for
     # here, from its own stale view of the cluster (a client asks any broker it knows)
@@ -59,4 +59,4 @@ def test_an_old_kafka_in_containers_is_read_and_takes_a_network_fault(old_dsandb
                  what=f"brokers {sorted(cut)} out of every ISR")
     finally:
         sb.faults.heal()
-    wait_for(lambda: fully_replicated(bs), 120, what="every partition fully replicated after the heal")
+    wait_fully_replicated(bs, 120, "every partition fully replicated after the heal")
