@@ -488,9 +488,10 @@ class Connection:
 
         t = timeout if timeout is not None else self.timeout_s
         deadline = time.monotonic() + t + 2
+        within = f"within {t:.0f} s"
         if self._deadline is not None and self._deadline < deadline:
-            deadline = self._deadline
-            t = max(0.0, deadline - time.monotonic())
+            deadline = self._deadline  # the run's --timeout comes first: say so, not "within 0 s"
+            within = "before the run's --timeout"
         try:
             while True:  # in slices: a failed SASL login (error_cb) ends the wait at once
                 if self._admin is not None:
@@ -511,7 +512,7 @@ class Connection:
                 raise self.authentication_error(self._auth_error) from None
             kind = ClusterTimeout if self._answered else ClusterError
             raise kind(
-                f"{what}: no answer from the cluster at {self.bootstrap_server} within {t:.0f} s"
+                f"{what}: no answer from the cluster at {self.bootstrap_server} {within}"
             ) from None
         except ClusterError:
             raise
@@ -526,8 +527,7 @@ class Connection:
             if _is_timeout(e, text):
                 kind = ClusterTimeout if self._answered else ClusterError
                 raise kind(
-                    f"{what}: cannot reach the cluster at {self.bootstrap_server} within {t:.0f} s "
-                    f"({text})"
+                    f"{what}: cannot reach the cluster at {self.bootstrap_server} {within} ({text})"
                 ) from None
             raise ClusterError(f"{what}: {text}") from None
 
