@@ -239,8 +239,8 @@ def rebalance(
     replicas down or out of the ISR -- named); 1 on failure; 2 bad input.
     """
     from kops.inputs.files import output_file
-    from kops.inputs.topic_filter import TopicFilter
     from kops.ops.leader_rebalance import rebalance as run
+    from kops.placement.topic_filter import TopicFilter
 
     scope = TopicFilter.of(topics, exclude_topics)
     if metrics_file:
@@ -322,65 +322,39 @@ def balance_plan(
     """
     from kops.cli.common import load_topology
     from kops.inputs.files import output_file
-    from kops.inputs.topic_filter import TopicFilter, left_out_text
-    from kops.model import ReassignmentPlan
-    from kops.placement.leaders import balance_leaders, slot_counts
+    from kops.placement.leader_plan import leader_balance_plan
+    from kops.placement.topic_filter import TopicFilter, left_out_text
 
     scope = TopicFilter.of(topics, exclude_topics)
     if out_file:
         output_file(out_file, what="--reassignment-json-file")
     topo = load_topology(c, topology, with_zookeeper=False)
-    left_out = None
     if scope is not None:
-        scope.check_named(topic or (), "--topic")
-        left_out = scope.left_out(topo)
-    if topic:
-        missing = sorted(set(topic) - set(topo.topic_map))
-        if missing:
-            from kops.cluster.topology import missing_topics_error
+        scope.check_named(topic or (), "--topic")  # before naming missing topics: the options contradict
+    missing = sorted(set(topic or ()) - set(topo.topic_map))
+    if missing:
+        from kops.cluster.topology import missing_topics_error
 
-            if topology:
-                raise missing_topics_error(None, missing)
-            with c.connection() as conn:
-                raise missing_topics_error(conn, missing)
-    current = {p.tp: p.replicas for p in topo.partitions()
-               if (not topic or p.topic in topic) and (scope is None or scope.keeps(p.topic))}
-    brokers = topo.alive_broker_ids
-    balanced = balance_leaders(current, brokers=brokers, followers=not no_followers)
-    changed = {tp: r for tp, r in balanced.items() if tuple(r) != tuple(current[tp])}
-    assert all(sorted(changed[tp]) == sorted(current[tp]) for tp in changed)  # reorder only
-    plan = ReassignmentPlan.from_assignment(changed)
-
-    def stats(asg):
-        lead = slot_counts(asg.values(), brokers, 0)
-        foll = slot_counts(asg.values(), brokers, 1)
-        racks: dict[str, int] = {}
-        for b, n in lead.items():
-            r = topo.rack_of(b) or "-"
-            racks[r] = racks.get(r, 0) + n
-        spread = lambda d: (max(d.values()) - min(d.values())) if d else 0  # noqa: E731
-        return {"preferred_leaders": {str(k): v for k, v in lead.items()},
-                "first_followers": {str(k): v for k, v in foll.items()},
-                "preferred_leaders_per_rack": racks,
-                "leader_spread": spread(lead), "follower_spread": spread(foll), "rack_spread": spread(racks)}
-
-    before, after = stats(current), stats(balanced)
+        if topology:
+            raise missing_topics_error(None, missing)
+        with c.connection() as conn:
+            raise missing_topics_error(conn, missing)
+    res = leader_balance_plan(topo, topics=topic or (), scope=scope, followers=not no_followers)
+    plan, before, after = res.plan, res.before, res.after
     if out_file:
         with open(out_file, "w", encoding="utf-8") as f:
             f.write(plan.to_json() + "\n")
     if c.json:
-        emit_json({"plan": plan.to_dict(), "partitions_reordered": len(changed),
-                   "replica_set_changes": 0, "before": before, "after": after,
-                   **({"topics_left_out": left_out} if left_out is not None else {})})
+        emit_json(res.to_dict())
         return
     con = err_console()
-    if left_out is not None:
-        con.print(left_out_text(left_out), markup=False, soft_wrap=True)
-    con.print(f"{len(changed)} of {len(current)} partitions reordered (replica sets unchanged, no data moves); "
+    if res.topics_left_out is not None:
+        con.print(left_out_text(res.topics_left_out), markup=False, soft_wrap=True)
+    con.print(f"{res.reordered} of {res.considered} partitions reordered (replica sets unchanged, no data moves); "
               f"preferred-leader spread {before['leader_spread']} -> {after['leader_spread']}, "
               f"first-follower spread {before['follower_spread']} -> {after['follower_spread']}, "
               f"per-rack spread {before['rack_spread']} -> {after['rack_spread']}", markup=False)
-    if changed:
+    if res.reordered:
         con.print("next: kops reassign execute --reassignment-json-file PLAN, then "
                   "kops leader rebalance --imbalance-threshold 0 (or kops leader elect --election-type preferred)",
                   markup=False)

@@ -278,20 +278,12 @@ def _run_goal(c: Context, make_goal, opts: PlanOptions, *, no_balance: bool = Fa
         from kops.inputs.capacity import read_capacity_file
 
         read_capacity_file(opts.capacity_file)
-    from kops.inputs.topic_filter import TopicFilter
+    from kops.placement.topic_filter import TopicFilter
 
-    scope = TopicFilter.of(opts.topics, opts.exclude_topics)
     topo = _what_if(load_topology(c, opts.topology), opts.capacity_file, opts.add_broker)
-    goal = make_goal(topo)
-    left_out = None
-    if scope is not None:
-        scope.check_named(goal.topics, goal.kind)
-        left_out = scope.left_out(topo)
-    res = plan(topo, goal, max_moves=opts.max_moves, max_bytes=opts.max_bytes, throttle=opts.throttle,
+    res = plan(topo, make_goal(topo), max_moves=opts.max_moves, max_bytes=opts.max_bytes, throttle=opts.throttle,
                rebalance=not no_balance, disk_threshold=opts.disk_threshold / 100, goals=chosen,
-               keep_topic=None if scope is None else scope.keeps)
-    if left_out is not None:
-        res.report["topics_left_out"] = left_out
+               topics=TopicFilter.of(opts.topics, opts.exclude_topics))
     if opts.chart:
         _write_chart(res.report, opts.chart, chart_format)
     if c.json:
@@ -321,7 +313,7 @@ def _render_goal_report(con, rep: dict) -> None:
     con.print(f"[bold]plan: {escape(rep['goal']['description'])}[/bold]  (balancing {rep['balance_by']}, "
               f"{rep['partitions_in_scope']} partitions in scope)")
     if "topics_left_out" in rep:
-        from kops.inputs.topic_filter import left_out_text
+        from kops.placement.topic_filter import left_out_text
 
         con.print(escape(left_out_text(rep["topics_left_out"])) + " (the goals measure the topics kept; the broker "
                   "table and the disk and network limits count every topic)", soft_wrap=True)

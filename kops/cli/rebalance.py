@@ -84,9 +84,9 @@ def step(
     Exit 0 balanced, step done or stepped aside; 3 step not done within its bound (it goes on in
     the cluster; the next run finishes it) or no move fits the bound; 1 failure; 2 bad input.
     """
-    from kops.inputs.topic_filter import TopicFilter
     from kops.ops import replica_rebalance
     from kops.placement.goals import select_goals
+    from kops.placement.topic_filter import TopicFilter
 
     chosen = select_goals(goals) if goals is not None else None  # checked before connecting (None: the default)
     capacities = None

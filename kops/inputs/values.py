@@ -289,7 +289,7 @@ def ident(value: Any, *, what: str = "an id") -> str:
 
 def topic_regex(value: Any):
     """A topic filter's regular expression (``--topics`` / ``--exclude-topics``), compiled: a
-    topic is matched by its whole name (:mod:`kops.inputs.topic_filter`)."""
+    topic is matched by its whole name (:mod:`kops.placement.topic_filter`)."""
     import re
 
     text = str(value)

@@ -220,7 +220,7 @@ class RebalanceResult:
     reason: str | None = None
     duration_s: float = 0.0
     dry_run: bool = False
-    #: what a topic filter left out (:meth:`kops.inputs.topic_filter.TopicFilter.left_out`)
+    #: what a topic filter left out (:meth:`kops.placement.topic_filter.TopicFilter.left_out`)
     topics_left_out: dict[str, Any] | None = None
 
     def summary(self) -> str:
@@ -321,7 +321,7 @@ def rebalance(
     ``window``: maintenance windows (:mod:`kops.inputs.window`) judged at ``now`` (default: the
     clock); outside them the run steps aside before touching the cluster (a dry run too: it
     says what the run would do, and the run would do nothing). ``topics``: a topic filter
-    (:class:`kops.inputs.topic_filter.TopicFilter`): only its topics' leaders are measured and
+    (:class:`kops.placement.topic_filter.TopicFilter`): only its topics' leaders are measured and
     elected; the result names those left out."""
     t0 = time.monotonic()
     if threshold_pct < 0 or threshold_pct > 100:

@@ -188,12 +188,13 @@ def unhealthy(topo: Topology) -> list[str]:
 
 
 def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: Sequence[str] | None = None, *,
-              goal=None, rebalance: bool = True, keep_topic=None):
+              goal=None, rebalance: bool = True, topics=None):
     """The bounded plan of one step (pure): ``(PlanResult, estimated seconds, fits)``.
 
     ``goal``: the planner's goal (default ``rebalance``; ``heal step`` gives a decommission of
     dead brokers); ``rebalance=False``: only the moves the goal forces (as ``plan``);
-    ``keep_topic``: the topics it may move (``--topics`` / ``--exclude-topics``, as ``plan``).
+    ``topics``: the topic filter of the topics it may move (``--topics`` / ``--exclude-topics``,
+    as ``plan``).
 
     ``max_duration_s`` at ``throttle`` caps the bytes; when the estimate (busiest broker's
     bytes in or out / throttle, as the planner reports it) is still over the bound, the byte
@@ -212,7 +213,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
     band = bounds.threshold_pct / 100
     while True:
         res = plan(topo, goal, max_moves=bounds.max_moves, max_bytes=max_bytes, throttle=throttle,
-                   compare_kafka=False, goals=goals, band=band, rebalance=rebalance, keep_topic=keep_topic)
+                   compare_kafka=False, goals=goals, band=band, rebalance=rebalance, topics=topics)
         est = ((res.report.get("duration") or {}).get("seconds_parallel")) if throttle else None
         moved = res.report.get("replicas_moved") or 0
         if not moved:
@@ -221,7 +222,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
             if not shrunk and bounds.max_duration_s is not None:
                 shrunk = bool(plan(topo, goal, max_moves=bounds.max_moves, max_bytes=bounds.max_bytes,
                                    compare_kafka=False, goals=goals, band=band, rebalance=rebalance,
-                                   keep_topic=keep_topic).report.get("replicas_moved"))
+                                   topics=topics).report.get("replicas_moved"))
             return res, est, not shrunk
         if bounds.max_duration_s is None or est is None or est <= bounds.max_duration_s:
             return res, est, True
@@ -262,7 +263,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     --sample-seconds``); ``capacities``: a read capacity file (``kops.inputs.capacity``);
     ``window``: maintenance windows (:mod:`kops.inputs.window`), judged at ``now`` (default: the
     clock) -- outside them the run steps aside before reading the cluster; ``topics``: a topic
-    filter (:class:`kops.inputs.topic_filter.TopicFilter`): only its topics are moved, and
+    filter (:class:`kops.placement.topic_filter.TopicFilter`): only its topics are moved, and
     balanced (the health check still covers every topic), the report naming those left out."""
     from kops.ops import cron
     from kops.ops import maintenance
@@ -304,11 +305,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     if capacities is not None:
         topo = topo.with_capacities(capacities)
     chosen = goals
-    keep = None if topics is None else topics.keeps
-    left_out = None if topics is None else topics.left_out(topo)
-    res_plan, est, fits = plan_step(topo, bounds, throttle, chosen, keep_topic=keep)
-    if left_out is not None:
-        res_plan.report["topics_left_out"] = left_out
+    res_plan, est, fits = plan_step(topo, bounds, throttle, chosen, topics=topics)
     goals = goals_of(res_plan.report, chosen)
     result = StepResult(BALANCED, EXIT_OK, bounds, throttle, report=res_plan.report, plan=res_plan.plan.to_dict(),
                         estimated_s=est, goals=goals)
@@ -329,7 +326,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
         result.reason = "the step would make a goal worse: " + ", ".join(worse) + "; nothing was changed"
         result.duration_s = time.monotonic() - t0
         return result
-    result.moves_left = _moves_left(res_plan.topology_after(topo), chosen, bounds, keep)
+    result.moves_left = _moves_left(res_plan.topology_after(topo), chosen, bounds, topics)
     ran = cron.execute(conn, res_plan.plan, opts, dry_run=dry_run, reporter=reporter)
     result.status, result.execution = ran.status, ran.execution
     if ran.exit_code != EXIT_OK:
@@ -338,13 +335,13 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     return result
 
 
-def _moves_left(topo: Topology, goals: Sequence[str] | None, bounds: StepBounds, keep_topic=None) -> int | None:
+def _moves_left(topo: Topology, goals: Sequence[str] | None, bounds: StepBounds, topics=None) -> int | None:
     """Replica moves the full (unbounded) plan would still make (of the topics kept)."""
     from kops.placement.balancer import Goal, plan
 
     try:
         return int(plan(topo, Goal("rebalance"), compare_kafka=False, goals=goals, band=bounds.threshold_pct / 100,
-                        keep_topic=keep_topic).report.get("replicas_moved") or 0)
+                        topics=topics).report.get("replicas_moved") or 0)
     except BadInput:
         return None
 

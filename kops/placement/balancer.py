@@ -18,7 +18,7 @@ cluster closer to the target, so each partial plan is safe on its own and repeat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from kops.placement.goals import BAND, DEFAULT_THRESHOLD, select_goals
 from kops.placement.optimizer import FORCED, Optimizer
 from kops.placement.scope import GOAL_KINDS, Goal, resolve  # noqa: F401 (GOAL_KINDS: public)
 from kops.placement.state import PlacementState
+from kops.placement.topic_filter import TopicFilter
 
 __all__ = [
     "GOAL_KINDS",
@@ -92,7 +93,7 @@ def plan(
     disk_threshold: float = DISK_THRESHOLD,
     goals: Sequence[str] | str | None = None,
     band: float = BAND,
-    keep_topic: Callable[[str], bool] | None = None,
+    topics: TopicFilter | None = None,
 ) -> PlanResult:
     """Compute a minimal-movement, rack-safe, balanced plan for ``goal``.
 
@@ -112,9 +113,10 @@ def plan(
     ``band``: the balance goals' band (disk use, network-in use, leaders' bytes-in): a broker
     within this share of the mean (or within its largest partition of it) is balanced.
 
-    ``keep_topic``: the topics the plan may change (``--topics`` / ``--exclude-topics``); the
+    ``topics``: the topics the plan may change (``--topics`` / ``--exclude-topics``); the
     others keep their replicas and are left out of every measure and goal (the balance is that
-    of the topics kept).
+    of the topics kept), and the report's ``topics_left_out`` says what was left out. BadInput
+    when the filter keeps no topic or leaves out a topic the goal names.
 
     ``rebalance=False``: only the moves the goal forces (replicas off removed brokers, RF
     changes, rack repairs) plus leadership reordering; no balancing moves.
@@ -133,6 +135,11 @@ def plan(
     if not 0 < disk_threshold <= 1:
         raise BadInput(f"the disk threshold must be above 0 and at most 100 % (got {disk_threshold:.0%})")
     chosen = select_goals(goals)
+    left_out = None
+    if topics is not None:
+        topics.check_named(goal.topics, goal.kind)
+        left_out = topics.left_out(topology)
+    keep_topic = None if topics is None else topics.keeps
     st = PlacementState(topology, goal, resolve(topology, goal, keep_topic), max_moves, max_bytes, band)
     optimizer = Optimizer(st, chosen, followers=balance_followers, rebalance=rebalance)
     st.limits.limit_disks(st, disk_threshold)
@@ -148,6 +155,8 @@ def plan(
                                              "off_band": {g: round(x, 1) for g, x in off.items()}}
                                             for what, n, off in done.stages]}
     report["goals"] = metrics.goals_report(st, report, done, chosen)
+    if left_out is not None:
+        report["topics_left_out"] = left_out
     return PlanResult(goal, done.target, done.changes, report, done.complete, before)
 
 

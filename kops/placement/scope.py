@@ -164,10 +164,11 @@ def resolve(topo: Topology, goal: Goal, keep_topic: Callable[[str], bool] | None
         left = [p for p, k in zip(scope, kept) if not k]
         scope, rf = [p for p, k in zip(scope, kept) if k], [n for n, k in zip(rf, kept) if k]
         if goal.kind in ("decommission", "drain-rack"):
-            eligible = set(allowed)
-            stay = [p for p in left if any(b not in eligible for b in p.replicas)]
+            # the brokers this plan empties (not a dead broker the goal does not name)
+            emptied = set(goal.brokers) if goal.kind == "decommission" else set(_rack_members(topo, goal.rack))
+            stay = [p for p in left if any(b in emptied for b in p.replicas)]
             if stay:
-                on = sorted({b for p in stay for b in p.replicas if b not in eligible})
+                on = sorted({b for p in stay for b in p.replicas if b in emptied})
                 notes.append(f"{len(stay)} partitions of topics left out by the topic filter keep replicas on "
                              f"brokers {_fmt_ids(on)}: they are not empty after this plan "
                              f"(e.g. {', '.join(f'{p.topic}-{p.partition}' for p in stay[:5])})")

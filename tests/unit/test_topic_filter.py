@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from kops.cli.main import app
 from kops.errors import BadInput
 from kops.inputs import values
-from kops.inputs.topic_filter import TopicFilter, left_out_text
+from kops.placement.topic_filter import TopicFilter, left_out_text
 from kops.model import Broker, Capacity, Partition, Topic, Topology
 from kops.placement.balancer import Goal, plan
 
@@ -74,11 +74,16 @@ def test_a_rebalance_never_moves_a_topic_left_out_and_balances_the_rest():
     whole = plan(topo, Goal("rebalance"))
     assert any(tp[0] == "stacked" for tp in whole.changes)  # unfiltered, the stacked topic is spread
     f = _filter(exclude="stacked")
-    res = plan(topo, Goal("rebalance"), keep_topic=f.keeps)
+    res = plan(topo, Goal("rebalance"), topics=f)
     assert res.changes and all(tp[0] != "stacked" for tp in res.changes)
     assert all(tp[0] != "stacked" for tp in res.target)  # not even in scope
     assert res.report["partitions_in_scope"] == 10
-    only = plan(topo, Goal("rebalance"), keep_topic=_filter("stacked").keeps)
+    assert res.report["topics_left_out"] == {"filter": "--exclude-topics 'stacked'", "topics": 1, "partitions": 6,
+                                             "internal": [], "examples": ["stacked"], "topics_kept": 2}
+    assert "topics_left_out" not in whole.report
+    with pytest.raises(BadInput, match="stacked named and left out by --exclude-topics 'stacked'"):
+        plan(topo, Goal("set-replication-factor", topics=("stacked",), replication_factor=2), topics=f)
+    only = plan(topo, Goal("rebalance"), topics=_filter("stacked"))
     assert only.changes and {tp[0] for tp in only.changes} == {"stacked"}
 
 
@@ -92,7 +97,7 @@ def test_hard_disk_limits_count_the_topics_left_out():
     brokers = tuple(Broker(b, rack=r, capacity=Capacity(disk_bytes=big)) for b, r in racks.items())
     topo = Topology(brokers=brokers, topics=tuple(
         Topic(n, tuple(Partition(n, i, r, size_bytes=1000) for i, r in enumerate(ps))) for n, ps in topics.items()))
-    res = plan(topo, Goal("rebalance"), keep_topic=_filter(exclude="full").keeps, disk_threshold=0.8)
+    res = plan(topo, Goal("rebalance"), topics=_filter(exclude="full"), disk_threshold=0.8)
     after = {b: 0 for b in racks}
     for p in topo.partitions():
         for b in res.target.get(p.tp, p.replicas):
@@ -102,10 +107,16 @@ def test_hard_disk_limits_count_the_topics_left_out():
 
 
 def test_a_decommission_says_which_replicas_of_topics_left_out_stay():
-    res = plan(_stacked(), Goal("decommission", brokers=(4,)), keep_topic=_filter(exclude="stacked").keeps)
+    res = plan(_stacked(), Goal("decommission", brokers=(4,)), topics=_filter(exclude="stacked"))
     assert all(4 not in r for tp, r in res.target.items())
     notes = res.report["notes"]
     assert any("6 partitions of topics left out by the topic filter keep replicas on brokers 4" in n for n in notes), notes
+    # a dead broker the goal does not name is not one this plan empties: not in the note
+    topo = _stacked()
+    topo = replace(topo, brokers=tuple(replace(b, alive=False) if b.id == 2 else b for b in topo.brokers))
+    notes = plan(topo, Goal("decommission", brokers=(4,)), topics=_filter(exclude="stacked")).report["notes"]
+    assert any("6 partitions of topics left out by the topic filter keep replicas on brokers 4:" in n
+               for n in notes), notes
 
 
 def test_the_cli_reports_what_it_left_out(tmp_path):
@@ -137,7 +148,7 @@ def test_the_cli_reports_what_it_left_out(tmp_path):
 def test_unchanged_without_a_filter():
     """No filter: the plan is the planner's (the corpus digests hold it byte for byte)."""
     topo = _stacked()
-    assert plan(topo, Goal("rebalance")).changes == plan(topo, Goal("rebalance"), keep_topic=None).changes
-    everything = plan(topo, Goal("rebalance"), keep_topic=lambda t: True)
+    assert plan(topo, Goal("rebalance")).changes == plan(topo, Goal("rebalance"), topics=None).changes
+    everything = plan(topo, Goal("rebalance"), topics=_filter(".*"))
     assert everything.changes == plan(topo, Goal("rebalance")).changes
     assert replace(everything, report={}).target == plan(topo, Goal("rebalance")).target
