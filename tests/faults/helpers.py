@@ -17,7 +17,7 @@ from tests.cluster.test_reassign import replicas, same_rack_swap, write_plan
 
 __all__ = [
     "KopsRun", "SANDBOXES", "admin", "assert_clean", "create_topic", "delete_topic", "fully_replicated", "kops", "kops_bg",
-    "moves_in_flight", "replication_report", "throttles_set", "under_replicated", "wait_fully_replicated",
+    "moves_in_flight", "replication_report", "throttles_set", "wait_fully_replicated",
     "ongoing", "replicas", "same_rack_swap", "unique", "wait_for", "wait_in_flight", "wait_recovered",
     "write_plan", "workload_topics",
 ]
@@ -119,28 +119,30 @@ def moves_in_flight(bootstrap: str, topic: str, timeout: float = 60) -> int:
     return got[0]
 
 
-def under_replicated(bootstrap: str) -> list[str] | None:
-    """The partitions without a leader or with replicas missing from the ISR, as the answering
-    broker's metadata shows them (``topic-p leader L replicas [..] isr [..]``); None when no
-    broker answers (the cluster is still recovering)."""
-    try:
-        md = admin(bootstrap).list_topics(timeout=10)
-    except Exception:  # noqa: BLE001 - the cluster is still recovering
-        return None
+def _not_fully_replicated(md) -> list[str]:
+    """The partitions of a metadata answer without a leader or with replicas missing from the
+    ISR (``topic-p leader L replicas [..] isr [..]``), and the topics answered with an error."""
     bad = []
     for name, tm in sorted(md.topics.items()):
         if tm.error is not None:
             bad.append(f"{name}: {tm.error}")
             continue
-        for p, pm in sorted(tm.partitions.items()):
-            if pm.leader < 0 or set(pm.isrs) != set(pm.replicas):
-                bad.append(f"{name}-{p} leader {pm.leader} replicas {pm.replicas} isr {pm.isrs}")
+        bad += [f"{name}-{p} leader {pm.leader} replicas {pm.replicas} isr {pm.isrs}"
+                for p, pm in sorted(tm.partitions.items()) if pm.leader < 0 or set(pm.isrs) != set(pm.replicas)]
     return bad
+
+
+def _missing_from_isr(md) -> set[int]:
+    return {r for tm in md.topics.values() for pm in tm.partitions.values() for r in set(pm.replicas) - set(pm.isrs)}
 
 
 def fully_replicated(bootstrap: str) -> bool:
     """Every partition has a leader and its whole replica set in the ISR."""
-    return under_replicated(bootstrap) == []
+    try:
+        md = admin(bootstrap).list_topics(timeout=10)
+    except Exception:  # noqa: BLE001 - the cluster is still recovering
+        return False
+    return not _not_fully_replicated(md)
 
 
 #: each fault-lab sandbox by its bootstrap servers (registered by conftest), for the broker log
@@ -172,13 +174,11 @@ def replication_report(bootstrap: str) -> str:
         except Exception as e:  # noqa: BLE001 - a report, whatever answers
             lines.append(f"{b}: no answer ({e})")
             continue
-        bad = [(n, p, pm) for n, tm in sorted(md.topics.items()) for p, pm in sorted(tm.partitions.items())
-               if pm.leader < 0 or set(pm.isrs) != set(pm.replicas)]
-        suspects |= {r for _n, _p, pm in bad for r in set(pm.replicas) - set(pm.isrs)} | {md.controller_id}
-        shown = [f"{n}-{p} leader {pm.leader} replicas {pm.replicas} isr {pm.isrs}" for n, p, pm in bad[:6]]
-        lines.append(f"{b} (broker {md.orig_broker_id}, controller {md.controller_id}, "
-                     f"brokers {sorted(md.brokers)}): {len(bad)} not fully replicated"
-                     + (": " + "; ".join(shown) + (" ..." if len(bad) > 6 else "") if bad else ""))
+        bad = _not_fully_replicated(md)
+        suspects |= _missing_from_isr(md) | {md.controller_id}
+        lines.append(f"{b} (controller {md.controller_id}, brokers {sorted(md.brokers)}): "
+                     f"{len(bad)} not fully replicated"
+                     + (": " + "; ".join(bad[:6]) + (" ..." if len(bad) > 6 else "") if bad else ""))
     try:
         lines.append(f"throttles in force: {throttles_set(bootstrap) or 'none'}")
     except Exception as e:  # noqa: BLE001
