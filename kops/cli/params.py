@@ -143,6 +143,26 @@ AddBrokerOpt = Annotated[
 ]
 
 
+# -- an execution's throttle (``reassign execute`` / ``resume``) ------------------------------------
+ExecThrottleOpt = Annotated[
+    Any,
+    typer.Option("--throttle", click_type=Checked("RATE|auto[:MIN-MAX]", "throttle_rate"),
+                 help="Inter-broker replication throttle, bytes/s per broker (e.g. 50M; set on the brokers in "
+                      "flight only). 'auto' or 'auto:MIN-MAX' (default auto = 10M-400M): kops starts at MIN and "
+                      "adjusts the rate while the moves run, halving it at once when a partition it is not "
+                      "moving loses an in-sync replica (or --probe-topic's latency jumps) and raising it "
+                      "step by step while nothing suffers and the copy is held back; each change is shown "
+                      "and journaled with its reason."),
+]
+ProbeTopicOpt = Annotated[
+    str | None,
+    typer.Option("--probe-topic", click_type=TOPIC,
+                 help="With --throttle auto: write one small acks=all record to this existing topic (your "
+                      "canary) at each check; a latency over 3x its baseline (and 50 ms above it) counts "
+                      "as harm."),
+]
+
+
 # -- the cron jobs' (``rebalance step``, ``heal step``, ``leader rebalance``) ---------------------
 TopicsRegexOpt = Annotated[
     Any,

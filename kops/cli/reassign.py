@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -93,6 +93,7 @@ class DriveOptions:
     :func:`kops.cli.common.cluster_command`)."""
 
     poll_interval: PollOpt = 2.0
+    probe_topic: params.ProbeTopicOpt = None
     disk_reserve: DiskReserveOpt = None
     disk_threshold: DiskThresholdExecOpt = None
     progress: ProgressOpt = ProgressStyle.auto
@@ -100,7 +101,7 @@ class DriveOptions:
     def execute_options(self) -> dict:
         """These options as :class:`kops.ops.reassign.ExecuteOptions` takes them."""
         return {"poll_interval_s": self.poll_interval, "disk_reserve_pct": self.disk_reserve,
-                "disk_threshold_pct": self.disk_threshold}
+                "disk_threshold_pct": self.disk_threshold, "probe_topic": self.probe_topic}
 
 
 class Via(str, Enum):
@@ -111,6 +112,12 @@ class Via(str, Enum):
 class Strategy(str, Enum):
     minimal = "minimal"
     kafka = "kafka"
+
+
+def _rate_words(opts) -> str:
+    """The rate an estimate assumes: the fixed throttle, or the adaptive one's minimum."""
+    rate = f"{human_bytes(opts.throttle)}/s"
+    return rate + (f" (--throttle {opts.auto_throttle}: its minimum, where it starts)" if opts.auto_throttle else "")
 
 
 def _read_plan(c, path: str):
@@ -152,11 +159,7 @@ def _render_outcome(c, outcome) -> None:
 def execute(
     c: Context,
     reassignment_json_file: PlanFileOpt,
-    throttle: Annotated[
-        int | None,
-        typer.Option("--throttle", click_type=RateOpt,
-                     help="Inter-broker replication throttle, bytes/s (on the brokers in flight only)."),
-    ] = None,
+    throttle: params.ExecThrottleOpt = None,
     replica_alter_log_dirs_throttle: Annotated[
         int | None,
         typer.Option("--replica-alter-log-dirs-throttle", click_type=RateOpt,
@@ -204,7 +207,7 @@ def execute(
     another execution is running."""
     from kops.ops import reassign
     opts = reassign.ExecuteOptions(
-        throttle=throttle, log_dir_throttle=replica_alter_log_dirs_throttle,
+        **reassign.ExecuteOptions.rate(throttle), log_dir_throttle=replica_alter_log_dirs_throttle,
         max_moves_per_broker=max_moves_per_broker, max_moves_in_flight=max_moves_in_flight,
         wait=wait, timeout_s=timeout, allow_offline=allow_offline, via=via.value, **drive.execute_options(),
     )
@@ -240,7 +243,7 @@ def _render_dry_run(c, doc: dict, prepared, opts) -> None:
     say(f"dry run: {doc['partitions']} partitions change ({doc['data_moves']} copy data, {doc['reorders']} "
         f"reorders only), {len(doc['waves'])} wave(s)"
         + (f", {human_bytes(doc['bytes_to_move'])} to copy" if doc["bytes_to_move"] is not None else "")
-        + (f", about {est:.0f} s at {human_bytes(opts.throttle)}/s" if est is not None else ""))
+        + (f", about {est:.0f} s at {_rate_words(opts)}" if est is not None else ""))
     for w in doc["waves"]:
         names = [f"{p['topic']}-{p['partition']}" for p in w["partitions"]]
         start = f" (after ~{w['starts_after_s']:.0f} s)" if w["starts_after_s"] else ""
@@ -300,7 +303,7 @@ def _confirm(c, prepared, opts, yes: bool) -> None:
     ]
     est = prepared.estimated_seconds(opts.throttle)
     if est:
-        lines.append(f"at {human_bytes(opts.throttle)}/s per broker that takes at least {est:.0f} s "
+        lines.append(f"at {_rate_words(opts)} per broker that takes at least {est:.0f} s "
                      "(without waves)")
     lines.extend(_disk_lines(prepared, opts))
     lines.append("Current assignment (save it to roll back): "
@@ -416,8 +419,10 @@ def resume(
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Drive it to the end (default) or one step.")] = True,
     timeout: Annotated[float | None, typer.Option("--timeout", click_type=TimeoutSecondsOpt,
                                                   help="Stop waiting after S seconds (exit 3).")] = None,
-    throttle: Annotated[int | None, typer.Option("--throttle", click_type=RateOpt,
-                                                 help="Change the throttle (bytes/s).")] = None,
+    throttle: Annotated[Any, typer.Option(
+        "--throttle", click_type=params.Checked("RATE|auto[:MIN-MAX]", "throttle_rate"),
+        help="Change the throttle: bytes/s per broker (a fixed rate ends an adaptive one), or auto[:MIN-MAX] "
+             "(an adaptive throttle continues at the execution's last rate). Default: the execution's.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Take over even if the owner looks alive.")] = False,
     *,
     drive: DriveOptions,
@@ -426,7 +431,8 @@ def resume(
     stop) from its journal in the cluster: re-applies its throttles, starts the remaining
     waves (each after the health and disk checks), waits, and lifts the throttles at the end."""
     from kops.ops import reassign
-    opts = reassign.ExecuteOptions(throttle=throttle, wait=wait, timeout_s=timeout, **drive.execute_options())
+    opts = reassign.ExecuteOptions(**reassign.ExecuteOptions.rate(throttle), wait=wait, timeout_s=timeout,
+                                   **drive.execute_options())
     with c.connection() as conn:
         outcome = reassign.resume(conn, opts, execution_id=execution_id, reporter=_reporter(drive), force=force)
     _render_outcome(c, outcome)
@@ -484,8 +490,13 @@ def _list_notes(doc: dict) -> None:
     for j in doc["kops_executions"]:
         o = j["owner"]
         progress = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in j["progress"].items()) or "no moves"
+        rate = f", throttle {human_bytes(j['throttle'])}/s" if j.get("throttle") else ""
+        if j.get("throttle_auto"):
+            bounds = j["throttle_auto"]
+            rate += f" (auto {human_bytes(bounds['min'])}/s-{human_bytes(bounds['max'])}/s" + (
+                f"; last change {j['throttle_last_change']}" if j.get("throttle_last_change") else "") + ")"
         err_console().print(
-            f"kops execution {j['id']}: {j['state']} ({progress}), by {o.get('user')}@{o.get('host')} "
+            f"kops execution {j['id']}: {j['state']} ({progress}{rate}), by {o.get('user')}@{o.get('host')} "
             f"pid {o.get('pid')}, updated {j['updated_at']}", markup=False)
     for w in doc["warnings"]:
         err_console().print(f"warning: {w}", markup=False)

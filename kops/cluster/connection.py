@@ -804,6 +804,21 @@ def _quiet_kazoo_threads() -> None:
     _kazoo_hook_installed = True
 
 
+def new_producer(conn: Connection, **conf: Any):
+    """A new confluent-kafka Producer on ``conn`` (its address, security settings and quiet
+    logging); ``conf``: librdkafka settings with ``_`` for ``.`` (``acks="all"``). Topics are never
+    created by writing to them."""
+    from confluent_kafka import Producer
+
+    return Producer({
+        "bootstrap.servers": conn.bootstrap_server,
+        "logger": _QuietLogger(),
+        "allow.auto.create.topics": False,
+        **{k.replace("_", "."): v for k, v in conf.items()},
+        **conn.client_config.librdkafka(),
+    })
+
+
 class _QuietLogger:
     """librdkafka logs connection refusals loudly on stderr; route them to debug logging."""
 

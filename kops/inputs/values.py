@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kops.errors import BadInput
@@ -299,6 +300,47 @@ def topic_regex(value: Any):
         return re.compile(text)
     except re.error as e:
         raise Invalid(f"{show(value)} is not a valid regular expression ({e})") from None
+
+
+#: ``--throttle auto`` without bounds: from 10 MiB/s (a rate any production link takes beside its
+#: traffic) up to 400 MiB/s
+AUTO_THROTTLE_DEFAULT = (10 * 1024**2, 400 * 1024**2)
+
+
+@dataclass(frozen=True)
+class AutoRate:
+    """``--throttle auto[:MIN-MAX]``: kops chooses the rate, in bytes/s per broker, within
+    ``lo``..``hi`` (:mod:`kops.ops.reassign.auto_throttle`)."""
+
+    lo: int
+    hi: int
+
+    def __str__(self) -> str:
+        return f"auto:{human_bytes(self.lo)}/s-{human_bytes(self.hi)}/s".replace(" ", "")
+
+    def to_dict(self) -> dict[str, int]:
+        return {"min": self.lo, "max": self.hi}
+
+
+def throttle_rate(value: Any) -> int | AutoRate:
+    """A replication throttle: bytes/s per broker (``52428800``, ``50M``, ``1GiB``), or
+    ``auto`` / ``auto:MIN-MAX`` (``auto:10M-200M``): kops adjusts the rate within the bounds."""
+    if isinstance(value, AutoRate):
+        return value
+    text = value.strip() if isinstance(value, str) else value
+    if not (isinstance(text, str) and text.lower().startswith("auto")):
+        return size(text, lo=1, what="a rate in bytes/s (or auto[:MIN-MAX])")
+    rest = text[4:]
+    if not rest:
+        return AutoRate(*AUTO_THROTTLE_DEFAULT)
+    lo_text, dash, hi_text = rest[1:].partition("-") if rest.startswith(":") else ("", "", "")
+    if not dash:
+        raise Invalid(f"{show(value)} is not auto or auto:MIN-MAX (e.g. auto:10M-200M)")
+    lo = size(lo_text, lo=1, what="a minimum rate (auto:MIN-MAX, e.g. auto:10M-200M)")
+    hi = size(hi_text, lo=1, what="a maximum rate (auto:MIN-MAX, e.g. auto:10M-200M)")
+    if lo > hi:
+        raise Invalid(f"{show(value)}: the minimum {human_bytes(lo)}/s is above the maximum {human_bytes(hi)}/s")
+    return AutoRate(lo, hi)
 
 
 def window(value: Any):

@@ -170,6 +170,10 @@ class Journal:
             "updated_at": self.updated_at,
             "partitions": len(self.moves),
             "progress": self.counts(),
+            "throttle": self.options.get("throttle"),
+            **({"throttle_auto": self.options["throttle_auto"],
+                "throttle_last_change": next((e for e in reversed(self.events) if " throttle auto: " in e), None)}
+               if self.options.get("throttle_auto") else {}),
         }
 
 
@@ -317,21 +321,12 @@ class TopicStore:
         return p
 
     def _new_producer(self):
-        from confluent_kafka import Producer
+        from kops.cluster.connection import new_producer
 
-        conf = {
-            "bootstrap.servers": self.conn.bootstrap_server,
-            "acks": "all",
-            "enable.idempotence": True,
-            "message.max.bytes": 8 * 1024 * 1024,
-            "message.timeout.ms": int(max(self.conn.timeout_s, 5) * 1000),
-            # a journal topic deleted under a running kops fails the write (never re-created
-            # by the broker with its defaults: not compacted, perhaps RF 1)
-            "allow.auto.create.topics": False,
-            "logger": _quiet(),
-            **self.conn.client_config.librdkafka(),
-        }
-        return Producer(conf)
+        # a journal topic deleted under a running kops fails the write (never re-created by the
+        # broker with its defaults: not compacted, perhaps RF 1)
+        return new_producer(self.conn, acks="all", enable_idempotence=True, message_max_bytes=8 * 1024 * 1024,
+                            message_timeout_ms=int(max(self.conn.timeout_s, 5) * 1000))
 
     def put_raw(self, key: str, value: bytes | None) -> None:
         self._cache().pop(self.topic, None)
@@ -403,15 +398,6 @@ def _wait_for_leader(conn, topic: str, timeout: float = 15.0) -> None:
 
     Retrying(retry=retry_if_result(lambda ok: not ok), stop=stop_after_delay(timeout), wait=wait_fixed(0.2),
              retry_error_callback=lambda _state: False)(led)
-
-
-class _QuietLog:
-    def log(self, level, fmt, *args):  # pragma: no cover - librdkafka log lines
-        pass
-
-
-def _quiet():
-    return _QuietLog()
 
 
 class JournalStore:

@@ -17,6 +17,7 @@ def start(conn, prepared: Prepared, opts: ExecuteOptions, *, reporter=None) -> O
     from kops.ops.lock import ClusterLock
 
     topo = prepared.topology
+    probe = _probe(conn, opts)  # a --probe-topic that does not exist: refused before anything changes
     store = JournalStore(conn, cluster_id_of(topo))
     lock = ClusterLock(conn)
     refuse_if_active(store, lock)
@@ -31,7 +32,7 @@ def start(conn, prepared: Prepared, opts: ExecuteOptions, *, reporter=None) -> O
     except Exception:
         lock.release(journal.id)
         raise
-    runner = Runner.after_preflight(conn, store, journal, opts, prepared, reporter=reporter, lock=lock)
+    runner = Runner.after_preflight(conn, store, journal, opts, prepared, reporter=reporter, lock=lock, probe=probe)
     if not runner.work_left:
         runner.finish()
         return Outcome(journal, True, EXIT_OK, "nothing to do: every partition is already at its target",
@@ -58,6 +59,11 @@ def resume(conn, opts: ExecuteOptions, *, execution_id: str | None = None, repor
             return Outcome(j, True, EXIT_OK, f"execution {j.id} was already {j.state}; leftover throttles removed",
                            runner.notes)
         return Outcome(j, True, EXIT_OK, f"execution {j.id} is already {j.state}")
+    opts = opts.with_journal(j.options)
+    if opts.probe_topic and opts.auto_throttle is None:
+        raise BadInput(f"--probe-topic is read by the adaptive throttle, and execution {j.id} runs at a fixed rate: "
+                       "give --throttle auto[:MIN-MAX] too")
+    probe = _probe(conn, opts) if not j.finished else None
     if not force and owner_alive(j, opts.poll_interval_s):
         raise LockHeld({"execution_id": j.id, "owner": j.owner, "acquired_at": j.created_at})
     holder = lock.holder()
@@ -74,8 +80,17 @@ def resume(conn, opts: ExecuteOptions, *, execution_id: str | None = None, repor
         j.state = RUNNING
     j.event(f"resumed by {me} (previous owner {prev})")
     store.save(j)
-    runner = Runner(conn, store, j, opts.with_journal(j.options), reporter=reporter, lock=lock)
+    runner = Runner(conn, store, j, opts, reporter=reporter, lock=lock, probe=probe)
     return runner.run()
+
+
+def _probe(conn, opts: ExecuteOptions):
+    """The ``--probe-topic`` latency probe of an adaptive throttle (None: no probe)."""
+    if not (opts.probe_topic and opts.auto_throttle):
+        return None
+    from kops.cluster.probe import LatencyProbe
+
+    return LatencyProbe(conn, opts.probe_topic)
 
 
 # ------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kops.errors import EXIT_FAILURE, BadInput, KopsError
+from kops.inputs.values import AutoRate
 from kops.ops.disk_fit import DEFAULT_DISK_RESERVE_PCT, DEFAULT_DISK_THRESHOLD_PCT
 
 #: after a submission, a partition that is not reassigning and not at its target yet is given
@@ -34,7 +35,13 @@ LIFT_DEFER_MAX_S = 2 * ENDING_SOON_S
 
 @dataclass
 class ExecuteOptions:
+    #: the replication throttle, bytes/s per broker; under ``auto_throttle``, the rate it starts at
     throttle: int | None = None
+    #: ``--throttle auto[:MIN-MAX]``: kops adjusts the rate within these bounds
+    #: (:mod:`kops.ops.reassign.auto_throttle`)
+    auto_throttle: AutoRate | None = None
+    #: ``--probe-topic``: the topic whose ``acks=all`` latency the adaptive throttle watches
+    probe_topic: str | None = None
     log_dir_throttle: int | None = None
     max_moves_per_broker: int | None = None
     max_moves_in_flight: int | None = None
@@ -54,6 +61,13 @@ class ExecuteOptions:
     #: who started the execution, kept in the journal (``rebalance-step``: a cron step's own)
     origin: str | None = None
 
+    @staticmethod
+    def rate(value: int | AutoRate | None) -> dict[str, Any]:
+        """``--throttle``'s value as options: a fixed rate, or ``auto`` starting at its minimum."""
+        if isinstance(value, AutoRate):
+            return {"throttle": value.lo, "auto_throttle": value}
+        return {"throttle": value}
+
     @property
     def reserve_pct(self) -> float:
         return DEFAULT_DISK_RESERVE_PCT if self.disk_reserve_pct is None else self.disk_reserve_pct
@@ -69,11 +83,15 @@ class ExecuteOptions:
             raise BadInput(f"--via must be admin or zookeeper, not {self.via!r}")
         if self.via == "zookeeper" and not zookeeper:
             raise BadInput("--via zookeeper needs --zookeeper HOST:PORT (a ZooKeeper-mode cluster)")
+        if self.probe_topic and self.auto_throttle is None:
+            raise BadInput("--probe-topic is read by the adaptive throttle: give --throttle auto[:MIN-MAX] too")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "via": self.via,
             "throttle": self.throttle,
+            **({"throttle_auto": self.auto_throttle.to_dict()} if self.auto_throttle else {}),
+            **({"probe_topic": self.probe_topic} if self.probe_topic else {}),
             "log_dir_throttle": self.log_dir_throttle,
             "max_moves_per_broker": self.max_moves_per_broker,
             "max_moves_in_flight": self.max_moves_in_flight,
@@ -85,9 +103,20 @@ class ExecuteOptions:
         }
 
     def with_journal(self, opts: Mapping[str, Any]) -> ExecuteOptions:
-        """Options of a resumed execution: the journal's unless given again."""
+        """Options of a resumed execution: the journal's unless given again (``--throttle N``
+        on resume ends the adaptive throttle; ``--throttle auto`` starts it at the execution's
+        last rate)."""
+        auto = opts.get("throttle_auto")
+        if self.auto_throttle is not None:
+            rate = {"throttle": opts.get("throttle"), "auto_throttle": self.auto_throttle}
+        elif self.throttle is not None:
+            rate = {"throttle": self.throttle}
+        else:
+            rate = {"throttle": opts.get("throttle"),
+                    "auto_throttle": AutoRate(auto["min"], auto["max"]) if auto else None}
         return ExecuteOptions(
-            throttle=self.throttle if self.throttle is not None else opts.get("throttle"),
+            **rate,
+            probe_topic=self.probe_topic or (opts.get("probe_topic") if rate.get("auto_throttle") else None),
             log_dir_throttle=self.log_dir_throttle if self.log_dir_throttle is not None else opts.get("log_dir_throttle"),
             max_moves_per_broker=self.max_moves_per_broker or opts.get("max_moves_per_broker"),
             max_moves_in_flight=self.max_moves_in_flight or opts.get("max_moves_in_flight"),

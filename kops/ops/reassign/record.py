@@ -15,7 +15,8 @@ SAVE_EVERY_S = 10.0
 
 class Recorder:
     """The execution's voice and memory. A note is shown once (the reporter), kept for the
-    outcome and journaled; an event is journaled only; :meth:`save` writes the journal.
+    outcome and journaled; an announcement is shown and journaled; an event is journaled only;
+    :meth:`save` writes the journal.
 
     ``known``: notes said before the execution started (the preflight's disk warnings, shown
     before the confirmation): kept and journaled, not shown again."""
@@ -39,6 +40,12 @@ class Recorder:
             self.journal.event(text)
 
     def event(self, text: str) -> None:
+        self.journal.event(text)
+
+    def announce(self, text: str) -> None:
+        """Shown now and journaled, but not one of the outcome's notes: a step of a running
+        log (the adaptive throttle's changes), not a finding."""
+        self.reporter.message(text)
         self.journal.event(text)
 
     def save(self, force: bool = True) -> None:

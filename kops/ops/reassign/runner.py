@@ -13,6 +13,8 @@ to do its part; each holds its own state and has its own unit tests:
 * :class:`~kops.ops.reassign.stall.StallWatch` — when waiting is pointless;
 * :class:`~kops.ops.reassign.lag.LagWatch` — metadata trailing the controller, and finished
   moves noticed between checks;
+* :class:`~kops.ops.reassign.auto_throttle.AutoThrottle` — under ``--throttle auto``, the rate:
+  down at the first harm to partitions not being moved, up while the copy has headroom;
 * :class:`~kops.ops.reassign.record.Recorder` — notes, journal events and saves.
 """
 
@@ -38,9 +40,11 @@ from kops.ops.journal import (
     REJECTED,
     RUNNING,
 )
+from kops.ops.lock import LOCK_TOPIC
 from kops.ops.move import Move
 from kops.ops.progress import Snapshot, poll
 from kops.ops.reassign import admin
+from kops.ops.reassign.auto_throttle import AutoThrottle
 from kops.ops.reassign.disk_stages import DiskStages
 from kops.ops.reassign.lag import LagWatch
 from kops.ops.reassign.log_dirs import LogDirMoves
@@ -59,11 +63,13 @@ class Runner:
     ``fresh``: the topology the preflight read and when (``time.monotonic()``): a first wave due
     within :data:`FRESH_S` uses it instead of reading the cluster again; ``said``: notes the
     operator saw before the execution started (kept in the outcome and the journal, not shown
-    again). :meth:`after_preflight` builds a new execution's runner from its preflight."""
+    again); ``probe``: the latency probe of ``--probe-topic``
+    (:class:`~kops.cluster.probe.LatencyProbe`). :meth:`after_preflight` builds a new
+    execution's runner from its preflight."""
 
     def __init__(self, conn, store: JournalStore, journal: Journal, opts: ExecuteOptions, *,
                  reporter=None, lock=None, fresh: tuple[Topology, float] | None = None,
-                 said: Iterable[str] = ()):
+                 said: Iterable[str] = (), probe=None):
         from kops.cluster import topology as cluster  # DescribeLogDirs (lazily: cron start-up)
 
         self.conn = conn
@@ -81,25 +87,35 @@ class Runner:
         self._fresh = fresh
         self._last_topo: Topology | None = None  # the last check's read
         self._copying = Copying({})  # as the last snapshot saw it
-        self.throttles = ThrottleSync(conn, self.record, rate=opts.throttle, log_dir_rate=opts.log_dir_throttle,
-                                      topics=self.topics)
+        #: under --throttle auto: the rate's tracker (harm judged against the cluster as the
+        #: preflight read it, else as the first check does), and the probe
+        # (kops' lock topic has one replica by design: its broker down is no harm done by the copy)
+        self.auto = (AutoThrottle(opts.auto_throttle, rate=opts.throttle, ignore={LOCK_TOPIC})
+                     if opts.auto_throttle else None)
+        if self.auto is not None and fresh is not None:
+            self.auto.start(fresh[0])
+        self.probe = probe
+        self._bytes_done: int | None = None  # as the last snapshot counted
+        self.throttles = ThrottleSync(conn, self.record, rate=self.auto.rate if self.auto else opts.throttle,
+                                      log_dir_rate=opts.log_dir_throttle, topics=self.topics)
         self.log_dirs = LogDirMoves(
             describe=lambda brokers, topics: cluster.replica_log_dirs(conn, brokers, topics),
             alter=lambda requests: admin.alter_log_dirs(conn, requests),
         )
         self.disk = DiskStages(lambda brokers, topics: cluster.log_dir_usage(conn, brokers, topics),
                                moves=journal.moves, reserve_pct=opts.reserve_pct, threshold_pct=opts.threshold_pct)
-        self.stall = StallWatch(stall_after_s=opts.stall_after_s, throttle=opts.throttle)
+        self.stall = StallWatch(stall_after_s=opts.stall_after_s,
+                                throttle=opts.auto_throttle.lo if opts.auto_throttle else opts.throttle)
         self.lag = LagWatch()
 
     @classmethod
     def after_preflight(cls, conn, store: JournalStore, journal: Journal, opts: ExecuteOptions,
-                        prepared: Prepared, *, reporter=None, lock=None) -> Runner:
+                        prepared: Prepared, *, reporter=None, lock=None, probe=None) -> Runner:
         """The runner of an execution just created from ``prepared``: its first wave uses the
         preflight's read, and the disk check's warnings (shown before the confirmation) are
         kept without being shown again."""
         warnings = prepared.disk.warnings if prepared.disk is not None else ()
-        return cls(conn, store, journal, opts, reporter=reporter, lock=lock,
+        return cls(conn, store, journal, opts, reporter=reporter, lock=lock, probe=probe,
                    fresh=(prepared.topology, prepared.read_at), said=[f"disk check: {w}" for w in warnings])
 
     @property
@@ -114,16 +130,18 @@ class Runner:
     def tick(self, *, start_waves: bool = True) -> Snapshot:
         j = self.j
         # when a wave is about to start, read the whole cluster once (its health check needs
-        # it) instead of the execution's topics first and everything again
+        # it) instead of the execution's topics first and everything again; the adaptive
+        # throttle watches every partition
         wave_likely = (start_waves and j.state == RUNNING
                        and bool(self._next_wave(j.moves_in(PENDING), j.moves_in(IN_FLIGHT))))
+        whole = wave_likely or self.auto is not None
         self.lag.checking(time.monotonic())
         fresh, self._fresh = self._fresh, None
         validated = wave_likely and fresh is not None and time.monotonic() - fresh[1] < FRESH_S
         if validated:
             topo = fresh[0]  # validated a moment ago (execute --yes): no second read for wave 1
         else:
-            topo = admin.read(self.conn) if wave_likely else admin.read(self.conn, topics=self.topics)
+            topo = admin.read(self.conn) if whole else admin.read(self.conn, topics=self.topics)
         self._last_topo = topo
         reassigning = admin.ongoing_in(topo)
         changed = self.refresh(topo, reassigning)
@@ -131,11 +149,12 @@ class Runner:
         self.lag.saw(j.moves_in(IN_FLIGHT), topo, reassigning, time.monotonic())
         in_flight = j.moves_in(IN_FLIGHT)
         pending = j.moves_in(PENDING)
+        self._adapt(topo, reassigning, in_flight)
 
         if start_waves and pending and j.state == RUNNING:
             wave = self._next_wave(pending, in_flight)
             if wave:
-                full = topo if wave_likely else admin.read(self.conn)
+                full = topo if whole else admin.read(self.conn)
                 if self._wave_may_start(full, wave, checked_whole=validated):
                     self._start_wave(full, in_flight, wave)
                     self.log_dirs.drive(j.moves_in(IN_FLIGHT), self.record)
@@ -154,6 +173,24 @@ class Runner:
             self.record.note(text)
         self.record.save(force=changed)
         return self.snapshot()
+
+    def _adapt(self, topo: Topology, reassigning: Mapping[TopicPartition, Any], in_flight: Sequence[Move]) -> None:
+        """Under ``--throttle auto``: the rate for what this check read, changed on the brokers
+        of the moves in flight (the next wave starts at it), journaled with its reason."""
+        if self.auto is None:
+            return
+        copying = [m for m in in_flight if m.moves_data]
+        change = self.auto.check(
+            topo, set(reassigning) | {m.tp for m in in_flight}, now=time.monotonic(), copied=self._bytes_done,
+            receiving=len({b for m in copying for b in m.adding}),
+            probe_ms=self.probe.sample() if self.probe is not None and copying else None)
+        if change is None:
+            return
+        self.throttles.rate = change.after
+        self.j.options["throttle"] = change.after
+        self.record.announce(str(change))
+        if not self.throttles.sync(topo, in_flight):
+            self.record.save()
 
     def _next_wave(self, pending: Sequence[Move], in_flight: Sequence[Move]) -> list[Move]:
         return next_wave(pending, in_flight, max_per_broker=self.opts.max_moves_per_broker,
@@ -263,10 +300,11 @@ class Runner:
 
                 sizes = replica_sizes(self.conn, sorted({b for m in in_flight for b in m.adding}),
                                       sorted({m.topic for m in in_flight}))
-                self._copying = copying(in_flight, sizes, throttle=self.opts.throttle)
+                self._copying = copying(in_flight, sizes, throttle=self.throttles.rate)
                 bytes_done += sum(self._copying.copied.values())
                 if sizes:  # (an unanswered read says nothing about progress)
                     self.stall.copied(self._copying.copied, time.monotonic())
+            self._bytes_done = bytes_done if (not in_flight or sizes) else None
         return Snapshot(
             done=len(j.moves_in(DONE, MISMATCH, REJECTED)),
             total=len(j.moves),
@@ -275,7 +313,7 @@ class Runner:
             bytes_done=bytes_done,
             bytes_total=self.bytes_total,
             note="halted" if j.state == HALTED else ("stalled" if self.stall.waiting_on_down else ""),
-            throttle=self.opts.throttle,
+            throttle=self.throttles.rate,
         )
 
     def moves_finished(self) -> bool:
@@ -288,6 +326,11 @@ class Runner:
     # -- end --------------------------------------------------------------------------------
     def finish(self, *, preserve_throttles: bool = False, final_state: str | None = None) -> None:
         """The work has ended: lift kops' throttles, close the journal, release the lock."""
+        if self.probe is not None:
+            self.probe.close()
+        summary = self.auto.summary() if self.auto is not None else None
+        if summary:
+            self.record.note(summary)
         if not preserve_throttles:
             self.throttles.lift_all(self._last_topo)
         if final_state:
