@@ -111,7 +111,10 @@ def step(
         from kops.errors import BadInput
 
         raise BadInput("--notify-command: empty command")
-    heal_step.check(settings, bounds, throttle)  # before connecting: exit 2, nothing changed
+    from kops.ops.reassign.options import ExecuteOptions
+
+    rate = ExecuteOptions.rate(throttle)  # auto: planned and bounded at its minimum
+    heal_step.check(settings, bounds, rate["throttle"])  # before connecting: exit 2, nothing changed
     res = None
     try:
         with c.connection() as conn:
@@ -120,7 +123,7 @@ def step(
                 from kops.cli.progress import make_reporter
 
                 reporter = make_reporter()
-            res = heal_step.step(conn, settings=settings, bounds=bounds, throttle=throttle, exclude=exclude_topics,
+            res = heal_step.step(conn, settings=settings, bounds=bounds, **rate, exclude=exclude_topics,
                                  dry_run=dry_run, max_moves_per_broker=max_moves_per_broker, reporter=reporter,
                                  notify_command=notify_command, window=window)
     finally:

@@ -210,8 +210,10 @@ class CronBounds:
                                             "kops waits at most 1.5x this (+30 s) for it.")
         ]
         self.throttle = Annotated[
-            int, typer.Option("--throttle", click_type=size(1),
-                              help=f"Replication throttle while {mover} moves data, bytes/s (e.g. 50M).")
+            Any, typer.Option("--throttle", click_type=Checked("RATE|auto[:MIN-MAX]", "throttle_rate"),
+                              help=f"Replication throttle while {mover} moves data, bytes/s (e.g. 50M); or "
+                                   "auto[:MIN-MAX]: the adaptive throttle of `reassign execute` (the bounds "
+                                   "are planned at MIN).")
         ]
 
 

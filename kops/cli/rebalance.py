@@ -96,6 +96,8 @@ def step(
         capacities = read_capacity_file(capacity_file)
     bounds = replica_rebalance.StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration,
                            threshold_pct=balance_threshold)
+    from kops.ops.reassign.options import ExecuteOptions  # --throttle auto: planned and bounded at its minimum
+
     res = None
     try:
         with c.connection() as conn:
@@ -104,7 +106,7 @@ def step(
                 from kops.cli.progress import make_reporter
 
                 reporter = make_reporter()
-            res = replica_rebalance.step(conn, bounds=bounds, throttle=throttle, dry_run=dry_run,
+            res = replica_rebalance.step(conn, bounds=bounds, **ExecuteOptions.rate(throttle), dry_run=dry_run,
                           max_moves_per_broker=max_moves_per_broker, reporter=reporter, goals=chosen,
                           sample_seconds=sample_seconds, capacities=capacities, window=window,
                           topics=TopicFilter.of(topics, exclude_topics))

@@ -18,12 +18,16 @@ WAIT_MARGIN = 1.5
 
 
 def execute_options(*, throttle: int | None, max_moves_per_broker: int | None, max_duration_s: float | None,
-                    poll_interval_s: float, origin: str):
+                    poll_interval_s: float, origin: str, auto_throttle=None, window=None):
     """The engine's options of a cron step: waits for the step, at most its duration bound
-    (x :data:`WAIT_MARGIN` + 30 s); ``origin`` marks its executions in the journal as this job's."""
+    (x :data:`WAIT_MARGIN` + 30 s); ``origin`` marks its executions in the journal as this job's;
+    ``auto_throttle``: ``--throttle auto``'s bounds (``throttle`` is then its minimum, which the
+    step's duration bound is planned at); ``window``: the step's maintenance windows (an
+    adaptive throttle drops to its minimum once they close)."""
     from kops.ops import reassign
 
-    return reassign.ExecuteOptions(throttle=throttle, max_moves_per_broker=max_moves_per_broker, wait=True,
+    return reassign.ExecuteOptions(throttle=throttle, auto_throttle=auto_throttle, window=window,
+                                   max_moves_per_broker=max_moves_per_broker, wait=True,
                                    timeout_s=(max_duration_s * WAIT_MARGIN + 30) if max_duration_s else None,
                                    poll_interval_s=poll_interval_s, origin=origin)
 

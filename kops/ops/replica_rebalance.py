@@ -256,7 +256,7 @@ def _step_aside(bounds, throttle, reason: str, t0: float) -> StepResult:
 def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = False,
          max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0, reporter=None,
          goals: Sequence[str] | None = None, sample_seconds: float | None = None, capacities=None,
-         window=None, now: datetime | None = None, topics=None) -> StepResult:
+         window=None, now: datetime | None = None, topics=None, auto_throttle=None) -> StepResult:
     """One cron run (see the module doc). ``goals``: as ``plan --goals`` (default: the planner's
     default set; the goals' bands decide what is balanced, ``bounds.threshold_pct`` the balance
     goals' band); ``sample_seconds``: measure each partition's bytes-in first (``cluster describe
@@ -264,7 +264,9 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     ``window``: maintenance windows (:mod:`kops.inputs.window`), judged at ``now`` (default: the
     clock) -- outside them the run steps aside before reading the cluster; ``topics``: a topic
     filter (:class:`kops.placement.topic_filter.TopicFilter`): only its topics are moved, and
-    balanced (the health check still covers every topic), the report naming those left out."""
+    balanced (the health check still covers every topic), the report naming those left out;
+    ``auto_throttle``: ``--throttle auto``'s bounds, the execution's adaptive throttle
+    (``throttle``, its minimum, is what the step is planned and bounded at)."""
     from kops.ops import cron
     from kops.ops import maintenance
     from kops.ops import reassign
@@ -282,7 +284,8 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     if paused is not None:
         return _step_aside(bounds, throttle, f"kops' cron jobs are {paused.describe()}", t0)
     opts = cron.execute_options(throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                                max_duration_s=bounds.max_duration_s, poll_interval_s=poll_interval_s, origin=ORIGIN)
+                                max_duration_s=bounds.max_duration_s, poll_interval_s=poll_interval_s, origin=ORIGIN,
+                                auto_throttle=auto_throttle, window=window)
     occupied = cron.busy(conn, opts, dry_run=dry_run, reporter=reporter)
     if occupied is not None and occupied.reason:
         return _step_aside(bounds, throttle, occupied.reason, t0)

@@ -38,12 +38,12 @@ from typing import Any
 from kops.errors import BadInput
 from kops.inputs import guarded
 from kops.inputs import values as input_values
-PARAM_TYPES = ("str", "int", "bool", "broker", "brokers", "rack", "duration", "bytes", "topic")
+PARAM_TYPES = ("str", "int", "bool", "broker", "brokers", "rack", "duration", "bytes", "topic", "throttle")
 _REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # field -> (kind, required). kinds (see convert): str, rack, step, bool, duration (seconds >= 0),
-# period (seconds > 0), bytes (>= 0), rate (bytes/s >= 1), broker, brokers, count (int >= 1),
+# period (seconds > 0), bytes (>= 0), throttle (bytes/s >= 1, or auto[:MIN-MAX]), broker, brokers, count (int >= 1),
 # limit (int >= 0), list, choice:<a|b>
 _COMMON = {"id": ("id", True), "type": ("str", True), "description": ("str", False)}
 STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
@@ -58,7 +58,7 @@ STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     },
     "execute": {
         "plan": ("step", True),
-        "throttle": ("rate", False),
+        "throttle": ("throttle", False),
         "max_moves_per_broker": ("count", False),
         "max_moves_in_flight": ("count", False),
         "timeout": ("period", False),
@@ -154,8 +154,8 @@ def convert(kind: str, value: Any) -> Any:
         return input_values.duration(value, lo=0.1)
     if kind == "bytes":
         return input_values.size(value)
-    if kind == "rate":
-        return input_values.size(value, lo=1)
+    if kind == "throttle":
+        return input_values.throttle_rate(value)
     if kind == "brokers":
         return input_values.broker_ids(value)
     if kind == "list":
@@ -176,6 +176,9 @@ def convert_param(ptype: str, value: Any) -> Any:
     """A parameter's value, from ``--param KEY=VALUE`` (text) or the playbook's ``default``."""
     if ptype == "bool":
         return input_values.flag(value) if isinstance(value, str) else input_values.boolean(value)
+    if ptype == "throttle":  # checked; kept as given (a run's state is JSON): a step field converts it
+        rate = input_values.throttle_rate(value)
+        return str(value).strip() if isinstance(rate, input_values.AutoRate) else rate
     return convert(ptype, value)
 
 

@@ -301,7 +301,7 @@ def _execute_options(f: dict[str, Any]):
     from kops.ops.reassign import ExecuteOptions
 
     return ExecuteOptions(
-        throttle=f.get("throttle"),
+        **ExecuteOptions.rate(f.get("throttle")),
         max_moves_per_broker=f.get("max_moves_per_broker"),
         max_moves_in_flight=f.get("max_moves_in_flight"),
         wait=True,
@@ -322,7 +322,7 @@ def _execute(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
         moves = [m for m in validate_plan(plan, ctx.topology()) if not m.noop]
         nbytes = sum(m.bytes_to_move or 0 for m in moves)
-        eta = nbytes / opts.throttle if nbytes and opts.throttle else None
+        eta = nbytes / opts.throttle if nbytes and opts.throttle else None  # (auto: at its minimum)
         return {"summary": f"would move {len(moves)} partitions"
                            + (f", {nbytes / 1e6:.1f} MB" if nbytes else "")
                            + (f", about {eta:.0f} s at the throttle" if eta else ""),

@@ -274,7 +274,7 @@ def test_topic_filters_leave_a_topic_where_it_is(sandbox, bootstrap, unique_topi
         before = _assignment(_snapshot(bootstrap))
         for _ in range(4):
             code, doc, err = _run(bootstrap, "rebalance", "step", *scope, "--max-moves", str(MAX_MOVES),
-                                  "--throttle", "50M")
+                                  "--throttle", "auto:50M-100M")  # the adaptive throttle (issue 41, item 1)
             assert code == 0, (doc.get("reason"), err[-3000:])
             left = doc["report"]["topics_left_out"]  # every topic of the cluster but one
             assert left["topics_kept"] == 1 and left["filter"] == f"--topics '{moved}|{kept}' --exclude-topics '{kept}'"
@@ -282,6 +282,8 @@ def test_topic_filters_leave_a_topic_where_it_is(sandbox, bootstrap, unique_topi
             if doc["status"] == "balanced":
                 break
             assert doc["status"] == "moved" and doc["execution"]["state"] == "complete", doc
+            assert doc["execution"]["throttle_auto"] == {"min": 50 * 2**20, "max": 100 * 2**20}
+            assert doc["execution"]["throttles_left"] == []
             assert {p["topic"] for p in doc["plan"]["partitions"]} == {moved}
         else:
             raise AssertionError("four steps did not balance one 6-partition topic")

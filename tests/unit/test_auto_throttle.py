@@ -190,3 +190,14 @@ def test_options_journal_the_bounds_and_resume_keeps_or_replaces_them():
     assert ExecuteOptions(throttle=7).with_journal({}).auto_throttle is None
     with pytest.raises(BadInput, match="--throttle auto"):
         ExecuteOptions(throttle=7, probe_topic="canary").check(zookeeper=False)
+
+
+def test_past_its_window_it_drops_to_the_minimum_and_stays_there_while_closed():
+    a = AutoThrottle(AutoRate(10 * MiB, 400 * MiB), rate=160 * MiB)
+    assert a.decide(Signals(now=0.0, copied=0, receiving=1)) is None
+    closed = "outside the maintenance window (Mon-Fri 01:00-06:00 UTC): the next opens Tue 2026-12-01 01:00 UTC (in 19 h 0 min)"
+    drop = a.decide(Signals(now=2.0, copied=0, receiving=1, closed=closed))
+    assert (drop.before, drop.after, drop.reason) == (160 * MiB, 10 * MiB, closed)
+    # held back or not: no rise while the window is closed
+    assert all(a.decide(Signals(now=2.0 + 10 * i, receiving=1, closed=closed)) is None for i in range(1, 10))
+    assert a.decide(Signals(now=200.0, receiving=1)).after == 15 * MiB  # open again: rises as before

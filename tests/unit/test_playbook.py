@@ -422,3 +422,23 @@ def test_the_cron_pause_is_read_back_after_lifting_and_lifted_again(monkeypatch)
     said.clear()
     engine._lift_cron_pause(ctx, source, said.append)
     assert len(said) == 1 and said[0].startswith("warning: could not lift the cron pause") and "unpause" in said[0]
+
+
+def test_a_throttle_parameter_takes_a_rate_or_auto_and_the_execute_step_gets_it():
+    from kops.inputs.values import AutoRate
+    from kops.playbook.library import find
+    from kops.playbook.spec import resolve_fields
+    from kops.playbook.steps import _execute_options
+
+    pb = find("drain-rack")
+    execute = next(s for s in pb.steps if s.id == "execute")
+    fixed = bind_params(pb, {"rack": "c"})
+    assert fixed["throttle"] == 50 * 1024 * 1024
+    assert _execute_options(resolve_fields(execute, fixed)).auto_throttle is None
+    auto = bind_params(pb, {"rack": "c", "throttle": "auto:20M-200M"})
+    assert json.loads(json.dumps(auto))["throttle"] == "auto:20M-200M"  # a run's state is JSON
+    opts = _execute_options(resolve_fields(execute, auto))
+    assert (opts.throttle, opts.auto_throttle) == (20 * 1024 * 1024, AutoRate(20 * 1024 * 1024, 200 * 1024 * 1024))
+    with pytest.raises(BadInput) as e:
+        bind_params(pb, {"rack": "c", "throttle": "auto:fast"})
+    assert "auto:MIN-MAX" in " ".join(e.value.details)

@@ -155,11 +155,13 @@ def _fixable() -> tuple[str, ...]:
 
 def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, exclude: re.Pattern[str] | None = None,
          dry_run: bool = False, max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0,
-         reporter=None, now: float | None = None, notify_command: str | None = None, window=None) -> HealResult:
+         reporter=None, now: float | None = None, notify_command: str | None = None, window=None,
+         auto_throttle=None) -> HealResult:
     """One cron run (see the module doc). ``notify_command``: run for each anomaly new, changed
     or ended in this run, last of all (:mod:`kops.ops.heal.notify`; not on a dry run).
     ``window``: maintenance windows (:mod:`kops.inputs.window`): outside them only urgent fixes
-    are made; anomalies are watched and remembered at any hour."""
+    are made; anomalies are watched and remembered at any hour. ``auto_throttle``: ``--throttle
+    auto``'s bounds, the executions' adaptive throttle (``throttle`` is its minimum)."""
     from kops.cluster.topology import ReadOptions, read_topology
     from kops.ops import cron, maintenance, reassign
     from kops.ops.heal import anomalies, decide, memory
@@ -181,7 +183,8 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     blocked = None
     paused = maintenance.current(conn)
     opts = cron.execute_options(throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                                max_duration_s=bounds.max_duration_s, poll_interval_s=poll_interval_s, origin=ORIGIN)
+                                max_duration_s=bounds.max_duration_s, poll_interval_s=poll_interval_s, origin=ORIGIN,
+                                auto_throttle=auto_throttle)
     if paused is not None:
         blocked = f"kops' cron jobs are {paused.describe()}"
     else:

@@ -18,6 +18,10 @@ or ``None``. The rules, in bytes/s per broker as Kafka's throttle is:
   change at least :data:`LIMITED_SHARE` of what the rate allowed the brokers receiving data;
   unknown sizes count as held back). The rate grows by :data:`RAISE_FACTOR`, not above MAX.
 
+- **past its maintenance window → MIN**: an execution of a cron step given ``--window`` that
+  is still running when its window closes drops to MIN and stays there while the window is
+  closed (its copy goes on, gently, instead of hammering peak traffic).
+
 It starts at MIN: the first minute copies at a rate the cluster is known to take, and grows
 while nothing suffers. Times are ``time.monotonic()`` values passed in by the caller.
 """
@@ -85,13 +89,15 @@ def harm(topo: Topology, baseline: Mapping[TopicPartition, int], moving: Collect
 class Signals:
     """What one check read. ``harmed``: :func:`harm`'s texts; ``copied``: bytes the execution has
     copied so far (None: unknown); ``receiving``: brokers receiving data now; ``probe_ms``: the
-    probe's latency at this check (None: no probe, or no answer)."""
+    probe's latency at this check (None: no probe, or no answer); ``closed``: why the
+    execution's maintenance window is closed now (None: open, or no window)."""
 
     now: float
     harmed: Sequence[str] = ()
     copied: int | None = None
     receiving: int = 0
     probe_ms: float | None = None
+    closed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,12 +140,12 @@ class AutoThrottle:
         self.baseline = isr_sizes(topo)
 
     def check(self, topo: Topology, moving: Collection[TopicPartition], *, now: float, copied: int | None,
-              receiving: int, probe_ms: float | None = None) -> RateChange | None:
+              receiving: int, probe_ms: float | None = None, closed: str | None = None) -> RateChange | None:
         """One check's read: ``moving``, the partitions being reassigned (not judged)."""
         if self.baseline is None:
             self.start(topo)
         change = self.decide(Signals(now=now, harmed=harm(topo, self.baseline, moving, ignore=self.ignore), copied=copied,
-                                     receiving=receiving, probe_ms=probe_ms))
+                                     receiving=receiving, probe_ms=probe_ms, closed=closed))
         if change is not None:
             self.changes.append(change)
         return change
@@ -183,6 +189,8 @@ class AutoThrottle:
             self._ceiling = int(CEILING_SHARE * self.rate)
             self._cut_at = s.now
             return self._set(max(self.bounds.lo, int(self.rate * CUT_FACTOR)), s, "harm: " + "; ".join(reasons))
+        if s.closed:
+            return self._set(self.bounds.lo, s, s.closed)
         if self._harm_at is not None and s.now - self._harm_at < HOLD_S:
             return None
         if s.now - self._changed_at < STEP_S or not self._held_back(s):

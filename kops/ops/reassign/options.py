@@ -42,6 +42,10 @@ class ExecuteOptions:
     auto_throttle: AutoRate | None = None
     #: ``--probe-topic``: the topic whose ``acks=all`` latency the adaptive throttle watches
     probe_topic: str | None = None
+    #: a cron step's maintenance windows (:class:`kops.inputs.window.Windows`): an adaptive
+    #: throttle still running when they close drops to its minimum (not journaled: each step
+    #: that resumes the execution gives its own)
+    window: Any = None
     log_dir_throttle: int | None = None
     max_moves_per_broker: int | None = None
     max_moves_in_flight: int | None = None
@@ -132,6 +136,7 @@ class ExecuteOptions:
             disk_threshold_pct=(self.disk_threshold_pct if self.disk_threshold_pct is not None
                                 else opts.get("disk_threshold_pct", 100.0)),
             origin=opts.get("origin", self.origin),
+            window=self.window,
         )
 
 

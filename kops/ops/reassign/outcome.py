@@ -80,6 +80,9 @@ class Outcome:
             "bytes_to_move": self.bytes_total,
             "elapsed_s": round(self.elapsed_s, 1),
             "throttles_left": j.throttles.describe(),
+            # the rate at the end (--throttle auto: the last it chose) and auto's bounds
+            "throttle": j.options.get("throttle"),
+            **({"throttle_auto": j.options["throttle_auto"]} if j.options.get("throttle_auto") else {}),
             "notes": self.notes,
             "partitions_detail": [
                 {"topic": m.topic, "partition": m.partition, "original": list(m.original),

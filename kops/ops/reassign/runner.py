@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from kops.errors import ClusterError
@@ -183,7 +184,8 @@ class Runner:
         change = self.auto.check(
             topo, set(reassigning) | {m.tp for m in in_flight}, now=time.monotonic(), copied=self._bytes_done,
             receiving=len({b for m in copying for b in m.adding}),
-            probe_ms=self.probe.sample() if self.probe is not None and copying else None)
+            probe_ms=self.probe.sample() if self.probe is not None and copying else None,
+            closed=self.opts.window.closed_reason(datetime.now(timezone.utc)) if self.opts.window is not None else None)
         if change is None:
             return
         self.throttles.rate = change.after
