@@ -3,6 +3,8 @@ values (pure; times are passed in)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kops.inputs.values import AUTO_THROTTLE_DEFAULT, AutoRate, Invalid, throttle_rate
@@ -98,9 +100,29 @@ def test_no_rise_when_the_copy_is_not_held_back_or_nothing_copies():
         assert a.decide(Signals(now=float(t), copied=t * MiB, receiving=1)) is None
     idle = AutoThrottle(AutoRate(10 * MiB, 40 * MiB))
     assert all(idle.decide(Signals(now=float(t), copied=0, receiving=0)) is None for t in range(0, 60, 2))
-    unknown = AutoThrottle(AutoRate(10 * MiB, 40 * MiB))  # sizes unknown: counts as held back
-    assert unknown.decide(Signals(now=0.0, receiving=1)) is None
-    assert unknown.decide(Signals(now=STEP_S, receiving=1)).after == 15 * MiB
+    # bytes unknown say nothing: no raise on them (the runner's first check comes before its
+    # first size read; bench/bench_auto_throttle.py saw a raise earned by nothing)
+    unknown = AutoThrottle(AutoRate(10 * MiB, 40 * MiB))
+    assert all(unknown.decide(Signals(now=float(t), receiving=1)) is None for t in range(0, 60, 2))
+    # known from the second check on: the window starts there, and a slow copy still earns nothing
+    late = AutoThrottle(AutoRate(10 * MiB, 40 * MiB))
+    assert late.decide(Signals(now=0.0, receiving=1)) is None
+    assert all(late.decide(Signals(now=float(t), copied=t * MiB // 20, receiving=1)) is None for t in range(2, 60, 2))
+
+
+def test_a_destination_that_finished_does_not_make_the_others_look_held_back():
+    """Two brokers receive at a quarter of the rate each (the copy is limited elsewhere); one
+    finishes: what the rate allowed is counted per interval for the brokers receiving over it,
+    so the one left, copying as slowly as before, earns no raise (the benchmark's last raise,
+    16.9 -> 25.3 MiB/s a second before the end, came from comparing the bytes of both with the
+    allowance of one)."""
+    a = AutoThrottle(AutoRate(10 * MiB, 400 * MiB), rate=16 * MiB)
+    copied, t = 0, 0.0
+    while t <= 40.0:
+        receiving = 2 if t < 8 else 1
+        assert a.decide(Signals(now=t, copied=copied, receiving=receiving)) is None, t
+        copied += int(receiving * 4 * MiB * 2.0)
+        t += 2.0
 
 
 def test_harm_halves_at_once_then_holds_and_caps_the_way_back():
@@ -118,7 +140,7 @@ def test_harm_halves_at_once_then_holds_and_caps_the_way_back():
     assert a.decide(Signals(now=last_harm + HOLD_S - 1, receiving=1)) is None
     changes = ramp(a, last_harm + HOLD_S, last_harm + CEILING_S - 10, receiving=1)
     assert [c.after for c in changes] == [60 * MiB, 64 * MiB]
-    assert changes[0].reason.startswith(f"no harm for {HOLD_S:.0f} s")
+    assert re.fullmatch(r"no harm for \d+ s, the copy held back by the throttle", changes[0].reason)
     # past the ceiling's time: up to the maximum
     later = ramp(a, last_harm + CEILING_S, last_harm + CEILING_S + 200, receiving=1)
     assert later[-1].after == 400 * MiB
@@ -199,5 +221,7 @@ def test_past_its_window_it_drops_to_the_minimum_and_stays_there_while_closed():
     drop = a.decide(Signals(now=2.0, copied=0, receiving=1, closed=closed))
     assert (drop.before, drop.after, drop.reason) == (160 * MiB, 10 * MiB, closed)
     # held back or not: no rise while the window is closed
-    assert all(a.decide(Signals(now=2.0 + 10 * i, receiving=1, closed=closed)) is None for i in range(1, 10))
-    assert a.decide(Signals(now=200.0, receiving=1)).after == 15 * MiB  # open again: rises as before
+    COPIED[0] = 9 * 200 * MiB
+    assert all(a.decide(Signals(now=2.0 + 10 * i, copied=i * 200 * MiB, receiving=1, closed=closed)) is None
+               for i in range(1, 10))
+    assert [c.after for c in ramp(a, 200.0, 206.0, receiving=1)] == [15 * MiB]  # open again: rises as before

@@ -15,8 +15,10 @@ or ``None``. The rules, in bytes/s per broker as Kafka's throttle is:
   rate at which harm was seen.
 - **headroom → up, step by step**: no harm for :data:`HOLD_S`, the last change
   :data:`STEP_S` ago, and the copy held back by the throttle (the bytes copied since the last
-  change at least :data:`LIMITED_SHARE` of what the rate allowed the brokers receiving data;
-  unknown sizes count as held back). The rate grows by :data:`RAISE_FACTOR`, not above MAX.
+  change at least :data:`LIMITED_SHARE` of what the rate allowed the brokers receiving data
+  over each interval between checks, so that a destination that finished does not make the
+  others look held back; bytes not known say nothing, and raise nothing). The rate grows by
+  :data:`RAISE_FACTOR`, not above MAX.
 
 - **past its maintenance window → MIN**: an execution of a cron step given ``--window`` that
   is still running when its window closes drops to MIN and stays there while the window is
@@ -128,7 +130,13 @@ class AutoThrottle:
         #: every change made, in order
         self.changes: list[RateChange] = []
         self._changed_at: float | None = None
-        self._copied_at_change: int | None = None
+        # what the copy could have moved and did move since the last change (or since its bytes
+        # became known): bytes the rate allowed the brokers receiving over each interval between
+        # checks, and the bytes copied when the window started (None: not known yet)
+        self._allowed = 0.0
+        self._copied_from: int | None = None
+        self._checked_at: float | None = None
+        self._receiving = 0
         self._harm_at: float | None = None
         self._cut_at: float | None = None
         self._ceiling: int | None = None
@@ -176,7 +184,8 @@ class AutoThrottle:
 
     def decide(self, s: Signals) -> RateChange | None:
         if self._changed_at is None:  # the first check: the clock starts
-            self._changed_at, self._copied_at_change = s.now, s.copied
+            self._changed_at = s.now
+        self._measure(s)
         reasons = list(s.harmed[:3]) + ([f"{len(s.harmed) - 3} more partition(s)"] if len(s.harmed) > 3 else [])
         probe = self._probe_harm(s.probe_ms)
         if probe:
@@ -201,18 +210,27 @@ class AutoThrottle:
         quiet = f"no harm for {s.now - self._harm_at:.0f} s" if self._harm_at is not None else "no harm seen"
         return self._set(min(cap, int(self.rate * RAISE_FACTOR)), s, f"{quiet}, the copy held back by the throttle")
 
+    def _measure(self, s: Signals) -> None:
+        """Add the interval since the last check to the window (at the rate, for the brokers
+        that were receiving over it); a window whose start is not known starts now."""
+        if self._copied_from is None or s.copied is None:
+            self._allowed, self._copied_from = 0.0, s.copied
+        elif self._checked_at is not None:
+            self._allowed += self.rate * self._receiving * (s.now - self._checked_at)
+        self._checked_at, self._receiving = s.now, s.receiving
+
     def _held_back(self, s: Signals) -> bool:
-        if s.receiving == 0:
+        """Did the copy move at least :data:`LIMITED_SHARE` of what the rate allowed since the
+        window started? Unknown bytes say nothing: no raise on them."""
+        if s.receiving == 0 or s.copied is None or self._copied_from is None or self._allowed <= 0:
             return False
-        if s.copied is None or self._copied_at_change is None:
-            return True
-        allowed = self.rate * s.receiving * (s.now - self._changed_at)
-        return s.copied - self._copied_at_change >= LIMITED_SHARE * allowed
+        return s.copied - self._copied_from >= LIMITED_SHARE * self._allowed
 
     def _set(self, rate: int, s: Signals, reason: str) -> RateChange | None:
         if rate == self.rate:
             return None
         change = RateChange(self.rate, rate, reason)
         self.rate = rate
-        self._changed_at, self._copied_at_change = s.now, s.copied
+        self._changed_at = s.now
+        self._allowed, self._copied_from = 0.0, s.copied  # a new window, at the new rate
         return change
