@@ -130,6 +130,9 @@ class Broker:
     #: the Kafka release its ApiVersions answer fits (``3.6``; ``4.3+`` past kafka-python's
     #: table), when read (kops.cluster.versions)
     kafka_version: str | None = None
+    #: cordoned: no plan or heal step of kops gives it a new replica (``kops broker cordon``, or
+    #: Kafka's own ``cordoned.log.dirs=*``, KIP-1066); it keeps the replicas it holds
+    cordoned: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.configs, MappingProxyType):
@@ -155,6 +158,8 @@ class Broker:
             d["capacity"] = self.capacity.to_dict()
         if self.kafka_version is not None:
             d["kafka_version"] = self.kafka_version
+        if self.cordoned:
+            d["cordoned"] = True
         return d
 
     @property
@@ -418,6 +423,7 @@ class Topology:
                 log_dirs=tuple(LogDir.from_dict(d) for d in b.get("log_dirs") or ()),
                 capacity=Capacity.from_dict(b["capacity"]) if b.get("capacity") else None,
                 kafka_version=b.get("kafka_version"),
+                cordoned=bool(b.get("cordoned", False)),
             )
             for b in data["brokers"]
         )

@@ -69,7 +69,7 @@ def describe(
         from kops.inputs.capacity import read_capacity_file
 
         capacities = read_capacity_file(capacity_file)  # checked before connecting
-    topo = _filter(c, topology, load_topology(c, topology), topic, exclude_internal)
+    topo = _filter(c, topology, load_topology(c, topology, cordons=True), topic, exclude_internal)
     if sample_seconds is not None:  # the topics shown only
         from kops.cluster.sampling import sample_rates
 

@@ -422,10 +422,12 @@ def _report(e: KopsError) -> None:
         con.print(f"  ... and {len(e.details) - 200} more")
 
 
-def load_topology(ctx: Context, topology_file: str | None, *, with_zookeeper: bool | None = None):
+def load_topology(ctx: Context, topology_file: str | None, *, with_zookeeper: bool | None = None,
+                  cordons: bool = False):
     """The topology a command works on: a snapshot file, or the live cluster.
 
-    ``with_zookeeper`` defaults to "when --zookeeper was given".
+    ``with_zookeeper`` defaults to "when --zookeeper was given"; ``cordons``: with the brokers
+    kops' records cordon marked (:mod:`kops.ops.cordon`; a snapshot carries its own).
     """
     if topology_file:
         from kops.cluster.snapshot import load_topology as _load
@@ -435,7 +437,12 @@ def load_topology(ctx: Context, topology_file: str | None, *, with_zookeeper: bo
 
     use_zk = bool(ctx.zookeeper) if with_zookeeper is None else with_zookeeper
     with ctx.connection() as conn:
-        return read_topology(conn, ReadOptions(with_zookeeper=use_zk))
+        topo = read_topology(conn, ReadOptions(with_zookeeper=use_zk))
+        if cordons:
+            from kops.ops import cordon
+
+            topo = cordon.apply(conn, topo)
+        return topo
 
 
 def refuse(c: Context, problems, cluster_problems: Callable[[Any], list[str]], *,

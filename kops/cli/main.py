@@ -32,6 +32,7 @@ SUBCOMMANDS = {
     "leader": "kops.cli.leader",
     "rebalance": "kops.cli.rebalance",
     "heal": "kops.cli.heal",
+    "broker": "kops.cli.broker",
     "playbook": "kops.cli.playbook",
     "logs": "kops.cli.logs",
 }

@@ -280,7 +280,7 @@ def _run_goal(c: Context, make_goal, opts: PlanOptions, *, no_balance: bool = Fa
         read_capacity_file(opts.capacity_file)
     from kops.placement.topic_filter import TopicFilter
 
-    topo = _what_if(load_topology(c, opts.topology), opts.capacity_file, opts.add_broker)
+    topo = _what_if(load_topology(c, opts.topology, cordons=True), opts.capacity_file, opts.add_broker)
     res = plan(topo, make_goal(topo), max_moves=opts.max_moves, max_bytes=opts.max_bytes, throttle=opts.throttle,
                rebalance=not no_balance, disk_threshold=opts.disk_threshold / 100, goals=chosen,
                topics=TopicFilter.of(opts.topics, opts.exclude_topics))

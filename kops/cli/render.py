@@ -46,7 +46,7 @@ def render_topology(con: Console, topo: Topology) -> None:
             str(b.id),
             f"{b.host}:{b.port}" if b.host else "-",
             escape(b.rack or "-"),
-            "[green]yes[/green]" if b.alive else "[red]DOWN[/red]",
+            ("[green]yes[/green]" if b.alive else "[red]DOWN[/red]") + (" [yellow]cordoned[/yellow]" if b.cordoned else ""),
             str(replicas[b.id]),
             str(leaders[b.id]),
             escape(thr),

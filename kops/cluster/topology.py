@@ -31,6 +31,9 @@ OPERATIONAL_TOPIC_CONFIGS = (
     "cleanup.policy",
 )
 #: dynamic broker configs kops cares about (throttles)
+#: Kafka's own cordon of a broker's log dirs (KIP-1066, Kafka 4.3+ with metadata.version 4.3-IV0):
+#: ``*`` cordons every log dir, the whole broker
+KAFKA_CORDON_CONFIG = "cordoned.log.dirs"
 BROKER_THROTTLE_CONFIGS = (
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
@@ -168,15 +171,16 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         disk = _describe_log_dirs(conn, alive_ids, sized)
     releases: dict[int, str] = {}
     inherited: list[str] = []
+    kafka_cordoned: set[int] = set()
     if opts.with_configs:
-        broker_configs, mode, inherited = _broker_configs_collect(conn, broker_futures)
+        broker_configs, mode, inherited, kafka_cordoned = _broker_configs_collect(conn, broker_futures)
         topics = _with_topic_configs(conn, topics, topic_futures)
         if hasattr(conn, "kp_admin"):
             releases = {b.broker: b.kafka() for b in versions.read(conn, alive_ids).brokers if b.release is not None}
     brokers = {
         bid: replace(b, configs=broker_configs.get(bid, {}),
                      log_dirs=disk.dirs.get(bid, ()) if disk is not None else (),
-                     kafka_version=releases.get(bid))
+                     kafka_version=releases.get(bid), cordoned=bid in kafka_cordoned)
         for bid, b in brokers.items()
     }
 
@@ -231,7 +235,8 @@ def config_source(entry) -> str | None:
         return None
 
 
-def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, dict[str, str]], str | None, list[str]]:
+def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, dict[str, str]], str | None, list[str],
+                                                                set[int]]:
     """Each broker's own dynamic throttle configs (DescribeConfigs source
     ``DYNAMIC_BROKER_CONFIG``: what kops sets, and records and restores when another tool set it),
     the cluster mode (:func:`mode_of_broker_configs`), and notes on the rates a broker applies from
@@ -239,8 +244,10 @@ def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, 
     broker's own entry: kops' per-broker rate overrides them while its moves run and deleting it
     lets them apply again, so they are reported, never recorded as an original to write back
     (which would pin the broker to a per-broker copy of a value that the operator may change
-    at its source later)."""
+    at its source later). Also the brokers Kafka itself cordons (KIP-1066, Kafka 4.3+:
+    ``cordoned.log.dirs=*``, every log dir)."""
     out: dict[int, dict[str, str]] = {}
+    cordoned: set[int] = set()
     inherited: dict[tuple[int, str], str] = {}  # (broker, config) -> note
     mode = None
     for res, fut in futures.items():
@@ -259,12 +266,29 @@ def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, 
                 cfg[name] = e.value
         out[int(res.name)] = cfg
         mode = mode_of_broker_configs(entries) or mode
-    return out, mode, [inherited[k] for k in sorted(inherited)]
+        e = entries.get(KAFKA_CORDON_CONFIG)
+        if e is not None and e.value is not None and e.value.strip() == "*":
+            cordoned.add(int(res.name))
+    return out, mode, [inherited[k] for k in sorted(inherited)], cordoned
 
 
 def broker_throttle_configs(conn: Connection, broker_ids: list[int]) -> dict[int, dict[str, str]]:
     """The dynamic throttle configs each broker has applied (each broker answers for itself)."""
     return _broker_configs_collect(conn, _broker_configs_requests(conn, list(broker_ids)))[0]
+
+
+def kafka_cordons(conn: Connection, broker_ids: list[int]) -> tuple[set[int], set[int]]:
+    """The brokers that know Kafka's own cordon (KIP-1066: they list ``cordoned.log.dirs``
+    among their configs) and those it cordons (``*``)."""
+    known: set[int] = set()
+    cordoned: set[int] = set()
+    for res, fut in _broker_configs_requests(conn, list(broker_ids)).items():
+        e = conn.wait(fut, f"describe configs of broker {res.name}").get(KAFKA_CORDON_CONFIG)
+        if e is not None:
+            known.add(int(res.name))
+            if e.value is not None and e.value.strip() == "*":
+                cordoned.add(int(res.name))
+    return known, cordoned
 
 
 def _topic_configs_requests(conn: Connection, names: list[str]) -> dict:

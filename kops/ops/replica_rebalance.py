@@ -267,7 +267,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     balanced (the health check still covers every topic), the report naming those left out;
     ``auto_throttle``: ``--throttle auto``'s bounds, the execution's adaptive throttle
     (``throttle``, its minimum, is what the step is planned and bounded at)."""
-    from kops.ops import cron
+    from kops.ops import cordon, cron
     from kops.ops import maintenance
     from kops.ops import reassign
 
@@ -295,7 +295,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
                          reason=None if left.exit_code == EXIT_OK else left.message, execution=left.to_dict())
         res.duration_s = time.monotonic() - t0
         return res
-    topo = reassign.read(conn, sizes=True)
+    topo = cordon.apply(conn, reassign.read(conn, sizes=True))  # (cordoned brokers get nothing)
     sick = unhealthy(topo)
     if sick:
         more = f" (and {len(sick) - 3} more)" if len(sick) > 3 else ""

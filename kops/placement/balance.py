@@ -101,6 +101,7 @@ class Balancer:
         prefer = None if bytes_mode else self.prefer
         top = prefer.best() if prefer is not None else ()
         dest = st.res.dest_only
+        closed = st.limits.closed
         load = loads.load
         key = loads.key
         excess = loads.excess
@@ -152,8 +153,8 @@ class Balancer:
                     bound = 0
                     if not useful(ls, ld) or (rf1 and ld > rf1[0][3]):
                         return -1
-                if dest is not None and dst not in dest:
-                    return 0
+                if (dest is not None and dst not in dest) or dst in closed:
+                    return 0  # (a cordoned broker takes no new replica: not worth a scan)
                 p = self._find_movable(src, dst, bound, n)
                 if p is None:
                     if self._scanned:

@@ -118,6 +118,9 @@ def plan(
     of the topics kept), and the report's ``topics_left_out`` says what was left out. BadInput
     when the filter keeps no topic or leaves out a topic the goal names.
 
+    Cordoned brokers (``Broker.cordoned``) keep their replicas and get no new one; a forced
+    move that only a cordoned broker could take is refused (BadInput).
+
     ``rebalance=False``: only the moves the goal forces (replicas off removed brokers, RF
     changes, rack repairs) plus leadership reordering; no balancing moves.
 
@@ -144,6 +147,9 @@ def plan(
     optimizer = Optimizer(st, chosen, followers=balance_followers, rebalance=rebalance)
     st.limits.limit_disks(st, disk_threshold)
     st.limits.limit_network(st, DEFAULT_THRESHOLD)
+    # cordoned brokers keep their replicas and get no new one (``kops broker cordon``)
+    cordoned = sorted(b.id for b in topology.brokers if b.cordoned and b.id in st.allowed_set)
+    st.limits.close(cordoned)
     before = {tp: tuple(r) for tp, r in zip(st.parts.tps, st.parts.orig)}
     done = optimizer.run()
     lower = metrics.lower_bound(st, done.prepared.counts)
@@ -155,6 +161,13 @@ def plan(
                                              "off_band": {g: round(x, 1) for g, x in off.items()}}
                                             for what, n, off in done.stages]}
     report["goals"] = metrics.goals_report(st, report, done, chosen)
+    if cordoned:
+        report["cordoned"] = cordoned
+        many = len(cordoned) > 1
+        report["notes"] = [*report.get("notes", []),
+                           f"broker{'s' if many else ''} {', '.join(map(str, cordoned))} cordoned: "
+                           f"{'they keep the replicas they hold and get' if many else 'it keeps the replicas it holds and gets'}"
+                           " no new one (kops broker cordons)"]
     if left_out is not None:
         report["topics_left_out"] = left_out
     return PlanResult(goal, done.target, done.changes, report, done.complete, before)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+from kops.errors import BadInput
 from kops.placement.state import PlacementState
 
 __all__ = ["Prepared", "Repair", "in_place", "prepare"]
@@ -122,6 +123,7 @@ class Repair:
         self.prefer = prefer if not st.loads.weighted else None
         #: the partition :meth:`_pick_add` finds a broker for (its disk check needs the size)
         self._placing: int | None = None
+        self._repairing = -1  # (the partition whose list is being repaired)
         n = len(st.allowed)
         #: by count, the most a broker holds at the target (a new replica below it costs no balance move)
         self._ceil = -(-sum(st.parts.rf) // n) if n else 0
@@ -154,11 +156,12 @@ class Repair:
         """Least-loaded allowed broker whose addition keeps ``cur`` rack-safe."""
         st = self.st
         racks, heaps = st.racks, st.loads.heaps
-        excl = set(cur) | set(exclude)
+        p_now = self._placing
+        # (a cordoned broker takes no new replica: not even where nothing else fits the limits)
+        excl = set(cur) | set(exclude) | (st.limits.shut(p_now) if p_now is not None else set(st.limits.closed))
         safe = racks.safety.safe_distinct
         load = st.loads.key
         fits = st.limits.fits
-        p_now = self._placing
 
         def accept(b: int) -> int:
             return 1 if b not in excl and safe(cur + [b]) and (p_now is None or fits(b, p_now)) else 0
@@ -223,8 +226,18 @@ class Repair:
             if best_key is None or key < best_key:
                 best_key, best = key, b
         if best < 0:
+            if self.st.limits.closed:
+                raise self._cordoned()
             raise AssertionError("no broker left to add (feasibility was checked)")
         return best
+
+    def _cordoned(self) -> BadInput:
+        """A partition's forced move has nowhere to go but a cordoned broker."""
+        st = self.st
+        t, n = st.parts.tps[self._repairing]
+        closed = ", ".join(map(str, sorted(st.limits.closed)))
+        return BadInput(f"{t}-{n} needs a new replica and only cordoned brokers ({closed}) could take it "
+                        f"rack-safely; uncordon one (kops broker uncordon ID) or plan for fewer brokers")
 
     def _unevenness(self, reps: Sequence[int]) -> tuple[int, ...]:
         tree = self.st.racks.tree
@@ -259,6 +272,7 @@ class Repair:
     def _repair_list(self, p: int, keep: list[int], old: Sequence[int]) -> list[int]:
         """The repaired replica list of partition ``p`` (``old``: its current list)."""
         st = self.st
+        self._repairing = p
         racks, load = st.racks, st.loads.load
         safe = racks.safety.safe
         rf = st.parts.rf[p]
@@ -288,7 +302,7 @@ class Repair:
             best_key = None
             for j, b in enumerate(new):
                 rest = new[:j] + new[j + 1 :]
-                c = self._descend(rest, set(new))
+                c = self._descend(rest, set(new) | st.limits.shut(p))
                 cand = rest[:j] + [c] + rest[j:]
                 key = (0 if safe(cand) else 1, self._unevenness(cand), -load[b], 1 if j == 0 else 0, c)
                 if best_key is None or key < best_key:
@@ -297,6 +311,8 @@ class Repair:
             if self._unevenness(best) >= self._unevenness(new) and not safe(best):
                 break
             new = best
+        if not safe(new) and st.limits.shut(p):
+            raise self._cordoned()
         # place the result in the old slots: replacements take the slot of what they replace
         return in_place(old, new)
 

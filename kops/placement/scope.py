@@ -130,6 +130,10 @@ def resolve(topo: Topology, goal: Goal, keep_topic: Callable[[str], bool] | None
         dead = sorted(b for b in goal.brokers if not known[b].alive)
         if dead:
             raise BadInput(f"add-brokers: brokers {dead} are not alive; start them first")
+        cordoned = sorted(b for b in goal.brokers if known[b].cordoned)
+        if cordoned:
+            raise BadInput(f"add-brokers: brokers {cordoned} are cordoned and take no new replica; "
+                           f"uncordon them first (kops broker uncordon {' '.join(map(str, cordoned))})")
         allowed = alive
         dest_only = set(goal.brokers)
     elif goal.kind == "drain-rack":

@@ -92,6 +92,17 @@ class Limits:
         #: the network-in limit (bytes/s) of each broker that has one, and its network-in now
         self.nw_limit: dict[int, float] = {}
         self.nw_in: dict[int, float] = {}
+        #: cordoned brokers: no new replica goes to one (a partition may only keep or get back a
+        #: replica it held when the plan began)
+        self.closed: frozenset[int] = frozenset()
+
+    def close(self, brokers: Sequence[int]) -> None:
+        """Cordon ``brokers``: they keep their replicas and get no new one."""
+        self.closed = frozenset(brokers)
+
+    def shut(self, p: int) -> set[int]:
+        """The cordoned brokers partition ``p`` may not get a replica on (it did not hold one)."""
+        return set(self.closed).difference(self._orig[p]) if self.closed else set()
 
     def limit_disks(self, st: PlacementState, threshold: float) -> None:
         """The hard disk limit: ``threshold`` of each allowed broker's disk, where its capacity
@@ -134,11 +145,13 @@ class Limits:
 
     @property
     def limited(self) -> bool:
-        return bool(self.disk_limit or self.nw_limit)
+        return bool(self.disk_limit or self.nw_limit or self.closed)
 
     def fits(self, b: int, p: int) -> bool:
-        """May partition ``p`` get a new replica on broker ``b`` within the disk limit (at the
-        peak of the move) and the network-in limit?"""
+        """May partition ``p`` get a new replica on broker ``b``: not cordoned (or held before the
+        plan), within the disk limit (at the peak of the move) and the network-in limit?"""
+        if b in self.closed and b not in self._orig[p]:
+            return False
         limit = self.disk_limit.get(b)
         if limit is not None and b not in self._orig[p] and self.disk_peak[b] + self._size[p] > limit:
             return False
@@ -147,7 +160,7 @@ class Limits:
 
     def moved(self, p: int, old: Sequence[int], new: Sequence[int]) -> None:
         """Partition ``p``'s list went from ``old`` to ``new``: network-in and disk peaks follow."""
-        if not self.limited:
+        if not (self.nw_in or self.disk_limit):
             return
         if self.nw_in:
             rate = self._rate[p]

@@ -162,8 +162,10 @@ class RunContext:
 
             topo = load_topology(self.topology_file)
         else:
+            from kops.ops import cordon
+
             with self.connection() as conn:
-                topo = read_topology(conn, ReadOptions(with_sizes=False))
+                topo = cordon.apply(conn, read_topology(conn, ReadOptions(with_sizes=False)))
         if self.dry_run:
             # what the earlier steps of this dry run would have done: executed plans applied
             for rec in self.state.steps:

@@ -38,6 +38,7 @@ from tests.cluster.kafka_helpers import (
     admin,
     assert_lock_released,
     create_topic,
+    delete_topic,
     kops,
     leaders,
     ongoing,
@@ -211,6 +212,45 @@ def test_describe_reads_mode_version_controller_racks_and_health(cluster, kafka,
     r = kops("cluster", "health", "--bootstrap-server", bs, *zk, "--output", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json_of(r)["healthy"]
+
+
+def test_cordon_sets_kafkas_own_where_the_version_has_one(cluster, kafka, unique_topic, kops_home, note):
+    """``kops broker cordon``: kops' record everywhere; Kafka's own cordon (KIP-1066,
+    ``cordoned.log.dirs=*``) where the version has it (KRaft, 4.3+), so that a topic Kafka places
+    avoids the broker; elsewhere the answer names the version it needs. Uncordon lifts both."""
+    (mode, version), bs = kafka, cluster.bootstrap_servers
+    own = mode == "kraft" and tuple(int(x) for x in version.split(".")[:2]) >= (4, 3)
+    r = kops("broker", "cordon", "5", "--reason", "compat", "--bootstrap-server", bs, "--output", "json")
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        said = json_of(r)["kafka_cordon"]["5"]
+        if own:
+            assert said == "cordoned.log.dirs=*", said
+            # the broker tells the controller at its next heartbeat (broker.heartbeat.interval.ms, 2 s):
+            # from then on, a topic Kafka places avoids it
+            placed: list[dict[int, list[int]]] = []
+
+            def kafka_avoids_it() -> bool:
+                topic = unique_topic("wf-cordon")
+                placed.append(create_topic(bs, topic, partitions=12, rf=2))
+                delete_topic(bs, topic)
+                return all(5 not in rs for rs in placed[-1].values())
+
+            wait_for(kafka_avoids_it, 30, 1.0, "Kafka's placement of a new topic avoids cordoned broker 5")
+        else:
+            assert "needs Kafka 4.3" in said, said
+            note("no cordon of Kafka's own (KIP-1066 needs KRaft 4.3+): `broker cordon` keeps kops' plans "
+                 "off the broker; topics created by others may still use it")
+        r = kops("cluster", "describe", "--bootstrap-server", bs, "--output", "json")
+        assert [b["id"] for b in json_of(r)["brokers"] if b.get("cordoned")] == [5]
+    finally:
+        r = kops("broker", "uncordon", "5", "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json_of(r)["changed"] == [5]
+    if own:
+        assert json_of(r)["kafka_cordon"]["5"] == "cordoned.log.dirs deleted"
+    r = kops("cluster", "describe", "--bootstrap-server", bs, "--output", "json")
+    assert not [b["id"] for b in json_of(r)["brokers"] if b.get("cordoned")]
 
 
 def test_zookeeper_only_options_refused_nothing_changed(cluster, kafka, unique_topic, tmp_path, kops_home):

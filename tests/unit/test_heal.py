@@ -109,6 +109,14 @@ def test_excluded_topics_are_not_watched():
 # ---------------------------------------------------------------------------------------------
 
 
+def test_an_empty_cordoned_broker_is_not_a_new_broker_to_fill():
+    import dataclasses
+
+    t = topo(new=(6, 7))
+    t = dataclasses.replace(t, brokers=tuple(dataclasses.replace(b, cordoned=b.id == 6) for b in t.brokers))
+    assert [o.key for o in seen(t)] == ["new_broker/7"]
+
+
 def test_first_seen_is_kept_run_after_run_and_a_new_episode_starts_afresh():
     t = topo(dead=(3,))
     r1 = remember(seen(t), {}, now=1000.0)
@@ -403,6 +411,7 @@ class _Run:
         from kops.errors import ClusterError
         from kops.ops import cron, maintenance, reassign
         from kops.cluster import topology as topology_reader
+        from kops.ops import cordon
 
         self.records: dict[str, bytes] = {}
         self.saved_before_execute: dict[str, bytes] | None = None
@@ -430,6 +439,7 @@ class _Run:
         monkeypatch.setattr(reassign, "read", lambda conn, **kw: self.topology)
         monkeypatch.setattr(topology_reader, "read_topology", lambda conn, opts=None: self.topology)
         monkeypatch.setattr(memory, "load", lambda conn: memory.parse(self.records))
+        monkeypatch.setattr(cordon, "read", lambda conn: cordon.parse(self.records))
         monkeypatch.setattr(memory, "save", put)
         monkeypatch.setattr(maintenance, "current", lambda conn: None)
         monkeypatch.setattr(cron, "busy", lambda conn, opts, **kw: None)
@@ -459,6 +469,36 @@ def test_a_run_remembers_then_fixes_past_the_grace_recording_the_fix_before_the_
     run.topology = topo()  # its replicas are elsewhere now (as far as heal can tell: gone)
     res = run(200.0 + GRACE, broker_grace_s=GRACE)
     assert res.status == "nothing_to_do" and [(a.key, a.state) for a in res.ended] == [("broker_failure/3", FIXED)]
+
+
+def _cordon_record(b: int) -> dict[str, bytes]:
+    return {f"cordon/{b}": json.dumps({"broker": b, "since": "2026-11-28T00:00:00+00:00"}).encode()}
+
+
+def test_a_fix_gives_a_cordoned_broker_nothing_and_says_when_only_it_could_take_the_replicas(monkeypatch):
+    racks = {**RACKS, 6: "b"}  # rack b: 2, 3 and 6
+
+    def fixed(cordoned: tuple[int, ...]) -> set[int]:
+        run = _Run(monkeypatch, topo(racks=racks))
+        run(0.0)
+        for b in cordoned:
+            run.records.update(_cordon_record(b))
+        run.topology = topo(dead=(3,), racks=racks)
+        res = run(100.0, broker_grace_s=0)
+        assert res.status == "moved" and run.executed, res.summary()
+        before = {(p.topic, p.partition): set(p.replicas) for p in run.topology.partitions()}
+        return {b for tp, r in run.executed[0][0].assignment().items() for b in set(r) - before[tp]}
+
+    assert 6 in fixed(())  # (the premise: without a cordon, the empty broker 6 of rack b takes them)
+    assert fixed((6,)) == {2}
+
+    run = _Run(monkeypatch, topo())
+    run(0.0)
+    run.records.update(_cordon_record(2))  # rack b's only live broker: a rack-safe fix needs it
+    run.topology = topo(dead=(3,))
+    res = run(100.0, broker_grace_s=0)
+    assert not run.executed and res.exit_code == EXIT_NOT_DONE
+    assert "cordoned" in json.dumps(res.to_dict()), res.to_dict()
 
 
 def test_an_outage_is_reported_even_when_the_memory_cannot_be_written(monkeypatch):

@@ -122,10 +122,11 @@ def _healthy(topo):
 
 
 def _patched(monkeypatch, *, paused=None, busy=None):
-    from kops.ops import cron, maintenance, reassign
+    from kops.ops import cordon, cron, maintenance, reassign
 
     calls = []
     monkeypatch.setattr(reassign, "cluster_identity", lambda conn: None)
+    monkeypatch.setattr(cordon, "read", lambda conn: {})  # (no broker cordoned)
     monkeypatch.setattr(reassign, "read", lambda conn, **kw: _healthy(_skewed()))
     monkeypatch.setattr(maintenance, "current", lambda conn: paused)
     monkeypatch.setattr(cron, "busy", lambda conn, opts, **kw: (calls.append(("busy", opts.origin)), busy)[1])

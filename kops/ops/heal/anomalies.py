@@ -9,7 +9,8 @@ wrong now, each under a stable key:
   broker of a rack is: an outage or a maintenance, never a job for automation;
 - ``no_in_sync_replica``: partitions whose ISR is empty (no leader can be elected cleanly);
   moving data cannot bring them back;
-- ``new_broker/<id>``: a registered broker that holds no replica while others do;
+- ``new_broker/<id>``: a registered broker that holds no replica while others do (not a
+  cordoned one: ``kops broker cordon``);
 - ``rack_unsafe``: partitions whose replica list is not rack-safe (only looked for while every
   broker is up: a dead broker's replicas say nothing about a placement).
 
@@ -195,8 +196,9 @@ def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers
                             f"{len(no_isr)} partitions have no in-sync replica (e.g. {', '.join(no_isr[:3])})",
                             partitions=tuple(no_isr[:NAMED]), count=len(no_isr)))
     if holding:
+        cordoned = {b.id for b in topo.brokers if b.cordoned}  # (empty on purpose: nothing to fill)
         for b in sorted(alive):
-            if not holding.get(b):
+            if not holding.get(b) and b not in cordoned:
                 out.append(Observed(f"{NEW_BROKER}/{b}", NEW_BROKER, f"broker {b}",
                                     f"broker {b} (rack {racks.get(b)}) is registered and holds no replica",
                                     brokers=(b,)))

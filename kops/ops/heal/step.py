@@ -163,7 +163,7 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     are made; anomalies are watched and remembered at any hour. ``auto_throttle``: ``--throttle
     auto``'s bounds, the executions' adaptive throttle (``throttle`` is its minimum)."""
     from kops.cluster.topology import ReadOptions, read_topology
-    from kops.ops import cron, maintenance, reassign
+    from kops.ops import cordon, cron, maintenance, reassign
     from kops.ops.heal import anomalies, decide, memory
 
     t0 = time.monotonic()
@@ -173,6 +173,8 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     # for it; configs and sizes are read only when a fix is planned
     topo = read_topology(conn, ReadOptions(with_configs=False, with_sizes=False, with_reassignments=False))
     mem = memory.load(conn)
+    cordons = cordon.read(conn)  # (the journal read the memory's load made: cached)
+    topo = cordon.with_cordons(topo, cordons)
     remembered_before = dict(mem.anomalies)
     now = time.time() if now is None else now
     racks = anomalies.racks_seen(topo, mem.racks)
@@ -257,14 +259,14 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
     """Plan the decision's fix (bounded), execute it, and note it on its anomalies: first as
     started (``before_executing`` saves the memory, so that a run killed while it moves data
     leaves its fix in the history), then with what it did."""
-    from kops.ops import cron, reassign
+    from kops.ops import cordon, cron, reassign
     from kops.ops.heal import anomalies, decide
     from kops.ops.replica_rebalance import plan_step
     from kops.placement.balancer import plan
 
     mine = [a for a in res.anomalies if a.key in fix.keys]
     res.fix = fix.to_dict()
-    sized = reassign.read(conn, sizes=True)
+    sized = cordon.apply(conn, reassign.read(conn, sizes=True))
     scope = decide.planning_topology(anomalies.without_topics(sized, exclude), racks, fix)
     res.held_back = list(scope.held_back[:50])
     try:
