@@ -140,7 +140,7 @@ def main() -> None:
             doc = json.loads(out)
             results[-1] = (*results[-1][:3], doc["summary"][:90])
             con.print(doc["summary"])
-            if doc["status"] == "nothing_to_do":
+            if doc["status"] in ("nothing_to_do", "watching"):  # (watching: reported, nothing left to mend)
                 break
         kops("Heal's memory, in the cluster", "heal", "status", note="the fix's history, seen from any host")
         kops("Health after healing", "cluster", "health",

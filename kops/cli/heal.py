@@ -22,7 +22,7 @@ app = typer.Typer(
 BOUNDS = params.CronBounds("run", "the next run goes on", "heal")
 
 #: the anomalies ``--fix`` may name (kops.ops.heal.anomalies.FIXABLE; kept here so --help stays light)
-FIX_KINDS = ("broker_failure", "rack_unsafe", "new_broker")
+FIX_KINDS = ("broker_failure", "rack_unsafe", "new_broker", "unbalanced")
 
 
 def _fix_kinds(value: str) -> frozenset[str]:
@@ -56,8 +56,8 @@ def step(
     ] = 1,
     fix: Annotated[
         str, typer.Option("--fix", metavar="KIND,...",
-                          help="What is mended automatically: broker_failure, rack_unsafe, new_broker (or none); "
-                               "the rest is reported.")
+                          help="What is mended automatically: broker_failure, rack_unsafe, new_broker, unbalanced "
+                               "(or none); the rest is reported.")
     ] = "broker_failure",
     exclude_topics: Annotated[
         Any, typer.Option("--exclude-topics", metavar="REGEX", click_type=params.Checked("REGEX", "topic_regex"),
@@ -85,7 +85,9 @@ def step(
     down than --max-dead-brokers or a whole rack down (too_much_down: an outage, nothing is
     moved, exit 3); partitions with no in-sync replica (never fixed by moving data: exit 3, see
     docs/self-healing.md for the unclean-election runbook); registered brokers without replicas
-    (new_broker); rack-unsafe partitions (rack_unsafe). Each is remembered in the cluster (topic
+    (new_broker); rack-unsafe partitions (rack_unsafe); replica counts or preferred leaders
+    per broker outside the balance band, mean ± max(10 %, 1) (unbalanced: fixed by a bounded
+    rebalance step). Each is remembered in the cluster (topic
     __kops_journal) with the time it was first seen, so cron on any host shares one history.
 
     Past its grace, a dead broker's replicas are re-created on live brokers, its own rack

@@ -4,6 +4,7 @@ dead broker (its own rack first, rack-safe), the memory's records and the metric
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -27,9 +28,10 @@ GRACE = 1800.0
 
 
 def _assignment(n: int = 12) -> dict[int, tuple[int, ...]]:
-    """RF 3, one replica per rack, spread over the six brokers."""
+    """RF 3, one replica per rack, spread evenly over the six brokers (replicas and preferred
+    leaders within their balance band)."""
     a, b, c = (0, 1), (2, 3), (4, 5)
-    return {p: (a[p % 2], b[(p // 2) % 2], c[(p // 4) % 2])[p % 3:] + (a[p % 2], b[(p // 2) % 2], c[(p // 4) % 2])[:p % 3]
+    return {p: (a[p % 2], b[(p // 2) % 2], c[(p // 4 + p) % 2])[p % 3:] + (a[p % 2], b[(p // 2) % 2], c[(p // 4 + p) % 2])[:p % 3]
             for p in range(n)}
 
 
@@ -102,6 +104,43 @@ def test_excluded_topics_are_not_watched():
     # an outage is judged on every topic: excluded ones cannot hide a second broker down
     found = observe(topo(dead=(1, 3)), RACKS, max_dead_brokers=1, exclude=re.compile("t"))
     assert [o.key for o in found] == ["too_much_down"]
+
+
+def _stacked(n: int = 12) -> dict[int, tuple[int, ...]]:
+    """Rack-safe, but brokers 0, 2 and 4 hold three times what 1, 3 and 5 hold."""
+    return {p: ((0, 2, 4), (2, 4, 0), (4, 0, 2), (1, 3, 5))[p % 4] if p % 4 < 3 else (1, 3, 5) for p in range(n)}
+
+
+def test_replicas_or_leaders_off_their_band_are_unbalanced_and_a_cordoned_broker_below_it_is_not():
+    found = {o.key: o for o in seen(topo(assign=_stacked()))}
+    assert list(found) == ["unbalanced"]
+    o = found["unbalanced"]
+    assert o.brokers == (0, 1, 2, 3, 4, 5), o  # 0, 2, 4 above the band, 1, 3, 5 below it
+    assert o.detail.startswith("replicas per broker 3-9, band 5.0-7.0") and "broker 0 holds 9" in o.detail, o.detail
+    assert not seen(topo(assign=_assignment()))  # (within the band: nothing)
+    # only while every broker is up and none is new (those come first)
+    assert "unbalanced" not in {o.key for o in seen(topo(dead=(3,), assign=_stacked()))}
+    assert "unbalanced" not in {o.key for o in seen(topo(new=(6,)))}
+    # brokers 1, 3, 5 cordoned: nothing may fill them; 0, 2, 4 are still above the band
+    t = topo(assign=_stacked())
+    t = dataclasses.replace(t, brokers=tuple(dataclasses.replace(b, cordoned=b.id % 2 == 1) for b in t.brokers))
+    assert seen(t)[0].brokers == (0, 2, 4)
+
+
+def test_unbalanced_is_fixed_by_a_bounded_rebalance_step_when_named_in_fix(monkeypatch):
+    cur = current(topo(assign=_stacked()), 0.0)
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0), now=1)
+    assert d.fix is None and "not in --fix" in d.anomalies[0].why and d.exit_code == EXIT_OK
+    d = decide.decide(cur, settings=Settings(broker_grace_s=0, fix=frozenset({"unbalanced"})), now=1)
+    assert d.fix.goal.kind == "rebalance" and d.fix.rebalance and d.fix.goals is None
+    run = _Run(monkeypatch, topo(assign=_stacked()))
+    res = run(0.0, broker_grace_s=0, fix=frozenset({"unbalanced"}))
+    assert res.status == "moved" and run.executed, res.summary()
+    moved = run.executed[0][0].assignment()
+    after = {**_stacked(), **{p: r for (_t, p), r in moved.items()}}
+    counts = {b: sum(b in r for r in after.values()) for b in RACKS}
+    copies = sum(len(set(r) - set(_stacked()[p])) for p, r in after.items())
+    assert 0 < copies <= 10 and max(counts.values()) - min(counts.values()) < 12, (copies, counts)  # bounded: --max-moves 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -535,3 +574,9 @@ def test_a_hook_that_hangs_is_killed():
 
     assert notify.notify("sleep 5 & sleep 6", [{"key": "k", "event": "new"}], timeout_s=0.3) == [
         "--notify-command for k (new): no end within 0.3 s (killed)"]
+
+
+def test_the_cli_names_every_kind_heal_can_fix():
+    from kops.cli.heal import FIX_KINDS
+
+    assert set(FIX_KINDS) == set(anomalies.FIXABLE)  # (kept apart so that --help stays light)

@@ -12,7 +12,12 @@ wrong now, each under a stable key:
 - ``new_broker/<id>``: a registered broker that holds no replica while others do (not a
   cordoned one: ``kops broker cordon``);
 - ``rack_unsafe``: partitions whose replica list is not rack-safe (only looked for while every
-  broker is up: a dead broker's replicas say nothing about a placement).
+  broker is up: a dead broker's replicas say nothing about a placement);
+- ``unbalanced``: replica counts or preferred leaders per broker outside the balance band (the
+  mean ± 10 %, at least ± 1: the planner's band, :func:`kops.placement.goals.band`), a goal
+  violation of the default goal set (only looked for while every broker is up and none is new:
+  those anomalies come first; a cordoned broker below the band does not count, nothing can
+  fill it).
 
 :func:`remember` merges an observation into the memory (the anomalies of earlier runs, kept in
 the cluster by :mod:`kops.ops.heal.memory`): an anomaly keeps the time it was first seen while
@@ -37,9 +42,10 @@ TOO_MUCH_DOWN = "too_much_down"
 NO_ISR = "no_in_sync_replica"
 NEW_BROKER = "new_broker"
 RACK_UNSAFE = "rack_unsafe"
-KINDS = (BROKER_FAILURE, TOO_MUCH_DOWN, NO_ISR, NEW_BROKER, RACK_UNSAFE)
+UNBALANCED = "unbalanced"
+KINDS = (BROKER_FAILURE, TOO_MUCH_DOWN, NO_ISR, NEW_BROKER, RACK_UNSAFE, UNBALANCED)
 #: what ``--fix`` may name: the anomalies heal can mend by moving replicas
-FIXABLE = (BROKER_FAILURE, NEW_BROKER, RACK_UNSAFE)
+FIXABLE = (BROKER_FAILURE, NEW_BROKER, RACK_UNSAFE, UNBALANCED)
 #: mended without ``--fix``: a dead broker's replicas (the rest is reported)
 DEFAULT_FIX = (BROKER_FAILURE,)
 #: fixed at any hour: a dead broker leaves its partitions one failure from offline; the other
@@ -208,7 +214,41 @@ def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers
             out.append(Observed(RACK_UNSAFE, RACK_UNSAFE, f"{len(unsafe)} partitions",
                                 f"{len(unsafe)} partitions are not rack-safe (e.g. {', '.join(unsafe[:3])})",
                                 partitions=tuple(unsafe[:NAMED]), count=len(unsafe)))
+        if not any(o.kind == NEW_BROKER for o in out):
+            off = _off_band(topo, alive)
+            if off:
+                out.append(Observed(UNBALANCED, UNBALANCED, "cluster", "; ".join(d for d, _ in off),
+                                    brokers=tuple(sorted({b for _, bs in off for b in bs})),
+                                    count=len({b for _, bs in off for b in bs})))
     return sorted(out, key=lambda o: o.key)
+
+
+def _off_band(topo: Topology, alive: set[int]) -> list[tuple[str, tuple[int, ...]]]:
+    """Replica counts and preferred leaders per alive broker outside the balance band: per
+    measure, what is off and the brokers off it (a cordoned broker below the band left out)."""
+    from kops.placement.goals import BAND, band
+
+    cordoned = {b.id for b in topo.brokers if b.cordoned}
+    counts = {"replicas": dict.fromkeys(alive, 0), "preferred leaders": dict.fromkeys(alive, 0)}
+    for p in topo.partitions():
+        for i, b in enumerate(p.replicas):
+            if b in alive:
+                counts["replicas"][b] += 1
+                if i == 0:
+                    counts["preferred leaders"][b] += 1
+    out = []
+    for what, per in counts.items():
+        if not per or not any(per.values()):
+            continue
+        mean = sum(per.values()) / len(per)
+        lo, hi = band(mean, 1.0, BAND)
+        over = sorted(b for b, x in per.items() if x > hi)
+        under = sorted(b for b, x in per.items() if x < lo and b not in cordoned)
+        if over or under:
+            named = ", ".join(f"broker {b} holds {per[b]}" for b in (over + under)[:6])
+            out.append((f"{what} per broker {min(per.values())}-{max(per.values())}, band {lo:.1f}-{hi:.1f} "
+                        f"(mean {mean:.1f} ± max(10 %, 1)): {named}", tuple(over + under)))
+    return out
 
 
 def _rack_unsafe(topo: Topology) -> list[str]:

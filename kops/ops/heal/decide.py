@@ -42,6 +42,7 @@ from kops.ops.heal.anomalies import (
     RACK_UNSAFE,
     REFUSED,
     TOO_MUCH_DOWN,
+    UNBALANCED,
     URGENT,
     Anomaly,
     iso,
@@ -53,7 +54,7 @@ NO_ISR_RUNBOOK = "docs/self-healing.md#partitions-without-an-in-sync-replica (an
 DEFAULT_BROKER_GRACE_S = 30 * 60.0
 DEFAULT_MAX_DEAD_BROKERS = 1
 #: which fix goes first when several could (one fix per run)
-FIX_ORDER = (BROKER_FAILURE, RACK_UNSAFE, NEW_BROKER)
+FIX_ORDER = (BROKER_FAILURE, RACK_UNSAFE, NEW_BROKER, UNBALANCED)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class Fix:
             return f"re-create the replicas of dead brokers {list(self.goal.brokers)} on live brokers"
         if self.kind == NEW_BROKER:
             return f"fill new brokers {list(self.goal.brokers)}"
+        if self.kind == UNBALANCED:
+            return "a bounded rebalance step (replica counts, preferred leaders and the rest of the default goal set)"
         return "repair rack-unsafe partitions"
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,6 +193,8 @@ def _fix(kind: str, chosen: Sequence[Anomaly]) -> Fix:
         return Fix(kind, Goal("decommission", brokers=brokers), keys, goals=forced_goals())
     if kind == NEW_BROKER:
         return Fix(kind, Goal("add-brokers", brokers=brokers), keys, rebalance=True)
+    if kind == UNBALANCED:  # a bounded step of `plan rebalance` with the default goal set
+        return Fix(kind, Goal("rebalance"), keys, rebalance=True)
     return Fix(kind, Goal("rebalance"), keys, goals=forced_goals())
 
 
