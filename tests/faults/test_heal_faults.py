@@ -1,0 +1,135 @@
+"""Self-healing under the workload (issue 40, item 5a): a broker SIGKILLed and left down; `kops
+heal step` runs in a loop as cron would (every few seconds here, with a short grace); once the
+grace is over its replicas are re-created on live brokers, its own rack first, rack-safe, in
+bounded steps. Asserted: the fault happened (the broker is gone from the cluster's metadata and
+heal watched it in grace before acting), every partition fully replicated on live brokers and
+rack-safe, no acknowledged message lost, nothing of kops' left (throttles, reassignments, lock).
+The session's cluster is given back: the broker started again (empty: its replicas live
+elsewhere now) and filled by heal's own ``new_broker`` fix."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from tests.faults.helpers import (
+    admin,
+    assert_clean,
+    create_topic,
+    delete_topic,
+    fully_replicated,
+    kops,
+    unique,
+    wait_recovered,
+    workload_topics,
+)
+from tests.faults.workload import Workload
+
+pytestmark = pytest.mark.faults
+
+GRACE = "8s"  # (cron's default is 30m: here the broker is known to be gone for good)
+RACKS = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
+
+
+def _heal_step(bootstrap: str, *args: str, grace: str = GRACE, max_moves: int = 6) -> tuple[int, dict, str]:
+    r = kops("heal", "step", "--broker-grace", grace, "--max-moves", str(max_moves), "--throttle", "10M", *args,
+             "--bootstrap-server", bootstrap, "--output", "json", timeout=300)
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        doc = {}
+    return r.returncode, doc, r.stderr
+
+
+def _assignment(bootstrap: str) -> dict[tuple[str, int], list[int]]:
+    md = admin(bootstrap).list_topics(timeout=10)
+    return {(t, p): list(pm.replicas) for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
+
+
+def _registered(bootstrap: str) -> set[int]:
+    return set(admin(bootstrap).list_topics(timeout=10).brokers)
+
+
+def _anomaly(doc: dict, key: str) -> dict | None:
+    return next((a for a in doc.get("anomalies", []) if a["key"] == key), None)
+
+
+def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootstrap, kops_home, record):
+    """5a. broker 3 (rack b) SIGKILLed and left down under the acks=all workload; heal steps every
+    2 s (grace 8 s, at most 6 copies per step): its replicas re-created on broker 2 (its rack) and
+    nothing else moved."""
+    sb, bs = dsandbox, dbootstrap
+    dead = 3
+    work = workload_topics(bs)
+    data = unique("healdata")
+    create_topic(bs, data, partitions=6, rf=3, min_isr=2, mb_per_partition=1)
+    runs: list[dict] = []
+    try:
+        code, doc, err = _heal_step(bs)  # heal sees every broker registered first (their racks)
+        assert code == 0, err[-2000:]
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            before = _assignment(bs)
+            on_dead = {tp for tp, reps in before.items() if dead in reps}
+            assert on_dead
+            t_fault = time.monotonic()
+            sb.stop(broker=dead, kill=True)
+            deadline = time.monotonic() + 60
+            while dead in _registered(bs):  # the fault: the broker is gone from the metadata
+                assert time.monotonic() < deadline, "broker 3 still registered 60 s after SIGKILL"
+                time.sleep(0.5)
+            t0 = time.monotonic()
+            while True:
+                code, doc, err = _heal_step(bs)
+                assert code == 0, (doc, err[-2000:])
+                runs.append(doc)
+                if any(a["key"] == f"broker_failure/{dead}" for a in doc.get("ended", [])):
+                    break
+                assert len(runs) < 40, doc
+                time.sleep(2)
+            kops_s = round(time.monotonic() - t0, 1)
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        watched = [d for d in runs if (a := _anomaly(d, f"broker_failure/{dead}")) and a["state"] == "in_grace"]
+        moved = sum(d.get("replicas_moved") or 0 for d in runs)
+        record(scenario="heal a. broker killed for good, `heal step` from cron (grace 8 s, 6 copies per step)",
+               workload=res, kops_exit=0, recover_s=recover_s, kops_s=kops_s,
+               detail=f"broker {dead} (rack b) killed; {len(watched)} runs watched it in grace, then "
+                      f"{sum(1 for d in runs if d['status'] == 'moved')} steps re-created {moved} replicas "
+                      f"({len(on_dead)} partitions)")
+        assert watched, "heal never saw the broker in its grace: it acted before the grace or never saw it"
+        assert runs[0]["status"] == "watching" and not runs[0].get("replicas_moved"), runs[0]
+        assert sum(1 for d in runs if d["status"] == "moved") >= 2, "bounded: 6 copies per step"
+        after = _assignment(bs)
+        assert [tp for tp, reps in after.items() if dead in reps] == []
+        for tp in on_dead:  # its own rack first: broker 2 took its place
+            assert set(after[tp]) - set(before[tp]) == {2}, (tp, before[tp], after[tp])
+        assert all(after[tp] == reps for tp, reps in before.items() if tp not in on_dead)  # nothing else moved
+        assert all(len({RACKS[b] for b in reps}) == min(3, len(reps)) for reps in after.values())
+        assert fully_replicated(bs)
+        assert_clean(bs, record)
+        assert res.lost == 0, res.lost_examples
+    finally:
+        _give_back(sb, dead)
+        for t in (data, *work):
+            delete_topic(sb.bootstrap_servers, t)
+
+
+def _give_back(sb, broker: int) -> None:
+    """Broker ``broker`` started again (empty now) and filled by heal's ``new_broker`` fix, the
+    cluster fully replicated, nothing of kops' left."""
+    sb.start(broker=broker)
+    bs = sb.bootstrap_servers
+    deadline = time.monotonic() + 120
+    while broker not in _registered(bs) or not fully_replicated(bs):
+        assert time.monotonic() < deadline, "the broker did not come back"
+        time.sleep(1)
+    for _ in range(20):
+        code, doc, err = _heal_step(bs, "--fix", "new_broker", grace="0s", max_moves=50)
+        assert code == 0, (doc, err[-2000:])
+        if not _anomaly(doc, f"new_broker/{broker}") and doc["status"] != "moved":
+            break
+    assert any(broker in reps for reps in _assignment(bs).values())
+    assert_clean(bs)
