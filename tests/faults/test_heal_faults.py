@@ -1,8 +1,10 @@
-"""Self-healing under the workload (issue 40, item 5a): a broker SIGKILLed and left down; `kops
-heal step` runs in a loop as cron would (every few seconds here, with a short grace); once the
-grace is over its replicas are re-created on live brokers, its own rack first, rack-safe, in
-bounded steps. Asserted: the fault happened (the broker is gone from the cluster's metadata and
-heal watched it in grace before acting), every partition fully replicated on live brokers and
+"""Self-healing under the workload (issue 40, items 5a and 5g): a broker SIGKILLed and left down;
+`kops heal step` runs in a loop as cron would (every few seconds here, with a short grace); once
+the grace is over its replicas are re-created on live brokers, its own rack first, rack-safe, in
+bounded steps -- and the first step that acts is itself SIGKILLed once its moves are submitted,
+so the next run must finish that execution first. Asserted: the faults happened (the broker is
+gone from the cluster's metadata and heal watched it in grace before acting; the killed step
+died with its execution unfinished), every partition fully replicated on live brokers and
 rack-safe, no acknowledged message lost, nothing of kops' left (throttles, reassignments, lock).
 The session's cluster is given back: the broker started again (empty: its replicas live
 elsewhere now) and filled by heal's own ``new_broker`` fix."""
@@ -32,9 +34,10 @@ GRACE = "8s"  # (cron's default is 30m: here the broker is known to be gone for 
 RACKS = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
 
 
-def _heal_step(bootstrap: str, *args: str, grace: str = GRACE, max_moves: int = 6) -> tuple[int, dict, str]:
+def _heal_step(bootstrap: str, *args: str, grace: str = GRACE, max_moves: int = 6,
+               env: dict[str, str] | None = None) -> tuple[int, dict, str]:
     r = kops("heal", "step", "--broker-grace", grace, "--max-moves", str(max_moves), "--throttle", "10M", *args,
-             "--bootstrap-server", bootstrap, "--output", "json", timeout=300)
+             "--bootstrap-server", bootstrap, "--output", "json", timeout=300, env=env)
     try:
         doc = json.loads(r.stdout)
     except ValueError:
@@ -49,6 +52,13 @@ def _assignment(bootstrap: str) -> dict[tuple[str, int], list[int]]:
 
 def _registered(bootstrap: str) -> set[int]:
     return set(admin(bootstrap).list_topics(timeout=10).brokers)
+
+
+def _unfinished(bootstrap: str) -> list[str]:
+    """The ids of the kops executions in progress (`reassign list`: the journal's unfinished ones)."""
+    r = kops("reassign", "list", "--bootstrap-server", bootstrap, "--output", "json", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [e["id"] for e in json.loads(r.stdout)["kops_executions"]]
 
 
 def _anomaly(doc: dict, key: str) -> dict | None:
@@ -80,10 +90,24 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
                 assert time.monotonic() < deadline, "broker 3 still registered 60 s after SIGKILL"
                 time.sleep(0.5)
             t0 = time.monotonic()
+            killed = resumed = None
             while True:
+                if killed is None:
+                    # the first run that would act (a dry run says so; it changes nothing) is
+                    # SIGKILLed once its first wave of moves is submitted (5g): mid-fix
+                    code, probe, err = _heal_step(bs, "--dry-run")
+                    assert code == 0, (probe, err[-2000:])
+                    if probe["status"] == "dry_run" and probe.get("plan"):
+                        code, _doc, err = _heal_step(bs, env={"KOPS_FAILPOINT": "wave.submitted"})
+                        assert code == -9, (code, err[-2000:])  # the fault: killed mid-fix
+                        killed = _unfinished(bs)
+                        assert killed, "the killed run left no unfinished execution"
+                        continue
                 code, doc, err = _heal_step(bs)
                 assert code == 0, (doc, err[-2000:])
                 runs.append(doc)
+                if killed is not None and resumed is None:
+                    resumed = doc  # the run after the kill: it finishes the killed run's execution first
                 if any(a["key"] == f"broker_failure/{dead}" for a in doc.get("ended", [])):
                     break
                 assert len(runs) < 40, doc
@@ -94,12 +118,16 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
             res = w.finish()
         watched = [d for d in runs if (a := _anomaly(d, f"broker_failure/{dead}")) and a["state"] == "in_grace"]
         moved = sum(d.get("replicas_moved") or 0 for d in runs)
-        record(scenario="heal a. broker killed for good, `heal step` from cron (grace 8 s, 6 copies per step)",
+        record(scenario="heal a/g. broker killed for good, `heal step` from cron (grace 8 s, 6 copies per step); "
+                        "one step SIGKILLed mid-fix",
                workload=res, kops_exit=0, recover_s=recover_s, kops_s=kops_s,
-               detail=f"broker {dead} (rack b) killed; {len(watched)} runs watched it in grace, then "
-                      f"{sum(1 for d in runs if d['status'] == 'moved')} steps re-created {moved} replicas "
-                      f"({len(on_dead)} partitions)")
+               detail=f"broker {dead} (rack b) killed; {len(watched)} runs watched it in grace; the first fixing run "
+                      f"SIGKILLed with its moves submitted, the next finished its execution; the replicas of "
+                      f"{len(on_dead)} partitions re-created by {1 + sum(1 for d in runs if d['status'] == 'moved')} "
+                      f"steps in all ({moved} copies by the runs not killed)")
         assert watched, "heal never saw the broker in its grace: it acted before the grace or never saw it"
+        assert resumed is not None and resumed.get("execution"), resumed
+        assert resumed["execution"]["execution_id"] == killed[0], (killed, resumed["execution"])
         assert runs[0]["status"] == "watching" and not runs[0].get("replicas_moved"), runs[0]
         assert sum(1 for d in runs if d["status"] == "moved") >= 2, "bounded: 6 copies per step"
         after = _assignment(bs)
