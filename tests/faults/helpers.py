@@ -136,6 +136,12 @@ def _missing_from_isr(md) -> set[int]:
     return {r for tm in md.topics.values() for pm in tm.partitions.values() for r in set(pm.replicas) - set(pm.isrs)}
 
 
+def assignment(bootstrap: str) -> dict[tuple[str, int], list[int]]:
+    """Every partition of every topic (internal ones too) -> its replicas, as the metadata says."""
+    md = admin(bootstrap).list_topics(timeout=10)
+    return {(t, p): list(pm.replicas) for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
+
+
 def fully_replicated(bootstrap: str) -> bool:
     """Every partition has a leader and its whole replica set in the ISR."""
     try:

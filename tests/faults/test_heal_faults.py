@@ -18,6 +18,7 @@ import pytest
 from tests.faults.helpers import (
     admin,
     assert_clean,
+    assignment,
     create_topic,
     delete_topic,
     fully_replicated,
@@ -43,11 +44,6 @@ def _heal_step(bootstrap: str, *args: str, grace: str = GRACE, max_moves: int = 
     except ValueError:
         doc = {}
     return r.returncode, doc, r.stderr
-
-
-def _assignment(bootstrap: str) -> dict[tuple[str, int], list[int]]:
-    md = admin(bootstrap).list_topics(timeout=10)
-    return {(t, p): list(pm.replicas) for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
 
 
 def _registered(bootstrap: str) -> set[int]:
@@ -80,7 +76,7 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
         assert code == 0, err[-2000:]
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
-            before = _assignment(bs)
+            before = assignment(bs)
             on_dead = {tp for tp, reps in before.items() if dead in reps}
             assert on_dead
             t_fault = time.monotonic()
@@ -130,7 +126,7 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
         assert resumed["execution"]["execution_id"] == killed[0], (killed, resumed["execution"])
         assert runs[0]["status"] == "watching" and not runs[0].get("replicas_moved"), runs[0]
         assert sum(1 for d in runs if d["status"] == "moved") >= 2, "bounded: 6 copies per step"
-        after = _assignment(bs)
+        after = assignment(bs)
         assert [tp for tp, reps in after.items() if dead in reps] == []
         for tp in on_dead:  # its own rack first: broker 2 took its place
             assert set(after[tp]) - set(before[tp]) == {2}, (tp, before[tp], after[tp])
@@ -159,5 +155,5 @@ def _give_back(sb, broker: int) -> None:
         assert code == 0, (doc, err[-2000:])
         if not _anomaly(doc, f"new_broker/{broker}") and doc["status"] != "moved":
             break
-    assert any(broker in reps for reps in _assignment(bs).values())
+    assert any(broker in reps for reps in assignment(bs).values())
     assert_clean(bs)

@@ -22,6 +22,7 @@ import pytest
 from tests.faults.helpers import (
     admin,
     assert_clean,
+    assignment,
     create_topic,
     delete_topic,
     fully_replicated,
@@ -66,24 +67,18 @@ def _playbook(name: str, bootstrap: str, *params: str) -> tuple[int, dict, str, 
     return r.returncode, rep, r.stderr, secs
 
 
-def _assignment(bootstrap: str) -> dict[tuple[str, int], list[int]]:
-    """Every partition of every topic (internal ones too) -> its replicas."""
-    md = admin(bootstrap).list_topics(timeout=10)
-    return {(t, p): list(pm.replicas) for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
-
-
 def _leaders(bootstrap: str) -> Counter[int]:
     md = admin(bootstrap).list_topics(timeout=10)
     return Counter(pm.leader for tm in md.topics.values() for pm in tm.partitions.values())
 
 
 def _replica_counts(bootstrap: str) -> Counter[int]:
-    return Counter(b for reps in _assignment(bootstrap).values() for b in reps)
+    return Counter(b for reps in assignment(bootstrap).values() for b in reps)
 
 
 def _rack_unsafe(bootstrap: str, racks: dict[int, str]) -> list[str]:
     """Partitions of RF 3 not spread over three racks."""
-    return [f"{t}-{p} {reps}" for (t, p), reps in _assignment(bootstrap).items()
+    return [f"{t}-{p} {reps}" for (t, p), reps in assignment(bootstrap).items()
             if len(reps) == 3 and len({racks.get(b) for b in reps}) != 3]
 
 
@@ -139,7 +134,7 @@ def test_replace_a_broker_lost_for_good(dsandbox, dbootstrap, tmp_path, kops_hom
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
-            before = _assignment(bs)
+            before = assignment(bs)
             on_dead = {tp for tp, reps in before.items() if dead in reps}
             t_fault = time.monotonic()
             sb.stop(broker=dead, kill=True)
@@ -164,7 +159,7 @@ def test_replace_a_broker_lost_for_good(dsandbox, dbootstrap, tmp_path, kops_hom
         assert rep["status"] == "done" and rep["partitions_moved"] == len(on_dead), rep
         gate = next(s for s in rep["steps"] if s["id"] == "gate")
         assert f"broker(s) [{dead}] being down" in gate["summary"], gate
-        after = _assignment(bs2)
+        after = assignment(bs2)
         assert [tp for tp, reps in after.items() if dead in reps] == []
         assert {tp: after[tp] for tp in on_dead} == {
             tp: [new if b == dead else b for b in before[tp]] for tp in on_dead}  # same positions
