@@ -51,7 +51,7 @@ def cordon(
 ) -> None:
     """Cordon brokers: no kops plan (`plan ...`, `rebalance step`, `heal step`, the playbooks)
     gives them a new replica; what they hold stays (a decommission still empties them). Kept in
-    the cluster (topic __kops_journal), seen from every host; where the Kafka supports its own
+    the cluster (topic __kops_cordons), seen from every host; where the Kafka supports its own
     cordon (KIP-1066: Kafka 4.3+, metadata.version 4.3-IV0), `cordoned.log.dirs=*` is set on the
     broker too, so that new topics avoid it. Exit 2 (nothing changed) for a broker that is not in
     the cluster."""

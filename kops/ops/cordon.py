@@ -2,9 +2,12 @@
 holds and gets no new one from any kops plan, cron step or heal step -- it is being drained or
 is suspect.
 
-The cordon is kept in the cluster, so every host's kops sees it: one record per broker in kops'
-compacted journal topic ``__kops_journal`` (key ``cordon/<id>``: since when, why, from which
-host), on ZooKeeper and KRaft clusters alike. Where the running Kafka has a cordon of its own
+The cordon is kept in the cluster, so every host's kops sees it: one record per broker in the
+small compacted topic ``__kops_cordons`` (key ``cordon/<id>``: since when, why, from which host),
+on ZooKeeper and KRaft clusters alike. A topic of its own, not the journal: every planner reads
+it, and a handful of records reads in a round trip or two even from a slow rack (the journal,
+hundreds of executions, took over 10 s over a 300 ms, 5 %-loss link); a cluster never cordoned
+has no such topic, and reading costs one metadata lookup. Where the running Kafka has a cordon of its own
 (KIP-1066: Kafka 4.3+ with ``metadata.version`` 4.3-IV0 or later), kops sets it too --
 ``cordoned.log.dirs=*`` on the broker -- so that topics created by anyone avoid the broker;
 ``uncordon`` deletes it (whoever set it). A broker Kafka cordons is cordoned for kops' planners
@@ -24,6 +27,8 @@ from kops.errors import BadInput
 from kops.model import Topology
 
 PREFIX = "cordon/"
+#: the topic the records are kept in (created by the first ``kops broker cordon``)
+CORDON_TOPIC = "__kops_cordons"
 #: the metadata.version Kafka's own cordon needs (KIP-1066)
 KAFKA_CORDON_NEEDS = "Kafka 4.3 with metadata.version 4.3-IV0 or later (KIP-1066)"
 
@@ -57,7 +62,7 @@ class Outcome:
 def _store(conn):
     from kops.ops.journal import TopicStore
 
-    return TopicStore(conn)
+    return TopicStore(conn, CORDON_TOPIC)
 
 
 def read(conn) -> dict[int, Cordon]:
@@ -66,8 +71,8 @@ def read(conn) -> dict[int, Cordon]:
 
 
 def parse(raw: Mapping[str, bytes | None]) -> dict[int, Cordon]:
-    """The cordon records among the journal topic's records (keys and values as read; records
-    that are not kops' own are skipped)."""
+    """The cordon records among a topic's records (keys and values as read; records that are
+    not kops' own are skipped)."""
     out: dict[int, Cordon] = {}
     for key, value in raw.items():
         if not key.startswith(PREFIX) or not value:

@@ -21,7 +21,7 @@ from kops.model import Topology
 
 #: topics Kafka or kops create for themselves (besides those the metadata marks internal): named
 #: apart in what a filter leaves out
-INTERNAL = ("__consumer_offsets", "__transaction_state", "__kops_journal")
+INTERNAL = ("__consumer_offsets", "__transaction_state", "__kops_journal", "__kops_cordons")
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,8 @@ def test_merge_real_events(sandbox, bootstrap, unique_topic, spark, tmp_path):
     _ids, controller = probe.kafka_cluster(bootstrap, timeout_s=10)
     t_start = _now()
     admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
-    _wait(lambda: all((_partition(admin, topic, p) or None) and _partition(admin, topic, p).leader >= 0 for p in range(3)),
+    # (each partition asked once per try: two metadata answers in a row may differ)
+    _wait(lambda: all((pm := _partition(admin, topic, p)) is not None and pm.leader >= 0 for p in range(3)),
           what="leaders of the new topic")
     # a partition whose leader is not the controller: stopping it does not move the controller
     part, victim = next(
@@ -75,14 +76,15 @@ def test_merge_real_events(sandbox, bootstrap, unique_topic, spark, tmp_path):
         time.sleep(1.0)
         sandbox.start(broker=victim)
         stopped = False
-        _wait(lambda: victim in ((_partition(fresh(), topic, part) or None) and _partition(fresh(), topic, part).isrs
-                                 or []), timeout=90, what="the broker back in the ISR")
+        _wait(lambda: (pm := _partition(fresh(), topic, part)) is not None and victim in pm.isrs,
+              timeout=90, what="the broker back in the ISR")
         time.sleep(1.0)
         t_elect = _now()
         electing = fresh()  # (kept referenced until its answer: a dropped client cancels its requests)
         res = electing.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, part)]).result(30)
         assert all(err is None for err in res.values()), res
-        _wait(lambda: (_partition(fresh(), topic, part) or None) and _partition(fresh(), topic, part).leader == victim, what="preferred leader back")
+        _wait(lambda: (pm := _partition(fresh(), topic, part)) is not None and pm.leader == victim,
+              what="preferred leader back")
         time.sleep(2.0)  # let every broker write its lines
     finally:
         if stopped:

@@ -173,7 +173,7 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     # for it; configs and sizes are read only when a fix is planned
     topo = read_topology(conn, ReadOptions(with_configs=False, with_sizes=False, with_reassignments=False))
     mem = memory.load(conn)
-    cordons = cordon.read(conn)  # (the journal read the memory's load made: cached)
+    cordons = cordon.read(conn)  # (its own small topic; none at all on a cluster never cordoned)
     topo = cordon.with_cordons(topo, cordons)
     remembered_before = dict(mem.anomalies)
     now = time.time() if now is None else now
