@@ -28,6 +28,7 @@ from tests.compat import matrix  # noqa: E402
 #: workflow steps, in the order they run: test name -> column header
 STEPS = {
     "test_describe_reads_mode_version_controller_racks_and_health": "describe, health",
+    "test_cordon_sets_kafkas_own_where_the_version_has_one": "broker cordon",
     "test_zookeeper_only_options_refused_nothing_changed": "ZooKeeper options refused",
     "test_reassignment_through_zookeeper": "--via zookeeper",
     "test_plan_rebalance_of_a_stacked_topic": "plan rebalance, dry run",
