@@ -142,10 +142,7 @@ def main() -> None:
             con.print(doc["summary"])
             if doc["status"] in ("nothing_to_do", "watching"):  # (watching: reported, nothing left to mend)
                 break
-        # exit 3: an anomaly is current -- broker 4, rack c's last broker, now holds the rack's
-        # replicas alone (unbalanced: reported, not in --fix; rack safety keeps them there)
-        kops("Heal's memory, in the cluster", "heal", "status", expect=(0, 3),
-             note="the fix's history, seen from any host; exit 3: the imbalance it left is reported")
+        kops("Heal's memory, in the cluster", "heal", "status", note="the fix's history, seen from any host")
         kops("Health after healing", "cluster", "health",
              note="every partition fully replicated on live brokers, rack-safe")
     finally:

@@ -127,6 +127,20 @@ def test_replicas_or_leaders_off_their_band_are_unbalanced_and_a_cordoned_broker
     assert seen(t)[0].brokers == (0, 2, 4)
 
 
+def test_what_rack_safety_forces_is_not_unbalanced():
+    # broker 5 lost for good and healed: broker 4, rack c's last broker, holds the rack's share alone
+    racks = {b: r for b, r in RACKS.items() if b != 5}
+    healed = {p: tuple(4 if b == 5 else b for b in r) for p, r in _assignment().items()}
+    t = topo(assign=healed, racks=racks)
+    counts = {b: sum(b in r for r in healed.values()) for b in racks}
+    assert counts[4] == 12 and max(v for b, v in counts.items() if b != 4) <= 6  # (outside the cluster's band)
+    assert not seen(t, racks=racks)
+    # within a rack, the same imbalance is one
+    skewed = {p: tuple(0 if b == 1 else b for b in r) if p < 4 else r for p, r in healed.items()}
+    found = seen(topo(assign=skewed, racks=racks), racks=racks)
+    assert [o.key for o in found] == ["unbalanced"] and found[0].brokers == (1,), found  # (0 is within the cluster band)
+
+
 def test_unbalanced_is_fixed_by_a_bounded_rebalance_step_when_named_in_fix(monkeypatch):
     cur = current(topo(assign=_stacked()), 0.0)
     d = decide.decide(cur, settings=Settings(broker_grace_s=0), now=1)

@@ -14,10 +14,10 @@ wrong now, each under a stable key:
 - ``rack_unsafe``: partitions whose replica list is not rack-safe (only looked for while every
   broker is up: a dead broker's replicas say nothing about a placement);
 - ``unbalanced``: replica counts or preferred leaders per broker outside the balance band (the
-  mean ± 10 %, at least ± 1: the planner's band, :func:`kops.placement.goals.band`), a goal
-  violation of the default goal set (only looked for while every broker is up and none is new:
-  those anomalies come first; a cordoned broker below the band does not count, nothing can
-  fill it).
+  mean ± 10 %, at least ± 1: the planner's band, :func:`kops.placement.goals.band`) -- of the
+  cluster and of the broker's rack, so that what rack safety forces is none -- a goal violation
+  of the default goal set (only looked for while every broker is up and none is new: those
+  anomalies come first; a cordoned broker below the band does not count, nothing can fill it).
 
 :func:`remember` merges an observation into the memory (the anomalies of earlier runs, kept in
 the cluster by :mod:`kops.ops.heal.memory`): an anomaly keeps the time it was first seen while
@@ -225,10 +225,14 @@ def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers
 
 def _off_band(topo: Topology, alive: set[int]) -> list[tuple[str, tuple[int, ...]]]:
     """Replica counts and preferred leaders per alive broker outside the balance band: per
-    measure, what is off and the brokers off it (a cordoned broker below the band left out)."""
+    measure, what is off and the brokers off it. A broker is off when it is outside the band of
+    the cluster's mean *and* outside that of its rack's mean: what rack safety forces (the last
+    broker of a rack holding the rack's share alone) is no anomaly, nothing could spread it. A
+    cordoned broker below the band is left out (nothing may fill it)."""
     from kops.placement.goals import BAND, band
 
     cordoned = {b.id for b in topo.brokers if b.cordoned}
+    rack = {b.id: b.rack for b in topo.brokers}
     counts = {"replicas": dict.fromkeys(alive, 0), "preferred leaders": dict.fromkeys(alive, 0)}
     for p in topo.partitions():
         for i, b in enumerate(p.replicas):
@@ -242,12 +246,21 @@ def _off_band(topo: Topology, alive: set[int]) -> list[tuple[str, tuple[int, ...
             continue
         mean = sum(per.values()) / len(per)
         lo, hi = band(mean, 1.0, BAND)
-        over = sorted(b for b, x in per.items() if x > hi)
-        under = sorted(b for b, x in per.items() if x < lo and b not in cordoned)
+        by_rack: dict[str | None, list[int]] = {}
+        for b, x in per.items():
+            by_rack.setdefault(rack.get(b), []).append(x)
+        rack_band = {r: band(sum(xs) / len(xs), 1.0, BAND) for r, xs in by_rack.items()}
+
+        def off(b: int, x: int) -> int:  # 1 above, -1 below both bands, 0 within one
+            rlo, rhi = rack_band[rack.get(b)]
+            return 1 if x > hi and x > rhi else -1 if x < lo and x < rlo else 0
+
+        over = sorted(b for b, x in per.items() if off(b, x) > 0)
+        under = sorted(b for b, x in per.items() if off(b, x) < 0 and b not in cordoned)
         if over or under:
             named = ", ".join(f"broker {b} holds {per[b]}" for b in (over + under)[:6])
             out.append((f"{what} per broker {min(per.values())}-{max(per.values())}, band {lo:.1f}-{hi:.1f} "
-                        f"(mean {mean:.1f} ± max(10 %, 1)): {named}", tuple(over + under)))
+                        f"(mean {mean:.1f} ± max(10 %, 1); its rack's too): {named}", tuple(over + under)))
     return out
 
 
