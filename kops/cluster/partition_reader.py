@@ -39,6 +39,9 @@ def consumer_config(conn: Connection) -> dict[str, object]:
         # auto.create.topics.enable (kafka-python asks for auto-creation by default)
         "allow_auto_create_topics": False,
         "isolation_level": "read_committed",
+        # a first offset gone before the fetch (retention ran) starts the read at the new first
+        # offset, not at the end (kafka-python's default would read nothing and say nothing)
+        "auto_offset_reset": "earliest",
         "request_timeout_ms": int(max(conn.timeout_s, 5) * 1000) + 1000,
         "bootstrap_timeout_ms": int(max(conn.timeout_s, 5) * 1000),
         "fetch_max_wait_ms": 100,  # never wait long for records past the end: the loop stops there
@@ -67,6 +70,60 @@ def import_in_background() -> None:
     threading.Thread(target=run, name="kops-import-kafka-python", daemon=True).start()
 
 
+#: ListOffsets answers that mean "ask again": the leader moved or is still being elected, a topic
+#: created a moment ago has not reached every broker, a new leader's high watermark lags
+_ASK_AGAIN = frozenset({"NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE",
+                        "REPLICA_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART",
+                        "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "KAFKA_STORAGE_ERROR"})
+
+
+def offset_bounds(conn: Connection, topic: str, partition: int = 0) -> tuple[int, int]:
+    """``topic``'s ``partition``'s first offset and its last stable offset (the end a
+    ``read_committed`` reader stops at), from the Admin API (ListOffsets). An answer that says
+    "ask again" (:data:`_ASK_AGAIN`: a leader that just moved) is asked again, after a metadata
+    request that refreshes librdkafka's cache, until the connection's timeout: a connection that
+    knew the old leader otherwise gets FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER from every
+    ask (librdkafka sends the leader and epoch its cache names).
+
+    Not kafka-python's ``end_offsets`` / ``seek_to_beginning``: kafka-python 3.0.12 sends
+    ListOffsets again and again to the leader its metadata names, without refreshing that
+    metadata on NOT_LEADER_OR_FOLLOWER, until its timeout -- a reader started while a demotion's
+    UpdateMetadata was still reaching the broker it asked failed after 10 s
+    (tests/cluster/test_partition_reader_cluster.py shows kafka-python's loop)."""
+    import confluent_kafka
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    what = f"list offsets of {topic}-{partition}"
+    deadline = time.monotonic() + max(conn.timeout_s, 5)
+    tp = confluent_kafka.TopicPartition(topic, partition)
+    out: list[int] = []
+    for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+        while True:
+            future = conn.admin().list_offsets({tp: spec}, isolation_level=IsolationLevel.READ_COMMITTED,
+                                                request_timeout=conn.timeout_s)[tp]
+            try:
+                out.append(int(conn.wait(future, what).offset))
+                break
+            except ClusterError:
+                if not (_asks_again(future) and time.monotonic() < deadline):
+                    raise
+            time.sleep(0.1)
+            # librdkafka asks the leader (and its epoch) its metadata cache names, too: refresh it
+            conn.metadata(topic, what=f"read metadata of {topic}")
+    return out[0], out[1]
+
+
+def _asks_again(future) -> bool:
+    """Whether ``future`` (done) failed with an answer in :data:`_ASK_AGAIN`."""
+    if not future.done() or future.cancelled():
+        return False
+    exc = future.exception()
+    err = exc.args[0] if exc is not None and exc.args else None
+    name = err.name() if hasattr(err, "name") else ""
+    return name.lstrip("_").upper() in _ASK_AGAIN
+
+
 def read_to_end(conn: Connection, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
     """Every record's (key, value) of ``topic``'s ``partition``, in offset order, from the first
     offset to the end offset asked for when the read began (the last stable offset: records of
@@ -88,8 +145,8 @@ def read_to_end(conn: Connection, topic: str, partition: int = 0) -> list[tuple[
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
-        end = consumer.end_offsets([tp], timeout_ms=timeout_ms)[tp]
-        consumer.seek_to_beginning(tp)
+        start, end = offset_bounds(conn, topic, partition)
+        consumer.seek(tp, start)
         deadline = time.monotonic() + timeout_ms / 1000 + 5
         while consumer.position(tp, timeout_ms=timeout_ms) < end:
             if time.monotonic() > deadline:
