@@ -22,7 +22,7 @@ app = typer.Typer(
 BOUNDS = params.CronBounds("run", "the next run goes on", "heal")
 
 #: the anomalies ``--fix`` may name (kops.ops.heal.anomalies.FIXABLE; kept here so --help stays light)
-FIX_KINDS = ("broker_failure", "rack_unsafe", "new_broker", "unbalanced")
+FIX_KINDS = ("broker_failure", "rack_unsafe", "new_broker", "unbalanced", "disk_over_threshold")
 
 
 def _fix_kinds(value: str) -> frozenset[str]:
@@ -56,8 +56,8 @@ def step(
     ] = 1,
     fix: Annotated[
         str, typer.Option("--fix", metavar="KIND,...",
-                          help="What is mended automatically: broker_failure, rack_unsafe, new_broker, unbalanced "
-                               "(or none); the rest is reported.")
+                          help="What is mended automatically: broker_failure, rack_unsafe, new_broker, unbalanced, "
+                               "disk_over_threshold (or none); the rest is reported.")
     ] = "broker_failure",
     exclude_topics: Annotated[
         Any, typer.Option("--exclude-topics", metavar="REGEX", click_type=params.Checked("REGEX", "topic_regex"),
@@ -78,6 +78,15 @@ def step(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the run's plan and anomalies too.")] = False,
     window: params.WindowOpt = None,
+    disk_threshold: Annotated[
+        float | None,
+        typer.Option("--disk-threshold", click_type=params.number(1, 100), metavar="PCT",
+                     help="Watch disks: a broker using more than PCT % of its disk is disk_over_threshold, and "
+                          "every fix's plan keeps its destinations under it. Each run then reads the log dirs' "
+                          "sizes (DescribeLogDirs). Capacity: --capacity-file, else the log dirs' volumes "
+                          "(Kafka 3.3+). Default: disks not watched (plans keep the planner's 80 %).")
+    ] = None,
+    capacity_file: params.CapacityFileOpt = None,
 ) -> None:
     """The cron job: notice, remember, decide, mend within bounds, report.
 
@@ -87,7 +96,9 @@ def step(
     docs/self-healing.md for the unclean-election runbook); registered brokers without replicas
     (new_broker); rack-unsafe partitions (rack_unsafe); replica counts or preferred leaders
     per broker outside the balance band, mean ± max(10 %, 1) (unbalanced: fixed by a bounded
-    rebalance step). Each is remembered in the cluster (topic
+    rebalance step); with --disk-threshold, a broker using more of its disk than that
+    (disk_over_threshold: fixed by a bounded step of the disk-use balance). Each is remembered in
+    the cluster (topic
     __kops_journal) with the time it was first seen, so cron on any host shares one history.
 
     Past its grace, a dead broker's replicas are re-created on live brokers, its own rack
@@ -97,7 +108,8 @@ def step(
 
     Steps aside (nothing moved, exit 0, says why) while kops' cron jobs are paused (`kops
     rebalance pause` or a playbook run), another kops execution or any reassignment runs. Outside
-    --window only a broker failure is mended; new brokers and rack repairs wait for the window
+    --window only a broker failure or a disk over the threshold is mended; new brokers, rack
+    repairs and balance wait for the window
     (anomalies are watched and remembered at any hour).
 
     Exit 0 nothing to do, watching, fixed a step, stepped aside; 3 too much down, partitions
@@ -107,7 +119,13 @@ def step(
     from kops.ops.heal.decide import Settings
     from kops.ops.replica_rebalance import StepBounds
 
-    settings = Settings(broker_grace_s=broker_grace, max_dead_brokers=max_dead_brokers, fix=_fix_kinds(fix))
+    settings = Settings(broker_grace_s=broker_grace, max_dead_brokers=max_dead_brokers, fix=_fix_kinds(fix),
+                        disk_threshold=None if disk_threshold is None else disk_threshold / 100)
+    capacities = None
+    if capacity_file:  # checked before connecting
+        from kops.inputs.capacity import read_capacity_file
+
+        capacities = read_capacity_file(capacity_file)
     bounds = StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration)
     if notify_command is not None and not notify_command.strip():
         from kops.errors import BadInput
@@ -127,7 +145,7 @@ def step(
                 reporter = make_reporter()
             res = heal_step.step(conn, settings=settings, bounds=bounds, **rate, exclude=exclude_topics,
                                  dry_run=dry_run, max_moves_per_broker=max_moves_per_broker, reporter=reporter,
-                                 notify_command=notify_command, window=window)
+                                 notify_command=notify_command, window=window, capacities=capacities)
     finally:
         if metrics_file and res is not None:
             heal_step.write_metrics(metrics_file, res)

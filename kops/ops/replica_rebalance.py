@@ -188,13 +188,13 @@ def unhealthy(topo: Topology) -> list[str]:
 
 
 def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: Sequence[str] | None = None, *,
-              goal=None, rebalance: bool = True, topics=None):
+              goal=None, rebalance: bool = True, topics=None, disk_threshold: float | None = None):
     """The bounded plan of one step (pure): ``(PlanResult, estimated seconds, fits)``.
 
     ``goal``: the planner's goal (default ``rebalance``; ``heal step`` gives a decommission of
     dead brokers); ``rebalance=False``: only the moves the goal forces (as ``plan``);
     ``topics``: the topic filter of the topics it may move (``--topics`` / ``--exclude-topics``,
-    as ``plan``).
+    as ``plan``); ``disk_threshold``: the planner's hard disk limit (None: its default).
 
     ``max_duration_s`` at ``throttle`` caps the bytes; when the estimate (busiest broker's
     bytes in or out / throttle, as the planner reports it) is still over the bound, the byte
@@ -203,6 +203,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
     from kops.placement.balancer import Goal, plan
 
     goal = goal or Goal("rebalance")
+    limit = {} if disk_threshold is None else {"disk_threshold": disk_threshold}
     max_bytes = bounds.max_bytes
     if bounds.max_duration_s is not None:
         if not throttle:
@@ -213,7 +214,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
     band = bounds.threshold_pct / 100
     while True:
         res = plan(topo, goal, max_moves=bounds.max_moves, max_bytes=max_bytes, throttle=throttle,
-                   compare_kafka=False, goals=goals, band=band, rebalance=rebalance, topics=topics)
+                   compare_kafka=False, goals=goals, band=band, rebalance=rebalance, topics=topics, **limit)
         est = ((res.report.get("duration") or {}).get("seconds_parallel")) if throttle else None
         moved = res.report.get("replicas_moved") or 0
         if not moved:
@@ -222,7 +223,7 @@ def plan_step(topo: Topology, bounds: StepBounds, throttle: int | None, goals: S
             if not shrunk and bounds.max_duration_s is not None:
                 shrunk = bool(plan(topo, goal, max_moves=bounds.max_moves, max_bytes=bounds.max_bytes,
                                    compare_kafka=False, goals=goals, band=band, rebalance=rebalance,
-                                   topics=topics).report.get("replicas_moved"))
+                                   topics=topics, **limit).report.get("replicas_moved"))
             return res, est, not shrunk
         if bounds.max_duration_s is None or est is None or est <= bounds.max_duration_s:
             return res, est, True

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
@@ -594,3 +595,76 @@ def test_the_cli_names_every_kind_heal_can_fix():
     from kops.cli.heal import FIX_KINDS
 
     assert set(FIX_KINDS) == set(anomalies.FIXABLE)  # (kept apart so that --help stays light)
+
+
+# ---------------------------------------------------------------------------------------------
+# disks over the threshold (--disk-threshold)
+# ---------------------------------------------------------------------------------------------
+
+
+def _disks(t: Topology, small: int = 0, disk: int = 7000) -> Topology:
+    """Every broker with a disk of 100,000 bytes but ``small``, with ``disk`` (each holds 6
+    replicas of 1,000 bytes: 6 % of a big disk, 85.7 % of the small one)."""
+    from kops.model import Capacity
+
+    return t.with_capacities({b.id: Capacity(disk_bytes=disk if b.id == small else 100_000) for b in t.brokers})
+
+
+def test_a_broker_over_the_disk_threshold_is_seen_only_when_disks_are_watched():
+    t = _disks(topo())
+    assert seen(t) == []  # no threshold: disks are not looked at
+    found = observe(t, racks_seen(t, RACKS), max_dead_brokers=1, disk_threshold=0.8)
+    assert [o.key for o in found] == ["disk_over_threshold/0"]
+    assert found[0].brokers == (0,) and "uses 85.7% of its disk, above the threshold 80%" in found[0].detail
+    assert observe(t, racks_seen(t, RACKS), max_dead_brokers=1, disk_threshold=0.9) == []
+    # excluded topics still fill the disk
+    assert [o.key for o in observe(t, racks_seen(t, RACKS), max_dead_brokers=1, disk_threshold=0.8,
+                                   exclude=re.compile("t"))] == ["disk_over_threshold/0"]
+
+
+def test_disk_use_names_the_brokers_it_cannot_judge():
+    from kops.model import Capacity
+
+    t = topo().with_capacities({0: Capacity(disk_bytes=7000)})
+    use = anomalies.disk_use(t)
+    assert set(use.use) == {0} and use.unknown == (1, 2, 3, 4, 5)
+    assert "brokers 1, 2, 3, 4, 5: capacity unknown" in use.note() and "--capacity-file" in use.note()
+    unsized = dataclasses.replace(t, topics=tuple(dataclasses.replace(x, partitions=tuple(
+        dataclasses.replace(p, size_bytes=None) for p in x.partitions)) for x in t.topics))
+    assert anomalies.disk_use(unsized).unsized and "sizes were not read" in anomalies.disk_use(unsized).note()
+    assert observe(unsized, racks_seen(t, RACKS), max_dead_brokers=1, disk_threshold=0.5) == []  # never guessed
+    assert anomalies.disk_use(_disks(topo())).note() is None
+
+
+def test_a_disk_over_the_threshold_is_fixed_after_a_dead_broker_and_at_any_hour():
+    cur = current(_disks(topo()), 0.0)
+    assert cur == []  # (current() watches no disk)
+    t = _disks(topo(dead=(3,)))
+    obs = observe(t, racks_seen(t, RACKS), max_dead_brokers=1, disk_threshold=0.8)
+    mem = anomalies.remember(obs, {}, 0.0).current
+    everything = Settings(broker_grace_s=0, fix=frozenset(anomalies.FIXABLE), disk_threshold=0.8)
+    d = decide.decide(mem, settings=everything, now=1)
+    assert d.fix.kind == "broker_failure"  # a dead broker first
+    disk = next(a for a in d.anomalies if a.kind == "disk_over_threshold")
+    assert disk.state == "refused" and disk.why.startswith("waits: one fix per run")
+    obs = observe(_disks(topo()), RACKS, max_dead_brokers=1, disk_threshold=0.8)
+    d = decide.decide(anomalies.remember(obs, {}, 0.0).current, settings=everything, now=1,
+                      closed="outside --window 01:00-05:00")
+    assert d.fix is not None and d.fix.kind == "disk_over_threshold"  # urgent: the window does not hold it
+    assert d.fix.goals == ("disk-usage",) and d.fix.rebalance and "brokers 0, over the disk threshold" in d.fix.describe()
+    assert Settings(disk_threshold=0.8).to_dict()["disk_threshold_pct"] == 80.0
+
+
+def test_heal_moves_data_off_a_broker_over_the_disk_threshold_and_onto_none_past_it(monkeypatch):
+    run = _Run(monkeypatch, _disks(topo(), disk=7000))
+    res = run(0.0, broker_grace_s=0, fix=frozenset({"disk_over_threshold"}), disk_threshold=0.8)
+    assert res.status == "moved" and run.executed, res.summary()
+    moved = run.executed[0][0].assignment()
+    after = {**_assignment(), **{p: r for (_t, p), r in moved.items()}}
+    held0 = sum(0 in r for r in after.values())
+    assert held0 <= 5, (held0, moved)  # 5,000 of 7,000 bytes: under 80 %
+    assert not any(0 in r and 0 not in _assignment()[p] for p, r in after.items())  # nothing new on it
+    assert all(rack_violation(r, RackTree.build(RACKS)) is None for r in after.values())
+    # not watched, not fixed: the same cluster without --disk-threshold sees nothing
+    run = _Run(monkeypatch, _disks(topo(), disk=7000))
+    assert run(0.0, broker_grace_s=0, fix=frozenset({"disk_over_threshold"})).status == "nothing_to_do"

@@ -17,7 +17,10 @@ wrong now, each under a stable key:
   mean ± 10 %, at least ± 1: the planner's band, :func:`kops.placement.goals.band`) -- of the
   cluster and of the broker's rack, so that what rack safety forces is none -- a goal violation
   of the default goal set (only looked for while every broker is up and none is new: those
-  anomalies come first; a cordoned broker below the band does not count, nothing can fill it).
+  anomalies come first; a cordoned broker below the band does not count, nothing can fill it);
+- ``disk_over_threshold/<id>``: a registered broker whose disk use is above the threshold (a
+  share of its disk: a capacity file's DISK, else its log dirs' volumes, Kafka 3.3+) -- looked
+  for only when a threshold is given (it needs the log dirs' sizes, a DescribeLogDirs round).
 
 :func:`remember` merges an observation into the memory (the anomalies of earlier runs, kept in
 the cluster by :mod:`kops.ops.heal.memory`): an anomaly keeps the time it was first seen while
@@ -43,14 +46,16 @@ NO_ISR = "no_in_sync_replica"
 NEW_BROKER = "new_broker"
 RACK_UNSAFE = "rack_unsafe"
 UNBALANCED = "unbalanced"
-KINDS = (BROKER_FAILURE, TOO_MUCH_DOWN, NO_ISR, NEW_BROKER, RACK_UNSAFE, UNBALANCED)
+DISK_OVER = "disk_over_threshold"
+KINDS = (BROKER_FAILURE, TOO_MUCH_DOWN, NO_ISR, NEW_BROKER, RACK_UNSAFE, UNBALANCED, DISK_OVER)
 #: what ``--fix`` may name: the anomalies heal can mend by moving replicas
-FIXABLE = (BROKER_FAILURE, NEW_BROKER, RACK_UNSAFE, UNBALANCED)
+FIXABLE = (BROKER_FAILURE, NEW_BROKER, RACK_UNSAFE, UNBALANCED, DISK_OVER)
 #: mended without ``--fix``: a dead broker's replicas (the rest is reported)
 DEFAULT_FIX = (BROKER_FAILURE,)
-#: fixed at any hour: a dead broker leaves its partitions one failure from offline; the other
-#: fixes (filling new brokers, rack repairs) wait for ``--window``
-URGENT = (BROKER_FAILURE,)
+#: fixed at any hour: a dead broker leaves its partitions one failure from offline, a disk that
+#: keeps filling stops its broker; the other fixes (filling new brokers, rack repairs, balance)
+#: wait for ``--window``
+URGENT = (BROKER_FAILURE, DISK_OVER)
 
 # states
 DETECTED = "detected"  # seen, not decided yet (remember's output; decide sets the state)
@@ -160,11 +165,14 @@ def racks_seen(topo: Topology, known: Mapping[int, str | None]) -> dict[int, str
 
 
 def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers: int,
-            exclude: re.Pattern[str] | None = None) -> list[Observed]:
+            exclude: re.Pattern[str] | None = None, disk_threshold: float | None = None) -> list[Observed]:
     """What is wrong in ``topo`` (see the module doc), sorted by key. ``racks``: the racks
     brokers had while registered (:func:`racks_seen`). ``exclude``: topics not watched
-    (``--exclude-topics``); an outage counts every broker down that holds replicas, of any topic."""
+    (``--exclude-topics``); an outage counts every broker down that holds replicas, of any topic,
+    and a disk holds every topic's data. ``disk_threshold``: a share of a broker's disk (None:
+    disks are not looked at; ``topo`` then needs no sizes)."""
     down_anywhere = {b for p in topo.partitions() for b in p.replicas} - set(topo.alive_broker_ids)
+    over_disk = disk_use(topo).over(disk_threshold) if disk_threshold is not None else {}
     topo = without_topics(topo, exclude)
     holding: dict[int, int] = {}
     no_isr: list[str] = []
@@ -220,7 +228,64 @@ def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers
                 out.append(Observed(UNBALANCED, UNBALANCED, "cluster", "; ".join(d for d, _ in off),
                                     brokers=tuple(sorted({b for _, bs in off for b in bs})),
                                     count=len({b for _, bs in off for b in bs})))
+    for b, use in sorted(over_disk.items()):
+        out.append(Observed(f"{DISK_OVER}/{b}", DISK_OVER, f"broker {b}",
+                            f"broker {b} (rack {racks.get(b)}) uses {use:.1%} of its disk, above the threshold "
+                            f"{disk_threshold:.0%}", brokers=(b,)))
     return sorted(out, key=lambda o: o.key)
+
+
+@dataclass(frozen=True)
+class DiskUse:
+    """Each registered broker's disk use, a share of its disk, where its capacity is known
+    (``use``), and the registered brokers whose capacity is not (``unknown``) or whose replicas'
+    sizes are not (``unsized``: use is then not judged)."""
+
+    use: Mapping[int, float]
+    unknown: tuple[int, ...] = ()
+    unsized: bool = False
+
+    def over(self, threshold: float) -> dict[int, float]:
+        return {b: u for b, u in self.use.items() if u > threshold}
+
+    def note(self) -> str | None:
+        """Why disk use is not judged on some brokers (None: it is on every one)."""
+        if self.unsized:
+            return "disk use not judged: the partitions' sizes were not read (DescribeLogDirs answered no size)"
+        if self.unknown:
+            return (f"disk use not judged on broker{'s' if len(self.unknown) > 1 else ''} "
+                    f"{', '.join(map(str, self.unknown))}: capacity unknown (the log dirs' volumes are measured on "
+                    "Kafka 3.3+, KIP-827, and not for brokers sharing one volume; or give --capacity-file)")
+        return None
+
+
+def disk_use(topo: Topology) -> DiskUse:
+    """Each registered broker's disk use (:class:`DiskUse`): its volumes' used bytes where the
+    log dirs measure them, else the sizes of the replicas it holds, over its capacity (the
+    planner's measure: :func:`kops.placement.capacity.disk_used`)."""
+    from kops.placement.capacity import disk_capacity, disk_used, shared_disks
+
+    alive = [b for b in topo.brokers if b.alive]
+    held: dict[int, int] = {}
+    unsized = False
+    for p in topo.partitions():
+        if p.size_bytes is None:
+            unsized = True
+            break
+        for b in p.replicas:
+            held[b] = held.get(b, 0) + p.size_bytes
+    if unsized:
+        return DiskUse({}, unsized=True)
+    shared = shared_disks(topo)
+    use: dict[int, float] = {}
+    unknown = []
+    for b in alive:
+        cap = disk_capacity(b, shared)
+        if cap:
+            use[b.id] = disk_used(b, held.get(b.id, 0), shared) / cap
+        else:
+            unknown.append(b.id)
+    return DiskUse(use, tuple(sorted(unknown)))
 
 
 def _off_band(topo: Topology, alive: set[int]) -> list[tuple[str, tuple[int, ...]]]:
@@ -302,7 +367,9 @@ def remember(observed: Iterable[Observed], memory: Mapping[str, Anomaly], now: f
             continue
         if a.active:
             done = FIXED if a.state == FIXING or _fixed_in_episode(a) else CLEARED
-            why = ("heal's moves re-created what it lacked" if done == FIXED else "gone by itself before heal acted")
+            why = ("gone by itself before heal acted" if done == CLEARED else
+                   "heal's moves brought its disk use under the threshold" if a.kind == DISK_OVER else
+                   "heal's moves re-created what it lacked")
             ended.append(replace(a, state=done, why=why, ended_at=now, fixes=list(a.fixes)))
         else:
             history.append(a)

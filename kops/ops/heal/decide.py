@@ -34,6 +34,7 @@ from kops.errors import EXIT_NOT_DONE, EXIT_OK
 from kops.model import Topology
 from kops.ops.heal.anomalies import (
     BROKER_FAILURE,
+    DISK_OVER,
     DEFAULT_FIX,
     FIXING,
     IN_GRACE,
@@ -54,7 +55,7 @@ NO_ISR_RUNBOOK = "docs/self-healing.md#partitions-without-an-in-sync-replica (an
 DEFAULT_BROKER_GRACE_S = 30 * 60.0
 DEFAULT_MAX_DEAD_BROKERS = 1
 #: which fix goes first when several could (one fix per run)
-FIX_ORDER = (BROKER_FAILURE, RACK_UNSAFE, NEW_BROKER, UNBALANCED)
+FIX_ORDER = (BROKER_FAILURE, DISK_OVER, RACK_UNSAFE, NEW_BROKER, UNBALANCED)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class Settings:
     broker_grace_s: float = DEFAULT_BROKER_GRACE_S
     max_dead_brokers: int = DEFAULT_MAX_DEAD_BROKERS
     fix: frozenset[str] = frozenset(DEFAULT_FIX)
+    #: a share of a broker's disk: above it, ``disk_over_threshold`` (None: disks not looked at);
+    #: the plans of every fix keep each destination under it, as ``plan --disk-threshold``
+    disk_threshold: float | None = None
 
     def grace(self, kind: str) -> float:
         """How long an anomaly of ``kind`` is watched before heal acts on it (an outage and
@@ -70,7 +74,8 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         return {"broker_grace_s": self.broker_grace_s, "max_dead_brokers": self.max_dead_brokers,
-                "fix": sorted(self.fix)}
+                "fix": sorted(self.fix),
+                "disk_threshold_pct": None if self.disk_threshold is None else round(self.disk_threshold * 100, 3)}
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,9 @@ class Fix:
             return f"re-create the replicas of dead brokers {list(self.goal.brokers)} on live brokers"
         if self.kind == NEW_BROKER:
             return f"fill new brokers {list(self.goal.brokers)}"
+        if self.kind == DISK_OVER:
+            over = ", ".join(k.rpartition("/")[2] for k in self.keys)
+            return f"move data off brokers {over}, over the disk threshold (a bounded step of the disk-use balance)"
         if self.kind == UNBALANCED:
             return "a bounded rebalance step (replica counts, preferred leaders and the rest of the default goal set)"
         return "repair rack-unsafe partitions"
@@ -193,6 +201,8 @@ def _fix(kind: str, chosen: Sequence[Anomaly]) -> Fix:
         return Fix(kind, Goal("decommission", brokers=brokers), keys, goals=forced_goals())
     if kind == NEW_BROKER:
         return Fix(kind, Goal("add-brokers", brokers=brokers), keys, rebalance=True)
+    if kind == DISK_OVER:  # a bounded step of `plan rebalance --goals disk-usage` (hard goals kept)
+        return Fix(kind, Goal("rebalance"), keys, rebalance=True, goals=("disk-usage",))
     if kind == UNBALANCED:  # a bounded step of `plan rebalance` with the default goal set
         return Fix(kind, Goal("rebalance"), keys, rebalance=True)
     return Fix(kind, Goal("rebalance"), keys, goals=forced_goals())

@@ -2,7 +2,8 @@
 
 Each run:
 
-1. reads the cluster's metadata (configs and sizes only when it acts) and heal's memory
+1. reads the cluster's metadata (configs only when it acts; sizes too, or every run when disks
+   are watched: ``--disk-threshold``) and heal's memory
    (:mod:`kops.ops.heal.memory`, in the cluster);
 2. observes the anomalies (:func:`kops.ops.heal.anomalies.observe`; topics matching
    ``--exclude-topics`` are neither watched nor moved) and merges them into the memory: the time
@@ -156,12 +157,14 @@ def _fixable() -> tuple[str, ...]:
 def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, exclude: re.Pattern[str] | None = None,
          dry_run: bool = False, max_moves_per_broker: int | None = 2, poll_interval_s: float = 2.0,
          reporter=None, now: float | None = None, notify_command: str | None = None, window=None,
-         auto_throttle=None) -> HealResult:
+         auto_throttle=None, capacities=None) -> HealResult:
     """One cron run (see the module doc). ``notify_command``: run for each anomaly new, changed
     or ended in this run, last of all (:mod:`kops.ops.heal.notify`; not on a dry run).
     ``window``: maintenance windows (:mod:`kops.inputs.window`): outside them only urgent fixes
     are made; anomalies are watched and remembered at any hour. ``auto_throttle``: ``--throttle
-    auto``'s bounds, the executions' adaptive throttle (``throttle`` is its minimum)."""
+    auto``'s bounds, the executions' adaptive throttle (``throttle`` is its minimum).
+    ``capacities``: a read capacity file (:mod:`kops.inputs.capacity`), for the disk threshold
+    (``settings.disk_threshold``) and the fixes' plans."""
     from kops.cluster.topology import ReadOptions, read_topology
     from kops.ops import cordon, cron, maintenance, reassign
     from kops.ops.heal import anomalies, decide, memory
@@ -170,17 +173,23 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     check(settings, bounds, throttle)
     reassign.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
     # what detection needs is the metadata alone (brokers, racks, replicas, ISR): every run pays
-    # for it; configs and sizes are read only when a fix is planned
-    topo = read_topology(conn, ReadOptions(with_configs=False, with_sizes=False, with_reassignments=False))
+    # for it; configs are read only when a fix is planned, sizes too unless disks are watched
+    # (--disk-threshold: a DescribeLogDirs round every run)
+    disks = settings.disk_threshold is not None
+    topo = _with(read_topology(conn, ReadOptions(with_configs=False, with_sizes=disks, with_reassignments=False)),
+                 capacities)
     mem = memory.load(conn)
     cordons = cordon.read(conn)  # (its own small topic; none at all on a cluster never cordoned)
     topo = cordon.with_cordons(topo, cordons)
     remembered_before = dict(mem.anomalies)
     now = time.time() if now is None else now
     racks = anomalies.racks_seen(topo, mem.racks)
-    observed = anomalies.observe(topo, racks, max_dead_brokers=settings.max_dead_brokers, exclude=exclude)
+    observed = anomalies.observe(topo, racks, max_dead_brokers=settings.max_dead_brokers, exclude=exclude,
+                                 disk_threshold=settings.disk_threshold)
     remembered = anomalies.remember(observed, mem.anomalies, now)
     res = HealResult(NOTHING, EXIT_OK, settings, bounds, throttle, ended=remembered.ended, now=now)
+    if disks and (unjudged := anomalies.disk_use(topo).note()):
+        res.notes.append(unjudged)
 
     blocked = None
     paused = maintenance.current(conn)
@@ -221,7 +230,7 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
 
     if decision.fix is not None:
         _fix(conn, res, decision.fix, racks, exclude, opts, dry_run=dry_run, reporter=reporter,
-             before_executing=lambda: persist(mem.last_run))
+             before_executing=lambda: persist(mem.last_run), capacities=capacities)
     res.status = _status(res, decision, blocked or closed)
     res.duration_s = time.monotonic() - t0  # the recorded summary's duration (the run's own is set last)
     persist({"at": iso(now), "status": res.status, "exit_code": res.exit_code, "summary": res.summary()})
@@ -232,6 +241,11 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
                                                                      now)))
     res.duration_s = time.monotonic() - t0
     return res
+
+
+def _with(topo, capacities):
+    """``topo`` with a capacity file's capacities (where one was given)."""
+    return topo.with_capacities(capacities) if capacities else topo
 
 
 def _worse(a: int, b: int) -> int:
@@ -255,7 +269,8 @@ def _status(res: HealResult, decision, blocked: str | None) -> str:
     return WATCHING
 
 
-def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, reporter, before_executing) -> None:
+def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, reporter, before_executing,
+         capacities=None) -> None:
     """Plan the decision's fix (bounded), execute it, and note it on its anomalies: first as
     started (``before_executing`` saves the memory, so that a run killed while it moves data
     leaves its fix in the history), then with what it did."""
@@ -266,12 +281,12 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
 
     mine = [a for a in res.anomalies if a.key in fix.keys]
     res.fix = fix.to_dict()
-    sized = cordon.apply(conn, reassign.read(conn, sizes=True))
+    sized = _with(cordon.apply(conn, reassign.read(conn, sizes=True)), capacities)
     scope = decide.planning_topology(anomalies.without_topics(sized, exclude), racks, fix)
     res.held_back = list(scope.held_back[:50])
     try:
         planned, est, fits = plan_step(scope.topology, res.bounds, res.throttle, fix.goals, goal=fix.goal,
-                                       rebalance=fix.rebalance)
+                                       rebalance=fix.rebalance, disk_threshold=res.settings.disk_threshold)
     except BadInput as e:  # the goal cannot be met (e.g. not enough brokers left for an RF)
         _not_done(res, mine, f"the planner cannot {fix.describe()}: {e.message}", EXIT_NOT_DONE)
         return
@@ -290,8 +305,9 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
         _not_done(res, mine, why, EXIT_NOT_DONE)
         return
     try:
+        limit = {} if res.settings.disk_threshold is None else {"disk_threshold": res.settings.disk_threshold}
         full = plan(planned.topology_after(scope.topology), fix.goal, compare_kafka=False, rebalance=fix.rebalance,
-                    goals=fix.goals)
+                    goals=fix.goals, **limit)
         res.moves_left = int(full.report.get("replicas_moved") or 0)
     except BadInput:
         res.moves_left = None
