@@ -266,10 +266,15 @@ def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, 
                 cfg[name] = e.value
         out[int(res.name)] = cfg
         mode = mode_of_broker_configs(entries) or mode
-        e = entries.get(KAFKA_CORDON_CONFIG)
-        if e is not None and e.value is not None and e.value.strip() == "*":
+        if _kafka_cordoned(entries.get(KAFKA_CORDON_CONFIG)):
             cordoned.add(int(res.name))
     return out, mode, [inherited[k] for k in sorted(inherited)], cordoned
+
+
+def _kafka_cordoned(entry) -> bool:
+    """Whether a broker's ``cordoned.log.dirs`` config entry (None: the broker does not know
+    it) cordons the whole broker: ``*``, every log dir (a list of dirs cordons only those)."""
+    return entry is not None and entry.value is not None and entry.value.strip() == "*"
 
 
 def broker_throttle_configs(conn: Connection, broker_ids: list[int]) -> dict[int, dict[str, str]]:
@@ -286,8 +291,8 @@ def kafka_cordons(conn: Connection, broker_ids: list[int]) -> tuple[set[int], se
         e = conn.wait(fut, f"describe configs of broker {res.name}").get(KAFKA_CORDON_CONFIG)
         if e is not None:
             known.add(int(res.name))
-            if e.value is not None and e.value.strip() == "*":
-                cordoned.add(int(res.name))
+        if _kafka_cordoned(e):
+            cordoned.add(int(res.name))
     return known, cordoned
 
 
