@@ -12,7 +12,7 @@ from typing import Any
 
 from kops.errors import EXIT_NOT_DONE, EXIT_OK
 
-MOVED, NOT_DONE, DRY_RUN = "moved", "not_done", "dry_run"
+MOVED, NOT_DONE, DRY_RUN, STEPPED_ASIDE = "moved", "not_done", "dry_run", "stepped_aside"
 #: the wait for a step is its duration bound times this, plus 30 s (catching up new writes, waves)
 WAIT_MARGIN = 1.5
 
@@ -84,25 +84,36 @@ def resume_own(conn, opts, reporter=None):
 @dataclass
 class Ran:
     """What executing a step's plan gave: ``moved`` (finished), ``not_done`` (with the
-    engine's message) or ``dry_run`` (simulated: the waves, throttles, bytes and disks)."""
+    engine's message), ``stepped_aside`` (another kops took the cluster lock first: nothing
+    changed, ``reason`` names it) or ``dry_run`` (simulated: the waves, throttles, bytes and
+    disks)."""
 
     status: str
     exit_code: int
     reason: str | None
-    execution: dict[str, Any]
+    execution: dict[str, Any] | None
 
 
 def execute(conn, plan, opts, *, dry_run: bool, reporter=None) -> Ran:
     """Validate the whole plan against the cluster (disk at the peak, health: writes nothing),
-    then simulate it (``dry_run``) or execute it with the reassignment engine and wait."""
+    then simulate it (``dry_run``) or execute it with the reassignment engine and wait.
+
+    Two cron hosts firing at once both find the cluster free (:func:`busy`) and plan; the one
+    whose engine takes the cluster lock second steps aside (exit 0, nothing changed: the lock is
+    the engine's first write), as it would have had it looked a moment later."""
     from kops.ops import reassign
+    from kops.ops.lock import LockHeld, describe_holder
 
-    prepared = reassign.prepare(conn, plan, opts)
-    if dry_run:
-        from kops.ops.dryrun import simulate
+    try:
+        prepared = reassign.prepare(conn, plan, opts)  # (refuses first when another execution is active)
+        if dry_run:
+            from kops.ops.dryrun import simulate
 
-        return Ran(DRY_RUN, EXIT_OK, None, simulate(prepared, opts))
-    outcome = reassign.start(conn, prepared, opts, reporter=reporter)
+            return Ran(DRY_RUN, EXIT_OK, None, simulate(prepared, opts))
+        outcome = reassign.start(conn, prepared, opts, reporter=reporter)
+    except LockHeld as e:
+        return Ran(STEPPED_ASIDE, EXIT_OK, f"another kops took the cluster lock first: {describe_holder(e.holder)}",
+                   None)
     if outcome.exit_code == EXIT_OK and outcome.finished:
         return Ran(MOVED, EXIT_OK, None, outcome.to_dict())
     return Ran(NOT_DONE, outcome.exit_code or EXIT_NOT_DONE, outcome.message, outcome.to_dict())

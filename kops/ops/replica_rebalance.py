@@ -35,10 +35,10 @@ from typing import Any
 from kops.errors import EXIT_NOT_DONE, EXIT_OK, BadInput
 from kops.model import Topology
 from kops.ops import metrics
-from kops.ops.cron import DRY_RUN, MOVED, NOT_DONE
+from kops.ops.cron import DRY_RUN, MOVED, NOT_DONE, STEPPED_ASIDE
 from kops.ops.metrics import GaugeSpec
 
-BALANCED, STEPPED_ASIDE = "balanced", "stepped_aside"
+BALANCED = "balanced"
 #: what marks an execution as one of this job's steps (in the journal's options)
 ORIGIN = "rebalance-step"
 #: health findings that make the job step aside (moving data then slows the recovery down)
@@ -333,7 +333,7 @@ def step(conn, *, bounds: StepBounds, throttle: int | None, dry_run: bool = Fals
     result.moves_left = _moves_left(res_plan.topology_after(topo), chosen, bounds, topics)
     ran = cron.execute(conn, res_plan.plan, opts, dry_run=dry_run, reporter=reporter)
     result.status, result.execution = ran.status, ran.execution
-    if ran.exit_code != EXIT_OK:
+    if ran.exit_code != EXIT_OK or ran.status == STEPPED_ASIDE:
         result.exit_code, result.reason = ran.exit_code, ran.reason
     result.duration_s = time.monotonic() - t0
     return result

@@ -259,6 +259,45 @@ def test_a_killed_step_is_finished_by_the_next_run(sandbox, bootstrap, unique_to
         delete_topic(bootstrap, topic)
 
 
+def test_a_step_that_finds_the_lock_taken_after_it_looked_steps_aside(sandbox, bootstrap, unique_topic,
+                                                                     monkeypatch):
+    """Two cron hosts at once: both find the cluster free and plan; the one whose engine comes
+    second finds the cluster lock taken by the other. It steps aside (exit 0, saying who holds
+    the lock) and changes nothing. The other host is this test holding kops' real lock; the step
+    runs in this process with its look (``cron.busy``) made before the lock was taken."""
+    from kops.cluster.config import ClientConfig
+    from kops.cluster.connection import Connection
+    from kops.ops import cron, replica_rebalance
+    from kops.ops.lock import ClusterLock
+
+    from tests.cluster.kafka_helpers import assert_lock_released
+
+    ids = sandbox.broker_ids
+    topic = unique_topic("raced")
+    before = create_topic(bootstrap, topic, assignment={p: [ids[0], ids[2], ids[4]] for p in range(6)})
+    try:
+        with Connection(bootstrap, ClientConfig(), None, 15) as other, Connection(bootstrap, ClientConfig(), None, 15) as conn:
+            lock = ClusterLock(other)
+            lock.acquire("raced-host-2", {"user": "cron", "host": "host-2", "pid": 4242})
+            try:
+                monkeypatch.setattr(cron, "busy", lambda conn, opts, **kw: None)  # it looked just before
+                res = replica_rebalance.step(conn, bounds=replica_rebalance.StepBounds(max_moves=4),
+                                             throttle=10_000_000)
+            finally:
+                lock.release("raced-host-2")
+        assert (res.status, res.exit_code) == ("stepped_aside", 0), res.summary()
+        assert "another kops took the cluster lock first: execution raced-host-2" in res.reason, res.reason
+        assert "cron@host-2 (pid 4242)" in res.summary()
+        snap = _snapshot(bootstrap)
+        assert _assignment(snap)[topic] == [before[p] for p in range(6)]  # nothing moved
+        assert not ongoing_moves(bootstrap)
+        assert _configs(bootstrap, "topic", topic, ("leader.replication.throttled.replicas",
+                                                    "follower.replication.throttled.replicas")) == {}
+        assert_lock_released(bootstrap)
+    finally:
+        delete_topic(bootstrap, topic)
+
+
 def test_topic_filters_leave_a_topic_where_it_is(sandbox, bootstrap, unique_topic):
     """--topics / --exclude-topics on the live cluster: two topics stacked on brokers 0, 2, 4;
     steps over both with one excluded move only the other (to balance), the excluded one keeps

@@ -668,3 +668,42 @@ def test_heal_moves_data_off_a_broker_over_the_disk_threshold_and_onto_none_past
     # not watched, not fixed: the same cluster without --disk-threshold sees nothing
     run = _Run(monkeypatch, _disks(topo(), disk=7000))
     assert run(0.0, broker_grace_s=0, fix=frozenset({"disk_over_threshold"})).status == "nothing_to_do"
+
+
+# ---------------------------------------------------------------------------------------------
+# two cron runs at once: the one that takes the cluster lock second steps aside
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_step_whose_engine_finds_the_lock_taken_steps_aside_having_changed_nothing(monkeypatch):
+    from kops.ops import cron, reassign
+    from kops.ops.lock import LockHeld
+
+    started = []
+
+    def start(conn, prepared, opts, reporter=None):
+        started.append(prepared)
+        raise LockHeld({"execution_id": "x-other", "owner": {"user": "root", "host": "cron-host-2", "pid": 7}})
+
+    monkeypatch.setattr(reassign, "prepare", lambda conn, plan, opts: "prepared")
+    monkeypatch.setattr(reassign, "start", start)
+    ran = cron.execute(object(), "plan", "opts", dry_run=False)
+    assert started == ["prepared"]
+    assert (ran.status, ran.exit_code, ran.execution) == (cron.STEPPED_ASIDE, EXIT_OK, None)
+    assert ran.reason.startswith("another kops took the cluster lock first: execution x-other")
+    assert "root@cron-host-2 (pid 7)" in ran.reason
+
+
+def test_heal_steps_aside_when_another_step_took_the_lock_first_and_keeps_no_fix_of_its_own(monkeypatch):
+    from kops.ops import cron
+
+    run = _Run(monkeypatch, topo(dead=(3,)))
+    monkeypatch.setattr(cron, "execute", lambda conn, plan, opts, *, dry_run, reporter=None: cron.Ran(
+        cron.STEPPED_ASIDE, EXIT_OK, "another kops took the cluster lock first (x-other)", None))
+    res = run(GRACE + 1, broker_grace_s=0)
+    assert (res.status, res.exit_code) == ("stepped_aside", EXIT_OK), res.summary()
+    assert "stepped aside: another kops took the cluster lock first" in res.summary()
+    (a,) = [a for a in res.anomalies if a.kind == BROKER_FAILURE]
+    assert a.state == REFUSED and a.why == "waits: another kops took the cluster lock first (x-other)"
+    assert a.fixes == []  # the entry written before the engine ran is gone: this run started nothing
+    assert json.loads(run.records[memory.PREFIX + a.key])["fixes"] == []

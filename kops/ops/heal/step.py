@@ -32,7 +32,7 @@ from typing import Any
 
 from kops.errors import EXIT_FAILURE, EXIT_NOT_DONE, EXIT_OK, BadInput, ClusterError, KopsError
 from kops.ops import metrics
-from kops.ops.cron import DRY_RUN, MOVED, NOT_DONE
+from kops.ops.cron import DRY_RUN, MOVED, NOT_DONE, STEPPED_ASIDE
 from kops.ops.heal.anomalies import FIXING, IN_GRACE, KINDS, REFUSED, Anomaly, iso
 from kops.ops.heal.decide import Settings
 from kops.ops.metrics import GaugeSpec
@@ -40,7 +40,7 @@ from kops.ops.replica_rebalance import StepBounds
 
 #: what marks an execution as a heal step's (in the journal's options)
 ORIGIN = "heal-step"
-NOTHING, WATCHING, STEPPED_ASIDE, REFUSED_RUN = "nothing_to_do", "watching", "stepped_aside", "refused"
+NOTHING, WATCHING, REFUSED_RUN = "nothing_to_do", "watching", "refused"
 STATES = (IN_GRACE, FIXING, REFUSED)
 
 
@@ -324,6 +324,13 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
                   e.exit_code if e.exit_code != EXIT_OK else EXIT_FAILURE)
         for a in [] if dry_run else mine:
             a.fixes[-1]["status"] = "failed"
+        return
+    if ran.status == STEPPED_ASIDE:  # another kops took the cluster first: nothing changed
+        res.status, res.reason = STEPPED_ASIDE, ran.reason
+        for a in mine:
+            if not dry_run:
+                a.fixes.pop()  # (the entry "started" above: this run started nothing)
+            a.state, a.why = REFUSED, f"waits: {ran.reason}"
         return
     res.status, res.execution = ran.status, ran.execution
     if ran.exit_code != EXIT_OK:
