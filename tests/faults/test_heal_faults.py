@@ -1,17 +1,23 @@
-"""Self-healing under the workload (issue 40, items 5a and 5g): a broker SIGKILLed and left down;
-`kops heal step` runs in a loop as cron would (every few seconds here, with a short grace); once
-the grace is over its replicas are re-created on live brokers, its own rack first, rack-safe, in
-bounded steps -- and the first step that acts is itself SIGKILLed once its moves are submitted,
-so the next run must finish that execution first. Asserted: the faults happened (the broker is
-gone from the cluster's metadata and heal watched it in grace before acting; the killed step
-died with its execution unfinished), every partition fully replicated on live brokers and
-rack-safe, no acknowledged message lost, nothing of kops' left (throttles, reassignments, lock).
+"""Self-healing under the workload (issue 40, items 5a, 5f and 5g): a broker SIGKILLed and left
+down; `kops heal step` runs in a loop as cron would (every few seconds here, with a short grace);
+once the grace is over its replicas are re-created on live brokers, its own rack first,
+rack-safe, in bounded steps. The first step that acts runs with a second one at once (5f: the
+first held once its moves are submitted, the second run meanwhile: it must step aside, moving
+nothing); the next step that acts is SIGKILLed once its moves are submitted (5g), so the run
+after it must finish that execution first. Asserted: the faults happened (the broker is gone
+from the cluster's metadata and heal watched it in grace before acting; the two steps overlapped;
+the killed step died with its execution unfinished), every partition fully replicated on live
+brokers and rack-safe, no acknowledged message lost, nothing of kops' left (throttles,
+reassignments, lock).
 The session's cluster is given back: the broker started again (empty: its replicas live
 elsewhere now) and filled by heal's own ``new_broker`` fix."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -24,6 +30,7 @@ from tests.faults.helpers import (
     fully_replicated,
     kops,
     unique,
+    wait_for,
     wait_recovered,
     workload_topics,
 )
@@ -61,7 +68,28 @@ def _anomaly(doc: dict, key: str) -> dict | None:
     return next((a for a in doc.get("anomalies", []) if a["key"] == key), None)
 
 
-def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootstrap, kops_home, record):
+def _two_at_once(bootstrap: str, release) -> tuple[dict, tuple[int, dict, str]]:
+    """5f. Two heal steps at once: the first held once its moves are submitted (its execution
+    and the cluster lock are then known to be there), the second run meanwhile; then the first
+    let go. (The first report, the second's (exit code, report, stderr).)"""
+    args = [sys.executable, "-m", "kops", "heal", "step", "--broker-grace", GRACE, "--max-moves", "6", "--throttle",
+            "10M", "--bootstrap-server", bootstrap, "--output", "json"]
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "KOPS_HOLDPOINT": "wave.submitted",
+                                  "KOPS_HOLDPOINT_RELEASE": str(release)})
+    try:
+        wait_for(lambda: first.poll() is not None or bool(_unfinished(bootstrap)), 120, 0.5,
+                 "the first step's execution")
+        assert first.poll() is None, first.communicate()  # held with its moves submitted
+        second = _heal_step(bootstrap)
+    finally:
+        release.touch()
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, (out[-2000:], err[-2000:])
+    return json.loads(out), second
+
+
+def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootstrap, kops_home, record, tmp_path):
     """5a. broker 3 (rack b) SIGKILLed and left down under the acks=all workload; heal steps every
     2 s (grace 8 s, at most 6 copies per step): its replicas re-created on broker 2 (its rack) and
     nothing else moved."""
@@ -69,7 +97,8 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
     dead = 3
     work = workload_topics(bs)
     data = unique("healdata")
-    create_topic(bs, data, partitions=6, rf=3, min_isr=2, mb_per_partition=1)
+    # (12 partitions: broker 3 holds enough for the pair's step, the killed one and more)
+    create_topic(bs, data, partitions=12, rf=3, min_isr=2, mb_per_partition=0.5)
     runs: list[dict] = []
     try:
         code, doc, err = _heal_step(bs)  # heal sees every broker registered first (their racks)
@@ -86,13 +115,18 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
                 assert time.monotonic() < deadline, "broker 3 still registered 60 s after SIGKILL"
                 time.sleep(0.5)
             t0 = time.monotonic()
-            killed = resumed = None
+            killed = resumed = pair = None
             while True:
                 if killed is None:
-                    # the first run that would act (a dry run says so; it changes nothing) is
-                    # SIGKILLed once its first wave of moves is submitted (5g): mid-fix
+                    # the first run that would act (a dry run says so; it changes nothing) runs
+                    # with a second one at once (5f); the next is SIGKILLed once its first wave
+                    # of moves is submitted (5g): mid-fix
                     code, probe, err = _heal_step(bs, "--dry-run")
                     assert code == 0, (probe, err[-2000:])
+                    if probe["status"] == "dry_run" and probe.get("plan") and pair is None:
+                        pair = _two_at_once(bs, tmp_path / "release")
+                        runs.append(pair[0])
+                        continue
                     if probe["status"] == "dry_run" and probe.get("plan"):
                         code, _doc, err = _heal_step(bs, env={"KOPS_FAILPOINT": "wave.submitted"})
                         assert code == -9, (code, err[-2000:])  # the fault: killed mid-fix
@@ -114,14 +148,22 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
             res = w.finish()
         watched = [d for d in runs if (a := _anomaly(d, f"broker_failure/{dead}")) and a["state"] == "in_grace"]
         moved = sum(d.get("replicas_moved") or 0 for d in runs)
-        record(scenario="heal a/g. broker killed for good, `heal step` from cron (grace 8 s, 6 copies per step); "
-                        "one step SIGKILLed mid-fix",
+        acted, (aside_code, aside, aside_err) = pair
+        record(scenario="heal a/f/g. broker killed for good, `heal step` from cron (grace 8 s, 6 copies per step); "
+                        "two steps at once; one step SIGKILLed mid-fix",
                workload=res, kops_exit=0, recover_s=recover_s, kops_s=kops_s,
                detail=f"broker {dead} (rack b) killed; {len(watched)} runs watched it in grace; the first fixing run "
-                      f"SIGKILLed with its moves submitted, the next finished its execution; the replicas of "
+                      f"held with its moves submitted while a second ran: it {aside.get('status')} "
+                      f"({(aside.get('reason') or '')[:60]}...); the next fixing run SIGKILLed with its moves "
+                      f"submitted, the run after it finished its execution; the replicas of "
                       f"{len(on_dead)} partitions re-created by {1 + sum(1 for d in runs if d['status'] == 'moved')} "
                       f"steps in all ({moved} copies by the runs not killed)")
         assert watched, "heal never saw the broker in its grace: it acted before the grace or never saw it"
+        # 5f: one acted, the other stepped aside while it ran, moving nothing
+        assert acted["status"] == "moved" and acted["replicas_moved"] > 0, acted
+        assert aside_code == 0 and aside["status"] == "stepped_aside", (aside, aside_err[-2000:])
+        assert "a kops execution is in progress" in aside["reason"] and not aside.get("replicas_moved"), aside
+        assert _anomaly(aside, f"broker_failure/{dead}")["why"].startswith("waits: "), aside
         assert resumed is not None and resumed.get("execution"), resumed
         assert resumed["execution"]["execution_id"] == killed[0], (killed, resumed["execution"])
         assert runs[0]["status"] == "watching" and not runs[0].get("replicas_moved"), runs[0]
