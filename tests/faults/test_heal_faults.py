@@ -1,6 +1,7 @@
-"""Self-healing under the workload (issue 40, items 5a, 5f and 5g): a broker SIGKILLed and left
-down; `kops heal step` runs in a loop as cron would (every few seconds here, with a short grace);
-once the grace is over its replicas are re-created on live brokers, its own rack first,
+"""Self-healing under the workload (issue 40, items 5a, 5b, 5f and 5g). First a broker SIGKILLed
+and started again within its grace (5b): heal steps watch it, nothing is moved, the anomaly ends
+as cleared. Then a broker SIGKILLed and left down; `kops heal step` runs in a loop as cron would
+(every few seconds here, with a short grace); once the grace is over its replicas are re-created on live brokers, its own rack first,
 rack-safe, in bounded steps. The first step that acts runs with a second one at once (5f: the
 first held once its moves are submitted, the second run meanwhile: it must step aside, moving
 nothing); the next step that acts is SIGKILLed once its moves are submitted (5g), so the run
@@ -68,6 +69,30 @@ def _anomaly(doc: dict, key: str) -> dict | None:
     return next((a for a in doc.get("anomalies", []) if a["key"] == key), None)
 
 
+def _back_within_grace(sb, bootstrap: str, broker: int) -> dict:
+    """5b. ``broker`` SIGKILLed, watched in its grace (5 min) by heal steps, started again before
+    the grace is over: nothing moved, and the run after it is back ends the anomaly as cleared.
+    What the runs said, for the scenario's row."""
+    before = assignment(bootstrap)
+    sb.stop(broker=broker, kill=True)
+    wait_for(lambda: broker not in _registered(bootstrap), 60, 0.5, f"broker {broker} gone from the metadata")
+    watching = []
+    for _ in range(2):
+        code, doc, err = _heal_step(bootstrap, grace="5m")
+        assert code == 0 and doc["status"] == "watching" and not doc.get("replicas_moved"), (doc, err[-2000:])
+        assert _anomaly(doc, f"broker_failure/{broker}")["state"] == "in_grace", doc
+        watching.append(doc)
+    sb.start(broker=broker)
+    wait_for(lambda: broker in _registered(bootstrap) and fully_replicated(bootstrap), 120, 0.5,
+             f"broker {broker} back in every ISR")
+    code, doc, err = _heal_step(bootstrap, grace="5m")
+    assert code == 0 and not doc.get("replicas_moved"), (doc, err[-2000:])
+    ended = [a for a in doc["ended"] if a["key"] == f"broker_failure/{broker}"]
+    assert ended and ended[0]["state"] == "cleared", doc
+    assert assignment(bootstrap) == before  # nothing moved
+    return {"watched": len(watching), "ended": ended[0]["state"]}
+
+
 def _two_at_once(bootstrap: str, release) -> tuple[dict, tuple[int, dict, str]]:
     """5f. Two heal steps at once: the first held once its moves are submitted (its execution
     and the cluster lock are then known to be there), the second run meanwhile; then the first
@@ -105,6 +130,7 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
         assert code == 0, err[-2000:]
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
+            back = _back_within_grace(sb, bs, 1)  # 5b: broker 1 (rack a) down for less than the grace
             before = assignment(bs)
             on_dead = {tp for tp, reps in before.items() if dead in reps}
             assert on_dead
@@ -149,10 +175,12 @@ def test_a_broker_killed_for_good_is_healed_by_cron_heal_steps(dsandbox, dbootst
         watched = [d for d in runs if (a := _anomaly(d, f"broker_failure/{dead}")) and a["state"] == "in_grace"]
         moved = sum(d.get("replicas_moved") or 0 for d in runs)
         acted, (aside_code, aside, aside_err) = pair
-        record(scenario="heal a/f/g. broker killed for good, `heal step` from cron (grace 8 s, 6 copies per step); "
-                        "two steps at once; one step SIGKILLed mid-fix",
+        record(scenario="heal a/b/f/g. a broker back within its grace, then one killed for good, `heal step` from "
+                        "cron (grace 8 s, 6 copies per step); two steps at once; one step SIGKILLed mid-fix",
                workload=res, kops_exit=0, recover_s=recover_s, kops_s=kops_s,
-               detail=f"broker {dead} (rack b) killed; {len(watched)} runs watched it in grace; the first fixing run "
+               detail=f"broker 1 (rack a) SIGKILLed and started again within its 5 min grace: {back['watched']} runs "
+                      f"watched it, nothing moved, then {back['ended']}; broker {dead} (rack b) killed; "
+                      f"{len(watched)} runs watched it in grace; the first fixing run "
                       f"held with its moves submitted while a second ran: it {aside.get('status')} "
                       f"({(aside.get('reason') or '')[:60]}...); the next fixing run SIGKILLed with its moves "
                       f"submitted, the run after it finished its execution; the replicas of "
