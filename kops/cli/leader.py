@@ -161,7 +161,7 @@ def elect(
                 err_console().print(f"batch {i}/{n}: {res.counts()}")
 
         result = run_elections(conn, etype, send, batch_size=batch_size, batch_wait_s=batch_wait,
-                               on_batch=progress)
+                               on_batch=progress, needed={tp for tp in send if election_needed(parts[tp], etype, alive)})
     result.outcomes = [Outcome(t, p, NOT_NEEDED, "valid replica already elected") for t, p in local_not_needed] + \
         result.outcomes
     if c.json:

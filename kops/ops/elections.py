@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,11 +158,18 @@ def run_elections(
     batch_size: int = DEFAULT_BATCH_SIZE,
     batch_wait_s: float = 0.0,
     on_batch: Callable[[int, int, ElectionResult], None] | None = None,
+    needed: Collection[TopicPartition] = (),
 ) -> ElectionResult:
     """Elect leaders for ``partitions`` in batches of ``batch_size``, sleeping ``batch_wait_s``
     between batches. A request that fails as a whole (cluster unreachable, not authorized)
     raises :class:`ClusterError` after recording the batches done so far in the exception's
     details; per-partition failures are outcomes, not exceptions.
+
+    ``needed``: the partitions a read made before the first request found not led as asked
+    (preferred: not by their preferred replica; unclean: by none). When a batch had to be sent
+    again (its first answer lost) and the second request finds one of them ELECTION_NOT_NEEDED,
+    the first request elected it: it counts as elected, the reason says so. Without the read a
+    partition answered so is ``not_needed`` with a note that the first request may have elected it.
     """
     from confluent_kafka import ElectionType, TopicPartition as CTP
 
@@ -200,6 +207,9 @@ def run_elections(
             err = by_tp[tp]
             if err is None:
                 result.outcomes.append(Outcome(tp[0], tp[1], ELECTED))
+            elif _is_not_needed(err) and resent and tp in needed:
+                result.outcomes.append(Outcome(tp[0], tp[1], ELECTED, "elected by the first request: its answer "
+                                               "was lost, the request sent again found it done"))
             elif _is_not_needed(err):
                 result.outcomes.append(Outcome(tp[0], tp[1], NOT_NEEDED, "valid replica already elected" + (
                     " (this batch was sent again: its first request may have elected it)" if resent else "")))

@@ -441,7 +441,8 @@ def _rebalance_locked(conn, threshold_pct, dry_run, max_elections, batch_size, b
         return RebalanceResult(BALANCED, EXIT_OK, threshold_pct, before=before, after=before, topics_left_out=left_out)
     all_c, planned, asked = _to_send(before, max_elections)
     elections = run_elections(conn, "preferred", planned + asked, batch_size=batch_size,
-                              batch_wait_s=batch_wait_s, on_batch=on_batch)
+                              batch_wait_s=batch_wait_s, on_batch=on_batch,
+                              needed={p.tp for p in topo.partitions() if p.leader != p.preferred_leader})
     # "not needed" means the preferred replica already leads: as good as elected
     done = {o.tp for o in elections.outcomes if o.status in ("elected", "not_needed")}
     asked_set = set(asked)

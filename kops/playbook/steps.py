@@ -381,7 +381,7 @@ def _elect(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         verb = "would elect" if ctx.dry_run else "nothing to elect:"
         return {"summary": f"{verb} {len(todo)} {etype} leaders"}
     with ctx.connection() as conn:
-        res = run_elections(conn, etype, todo)
+        res = run_elections(conn, etype, todo, needed=set(todo))  # (none led as asked when read)
     counts = res.counts()
     failed = [f"{o.topic}-{o.partition}: {o.reason}" for o in res.failed][:20]
     if failed:

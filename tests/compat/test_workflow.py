@@ -482,7 +482,9 @@ def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home)
     # "not needed" here (once on 3.9.2, stop 52; once on 2.8.2 in the cron run below, stop 50)
     # says the controller already had the preferred replica as leader while every broker's
     # metadata said otherwise, or that a first request was answered late (then "resent"): what
-    # each broker and the controller said is in the message, to find which
+    # each broker and the controller said is in the message, to find which. A first request
+    # answered too late (zookeeper 3.3.2 under load: no answer within 60 s, "resent") counts as
+    # elected since kops read that the partition needed it before sending
     assert elect["counts"] == {"elected": 1, "not_needed": 0, "failed": 0}, _election_seen(sb, bs, (t, p), elect, before)
     wait_for(lambda: partitions(bs)[(t, p)]["leader"] == victim, 20, what="the elected leader")
 

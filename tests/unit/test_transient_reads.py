@@ -136,6 +136,14 @@ def test_an_unanswered_election_is_sent_again_by_a_new_client(monkeypatch):
     res = elections.run_elections(c, "preferred", [("t", 0)])
     assert [o.status for o in res.outcomes] == [elections.NOT_NEEDED]
     assert "its first request may have elected it" in res.outcomes[0].reason
+    # ... unless the caller read, before the first request, that it was not led as asked: then
+    # the first request elected it
+    answers = iter([False, "not needed"])
+    c._admin = None
+    res = elections.run_elections(c, "preferred", [("t", 0), ("t", 1)], needed={("t", 0)})
+    assert [o.status for o in res.outcomes] == [elections.ELECTED, elections.NOT_NEEDED]
+    assert res.outcomes[0].reason.startswith("elected by the first request: its answer was lost")
+    assert res.counts() == {"elected": 1, "not_needed": 1, "failed": 0}
     c._admin = None
     answers = iter(["not needed"])
     quiet = elections.run_elections(c, "preferred", [("t", 0)])
