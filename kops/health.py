@@ -11,11 +11,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kops.model import Topology
+from kops.model import Quorum, Topology
 from kops.placement.racks import RackTree, rack_violation
 
 CRITICAL, PROBLEM, WARNING = "critical", "problem", "warning"
 _ORDER = {CRITICAL: 0, PROBLEM: 1, WARNING: 2}
+#: a KRaft voter last caught up with the quorum's leader longer ago than this is not counted in
+#: the majority that keeps the metadata going (a follower fetches every few hundred ms, and the
+#: leader appends a record every 0.5 s even when nothing changes; a leader that hears from no
+#: majority for 1.5 x controller.quorum.fetch.timeout.ms = 3 s resigns)
+QUORUM_BEHIND_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,8 @@ def check_health(topo: Topology, *, default_min_isr: int = 1) -> HealthReport:
                 topic=t.name,
             ))
 
+    if topo.quorum is not None:
+        rep.findings.extend(quorum_findings(topo.quorum))
     for b in sorted(down):
         if replicas_on[b]:
             add(Finding("broker_down", PROBLEM, f"broker {b}",
@@ -134,3 +141,36 @@ def check_health(topo: Topology, *, default_min_isr: int = 1) -> HealthReport:
 
     rep.findings.sort(key=lambda f: (_ORDER[f.severity], f.check, f.topic or "", f.partition or -1, f.broker or -1))
     return rep
+
+
+def quorum_findings(q: Quorum, behind_s: float = QUORUM_BEHIND_S) -> list[Finding]:
+    """The KRaft metadata quorum's health: no leader or no majority caught up (critical: no
+    metadata change can be made, no broker can register); a majority that one more lost voter
+    would break (problem: the voters behind are named); a quorum too small to lose any voter
+    even when all are well (warning: 1 or 2 voters, by configuration)."""
+    n = len(q.voters)
+    if q.leader < 0:
+        return [Finding("quorum_no_leader", CRITICAL, "KRaft quorum",
+                        f"the metadata quorum of {n} voters has no leader: no metadata change can be made")]
+    behind = {}
+    for v in q.voters:
+        late = q.behind_s(v)
+        if late is not None and late > behind_s:
+            behind[v.id] = f"{v.id} (last caught up {late:.0f} s ago, {q.lag(v)} records behind)"
+    in_sync = n - len(behind)
+    spare = in_sync - q.majority
+    who = (f"voter{'s' if len(behind) > 1 else ''} {', '.join(behind.values())} "
+           f"{'are' if len(behind) > 1 else 'is'} behind; ") if behind else ""
+    if spare < 0:
+        return [Finding("quorum_lost", CRITICAL, "KRaft quorum",
+                        f"{who}{in_sync} of {n} voters are in sync, a majority needs {q.majority}: "
+                        "metadata changes stall")]
+    if spare >= 1:
+        return []
+    if behind:
+        return [Finding("quorum_at_risk", PROBLEM, "KRaft quorum",
+                        f"{who}{in_sync} of {n} voters are in sync and a majority needs {q.majority}: "
+                        "losing one more controller stops every metadata change")]
+    return [Finding("quorum_small", WARNING, "KRaft quorum",
+                    f"a quorum of {n} voter{'s' if n > 1 else ''} cannot lose one: run 3 (or 5) controllers "
+                    "for a cluster that outlives a controller")]

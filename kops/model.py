@@ -114,6 +114,74 @@ class LoadSample:
 
 
 @dataclass(frozen=True, slots=True)
+class QuorumReplica:
+    """One replica of the KRaft metadata log as the quorum's leader sees it (DescribeQuorum): a
+    voter (a controller) or an observer (a broker). Times are the leader's wall clock in ms
+    since the epoch, -1 where the leader does not know them (Kafka before 3.3 sends none)."""
+
+    id: int
+    log_end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    """The KRaft metadata quorum (``__cluster_metadata``, DescribeQuorum): its leader (the active
+    controller, -1 when none), epoch, high watermark, voters and observers. ``now_ms`` is the
+    leader's clock when it answered (its own last caught-up time), so that the followers' ages
+    need no clock shared with the reader."""
+
+    leader: int
+    epoch: int
+    high_watermark: int
+    voters: tuple[QuorumReplica, ...]
+    observers: tuple[QuorumReplica, ...] = ()
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    @property
+    def now_ms(self) -> int:
+        mine = [v.last_caught_up_ms for v in self.voters if v.id == self.leader]
+        return mine[0] if mine else -1
+
+    def lag(self, r: QuorumReplica) -> int | None:
+        """Records the replica is behind the high watermark (None: its log end is unknown)."""
+        return None if r.log_end_offset < 0 else max(0, self.high_watermark - r.log_end_offset)
+
+    def behind_s(self, r: QuorumReplica) -> float | None:
+        """Seconds since the replica was last caught up with the leader (0 for the leader; None
+        when the leader did not say)."""
+        if r.id == self.leader:
+            return 0.0
+        if r.last_caught_up_ms < 0 or self.now_ms < 0:
+            return None
+        return max(0.0, (self.now_ms - r.last_caught_up_ms) / 1000.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        def rep(r: QuorumReplica) -> dict[str, Any]:
+            return {"id": r.id, "log_end_offset": r.log_end_offset, "lag": self.lag(r),
+                    "last_fetch_ms": r.last_fetch_ms, "last_caught_up_ms": r.last_caught_up_ms,
+                    "behind_s": self.behind_s(r)}
+
+        return {"leader": self.leader, "epoch": self.epoch, "high_watermark": self.high_watermark,
+                "voters": [rep(v) for v in self.voters], "observers": [rep(o) for o in self.observers]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Quorum:
+        def rep(r: Mapping[str, Any]) -> QuorumReplica:
+            return QuorumReplica(id=int(r["id"]), log_end_offset=int(r.get("log_end_offset", -1)),
+                                 last_fetch_ms=int(r.get("last_fetch_ms", -1)),
+                                 last_caught_up_ms=int(r.get("last_caught_up_ms", -1)))
+
+        return cls(leader=int(d["leader"]), epoch=int(d.get("epoch", -1)), high_watermark=int(d.get("high_watermark", -1)),
+                   voters=tuple(rep(v) for v in d.get("voters", ())),
+                   observers=tuple(rep(o) for o in d.get("observers", ())))
+
+
+@dataclass(frozen=True, slots=True)
 class Broker:
     id: int
     rack: str | None = None
@@ -267,6 +335,8 @@ class Topology:
     notes: tuple[str, ...] = ()
     #: how ``Partition.bytes_in_per_s`` were measured, when the cluster was sampled
     load_sample: LoadSample | None = None
+    #: KRaft: the metadata quorum as its leader described it (None in ZooKeeper mode or unread)
+    quorum: Quorum | None = None
 
     # -- lookups ---------------------------------------------------------------------------
     @property
@@ -406,6 +476,8 @@ class Topology:
             d["notes"] = list(self.notes)
         if self.load_sample is not None:
             d["load_sample"] = self.load_sample.to_dict()
+        if self.quorum is not None:
+            d["quorum"] = self.quorum.to_dict()
         return d
 
     @classmethod
@@ -460,6 +532,7 @@ class Topology:
             captured_at=data.get("captured_at"),
             notes=tuple(data.get("notes", ())),
             load_sample=LoadSample.from_dict(data["load_sample"]) if data.get("load_sample") else None,
+            quorum=Quorum.from_dict(data["quorum"]) if data.get("quorum") else None,
         )
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -52,7 +52,8 @@ def describe(
 ) -> None:
     """Show brokers (id, host, port, rack, alive), the controller, topics with partitions
     (replicas, ISR, leader), min.insync.replicas and replication throttles, and ongoing
-    reassignments.
+    reassignments; on KRaft, the metadata quorum (leader, epoch, each voter's and observer's
+    lag and when it was last caught up).
 
     Reads through the Admin API; with --zookeeper it also reads ZooKeeper and reports every
     disagreement between the two. --output json prints a topology snapshot
@@ -100,7 +101,9 @@ def health(
     """Check health: offline, under-min-ISR (critical); under-replicated, at-min-ISR,
     rack-unsafe partitions and down brokers that still hold replicas (problems); leaders that
     are not the preferred replica and topics whose min.insync.replicas does not make an acks=all
-    write reach two racks (warnings).
+    write reach two racks (warnings). On KRaft, the metadata quorum: no leader or no majority in
+    sync (critical), a majority that one more lost controller would break (problem, the voters
+    behind named), a quorum of 1 or 2 voters (warning).
 
     Exit 0 when healthy, 3 when problems are found (see --fail-on), 1 when the cluster cannot be
     read. A table for people; --output json for monitors.

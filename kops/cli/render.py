@@ -8,9 +8,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kops.health import CRITICAL, PROBLEM, WARNING, HealthReport
+from kops.health import CRITICAL, PROBLEM, QUORUM_BEHIND_S, WARNING, HealthReport
 from kops.inputs.values import human_bytes
-from kops.model import Topology
+from kops.model import Quorum, Topology
 
 _SEV_STYLE = {CRITICAL: "bold red", PROBLEM: "yellow", WARNING: "cyan"}
 
@@ -60,6 +60,8 @@ def render_topology(con: Console, topo: Topology) -> None:
                        if c is not None and c.nw_in_bytes_per_s and c.nw_out_bytes_per_s else "-")
         bt.add_row(*row)
     con.print(bt)
+    if topo.quorum is not None:
+        render_quorum(con, topo.quorum)
 
     tt = Table(title="Partitions", title_justify="left")
     longest = min(60, max((len(t.name) for t in topo.topics), default=5))
@@ -93,10 +95,31 @@ def render_topology(con: Console, topo: Topology) -> None:
     con.print(f"{len(topo.topics)} topics, {sum(len(t.partitions) for t in topo.topics)} partitions, "
               f"{len(reassigning)} reassignments in progress")
     for n in topo.notes:
-        con.print(f"[yellow]Admin API / ZooKeeper disagree:[/yellow] {escape(n)}")
+        con.print(f"[yellow]note:[/yellow] {escape(n)}")
     if sampled:
         for n in topo.load_sample.notes:
             con.print(f"load sample: {escape(n)}")
+
+
+def render_quorum(con: Console, q: Quorum) -> None:
+    """The KRaft metadata quorum as ``kafka-metadata-quorum.sh describe --replication`` shows it:
+    each voter and observer, its log end offset, lag and how long ago it was caught up."""
+    con.print(f"KRaft metadata quorum: leader {q.leader if q.leader >= 0 else 'NONE'}, epoch {q.epoch}, "
+              f"high watermark {q.high_watermark}, {len(q.voters)} voters (majority {q.majority})")
+    qt = Table()
+    for col in ("id", "role", "log end offset", "lag", "caught up"):
+        qt.add_column(col, justify="left" if col == "role" else "right")
+    for role, reps in (("voter", q.voters), ("observer", q.observers)):
+        for r in reps:
+            late = q.behind_s(r)
+            behind = "-" if late is None else "now" if late < 1 else f"{late:.0f} s ago"
+            name = "[bold]leader[/bold]" if r.id == q.leader else role
+            if role == "voter" and late is not None and late > QUORUM_BEHIND_S:
+                behind = f"[yellow]{behind}[/yellow]"
+            lag = q.lag(r)
+            qt.add_row(str(r.id), name, str(r.log_end_offset) if r.log_end_offset >= 0 else "-",
+                       "-" if lag is None else str(lag), behind)
+    con.print(qt)
 
 
 def render_health(con: Console, rep: HealthReport, topo: Topology, fail_on: str) -> None:
@@ -120,6 +143,6 @@ def render_health(con: Console, rep: HealthReport, topo: Topology, fail_on: str)
             con.print(f"... {len(rep.findings) - shown} more (use --output json for all)")
         con.print("summary: " + ", ".join(f"{k}={v}" for k, v in rep.summary().items()))
     for n in topo.notes:
-        con.print(f"[yellow]Admin API / ZooKeeper disagree:[/yellow] {escape(n)}")
+        con.print(f"[yellow]note:[/yellow] {escape(n)}")
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from kops.cluster import versions
 from kops.cluster.connection import AuthenticationError, Connection, mode_of_broker_configs
 from kops.errors import AuthorizationError, ClusterError, ClusterTimeout
-from kops.model import Broker, LogDir, Partition, Topic, Topology
+from kops.model import Broker, LogDir, Partition, Quorum, QuorumReplica, Topic, Topology
 
 #: topic configs that matter to operations; always read (effective value), even when default
 OPERATIONAL_TOPIC_CONFIGS = (
@@ -187,10 +187,16 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
     if mode is not None and hasattr(conn, "note_mode"):
         conn.note_mode(mode)  # the ZooKeeper-only checks need not ask again
     controller = cluster.controller_id
+    quorum = None
     if mode == "kraft":
         # KRaft brokers answer DescribeCluster with a random broker as "controller"; the active
         # controller is the leader of the metadata quorum
-        controller = kraft_controller(conn)
+        try:
+            quorum = read_quorum(conn)
+            controller = quorum.leader if quorum.leader >= 0 else None
+        except ClusterError as e:
+            controller = None
+            inherited.append(f"the KRaft metadata quorum could not be described: {e.message}")
     topo = Topology(
         brokers=tuple(sorted(brokers.values(), key=lambda b: b.id)),
         topics=tuple(topics),
@@ -199,6 +205,7 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
         mode=mode,
         captured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         notes=tuple(inherited),
+        quorum=quorum,
     )
     return topo.with_sizes(disk.partition_sizes()) if disk is not None else topo
 
@@ -323,14 +330,36 @@ def _with_topic_configs(conn: Connection, topics: list[Topic], futures: dict) ->
     return out
 
 
-def kraft_controller(conn: Connection) -> int | None:
-    """Leader of the KRaft metadata quorum (DescribeMetadataQuorum), or None if unknown."""
+def read_quorum(conn: Connection) -> Quorum:
+    """The KRaft metadata quorum (DescribeQuorum on ``__cluster_metadata``, through kafka-python:
+    confluent-kafka has no call for it). Raises :class:`ClusterError` when it cannot be read."""
     try:
-        quorum = conn.kp_admin().describe_metadata_quorum()
-        leader = quorum["topics"][0]["partitions"][0]["leader_id"]
-    except Exception:
+        raw = conn.kp_admin().describe_metadata_quorum()
+        p = raw["topics"][0]["partitions"][0]
+    except ClusterError:
+        raise
+    except Exception as e:
+        raise conn.map_error(e, "describe the KRaft metadata quorum") from None
+
+    def rep(r: dict[str, Any]) -> QuorumReplica:
+        return QuorumReplica(id=int(r["replica_id"]), log_end_offset=int(r.get("log_end_offset", -1)),
+                             last_fetch_ms=int(r.get("last_fetch_timestamp", -1)),
+                             last_caught_up_ms=int(r.get("last_caught_up_timestamp", -1)))
+
+    leader = p.get("leader_id")
+    return Quorum(leader=leader if leader is not None and leader >= 0 else -1, epoch=int(p.get("leader_epoch", -1)),
+                  high_watermark=int(p.get("high_watermark", -1)),
+                  voters=tuple(sorted((rep(v) for v in p.get("current_voters") or ()), key=lambda r: r.id)),
+                  observers=tuple(sorted((rep(o) for o in p.get("observers") or ()), key=lambda r: r.id)))
+
+
+def kraft_controller(conn: Connection) -> int | None:
+    """Leader of the KRaft metadata quorum (:func:`read_quorum`), or None if unknown."""
+    try:
+        leader = read_quorum(conn).leader
+    except ClusterError:
         return None
-    return leader if leader is not None and leader >= 0 else None
+    return leader if leader >= 0 else None
 
 
 def list_reassignments(conn: Connection) -> dict[tuple[str, int], dict[str, list[int]]]:

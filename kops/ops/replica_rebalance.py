@@ -42,7 +42,10 @@ BALANCED = "balanced"
 #: what marks an execution as one of this job's steps (in the journal's options)
 ORIGIN = "rebalance-step"
 #: health findings that make the job step aside (moving data then slows the recovery down)
-UNHEALTHY = ("offline", "under_min_isr", "under_replicated", "broker_down")
+#: (the KRaft metadata quorum too: no data is moved while one more lost controller would stop
+#: the metadata, and with it every reassignment in flight)
+UNHEALTHY = ("offline", "under_min_isr", "under_replicated", "broker_down", "quorum_no_leader", "quorum_lost",
+             "quorum_at_risk")
 #: the balance goals' band: a broker within this percentage of the mean (disk use, network-in,
 #: leaders' bytes-in) is balanced (data keeps arriving: without a band every run would find a
 #: little to move); the planner's default band

@@ -12,15 +12,17 @@ from kops.errors import KopsError
 
 def own_sandbox(cls, tmp_path_factory, request, name: str, label: str, *, brokers: int, setup=None, **config):
     """Yield a running ``cls`` (the JVM or the containerised sandbox) with ``brokers`` brokers
-    and ``config`` (``mode="kraft"``: one controller); ``setup(sb)`` runs once it is up."""
+    and ``config`` (``mode="kraft"``: one controller, or ``controllers=3``); ``setup(sb)`` runs once it
+    is up."""
     from kops.sandbox import SandboxConfig
     from kops.sandbox.procs import free_ports
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
     workdir = tmp_path_factory.mktemp(name, numbered=True)
-    ports = free_ports(brokers + 1)
-    first = {"controller_ports": [ports[0]]} if config.get("mode") == "kraft" else {"zookeeper_port": ports[0]}
-    cfg = SandboxConfig(workdir=workdir, brokers=brokers, broker_ports=ports[1:],
+    lead = config.get("controllers", 1) if config.get("mode") == "kraft" else 1
+    ports = free_ports(brokers + lead)
+    first = {"controller_ports": ports[:lead]} if config.get("mode") == "kraft" else {"zookeeper_port": ports[0]}
+    cfg = SandboxConfig(workdir=workdir, brokers=brokers, broker_ports=ports[lead:],
                         heap=os.environ.get("KOPS_TEST_HEAP", "384m"), **first, **config)
     sb = cls(cfg, log=lambda m: print(f"[{label}] {m}", flush=True))
     watchdog = spawn_watchdog(workdir)
