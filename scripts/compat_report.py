@@ -132,6 +132,8 @@ def render(rows: dict[tuple[str, str], dict[str, dict]], source: str) -> str:
                                 "Kafka 3.3; the planner's disk goals are reported as not measured unless "
                                 "`--capacity-file` gives the capacities",
         versions.METADATA_QUORUM: "(KRaft: every KRaft version kops supports has it)",
+        versions.UPDATE_FEATURES: "`cluster features upgrade` and the `upgrade` playbook refuse (exit 2, names the "
+                                  "version); ZooKeeper mode has no metadata.version at all",
         versions.DYNAMIC_QUORUM: "(not used yet)",
         versions.FENCED_BROKERS: "fenced KRaft brokers are simply not listed (as down brokers are)",
     }

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kops.cli import params
+from kops.cli.features import app as features_app
 from kops.cli.common import (
     Context,
     TopologyOpt,
@@ -17,7 +18,8 @@ from kops.cli.common import (
     out_console,
 )
 
-app = typer.Typer(help="Read a cluster: live topology and health.", no_args_is_help=True)
+app = typer.Typer(help="Read a cluster: live topology and health; its feature levels.", no_args_is_help=True)
+app.add_typer(features_app, name="features")
 
 TopicFilterOpt = Annotated[
     list[str] | None,

@@ -160,6 +160,14 @@ def up(
         typer.Option("--state-change-log-level",
                      help="Level of state.change.logger (state-change.log): INFO as Kafka ships it, or TRACE."),
     ] = None,
+    release_version: Annotated[
+        str | None,
+        typer.Option("--release-version", metavar="RELEASE",
+                     help="KRaft: format the storage at this metadata.version (e.g. 3.9 or 3.9-IV0; Kafka's "
+                          "`kafka-storage.sh format --release-version`) instead of the Kafka's latest, to "
+                          "rehearse an upgrade's last step (`kops cluster features upgrade`, the upgrade "
+                          "playbook)."),
+    ] = None,
     security: Annotated[
         Security | None,
         typer.Option(
@@ -217,6 +225,7 @@ def up(
         "auto_leader_rebalance": auto_leader_rebalance,
         "controller_base_port": controller_port,
         "state_change_log_level": state_change_log_level.upper() if state_change_log_level else None,
+        "release_version": release_version,
         "security": security.value if security else None,
         "engine": engine.value if engine else None,
         "data_disk_mb": _data_disks(data_disk) if data_disk else None,

@@ -51,10 +51,12 @@ DISK_CAPACITY = Feature("the log dirs' total and usable bytes", "DescribeLogDirs
 METADATA_QUORUM = Feature("the KRaft metadata quorum", "DescribeQuorum", 0, (3, 3), "KIP-836")
 FENCED_BROKERS = Feature("fenced KRaft brokers", "DescribeCluster", 2, (4, 0), "KIP-1073")
 DYNAMIC_QUORUM = Feature("adding and removing KRaft controllers", "AddRaftVoter", 0, (3, 9), "KIP-853")
+UPDATE_FEATURES = Feature("raising metadata.version and other feature levels", "UpdateFeatures", 1, (3, 3),
+                          "KIP-778")
 
 #: every feature kops gates, in release order (docs/compatibility.md lists them)
 FEATURES: tuple[Feature, ...] = (REASSIGNMENTS, ELECTIONS, DESCRIBE_CLUSTER, DISK_CAPACITY, METADATA_QUORUM,
-                                 DYNAMIC_QUORUM, FENCED_BROKERS)
+                                 UPDATE_FEATURES, DYNAMIC_QUORUM, FENCED_BROKERS)
 
 OLDEST = DESCRIBE_CLUSTER.since
 """The oldest Kafka kops supports."""
@@ -170,6 +172,7 @@ def read(conn, broker_ids: Iterable[int]) -> ClusterApis:
 
 __all__ = [
     "DESCRIBE_CLUSTER", "DISK_CAPACITY", "DYNAMIC_QUORUM", "ELECTIONS", "FEATURES", "FENCED_BROKERS",
-    "METADATA_QUORUM", "OLDEST", "REASSIGNMENTS", "BrokerApis", "ClusterApis", "Feature", "Unsupported",
+    "METADATA_QUORUM", "OLDEST", "REASSIGNMENTS", "UPDATE_FEATURES", "BrokerApis", "ClusterApis", "Feature",
+    "Unsupported",
     "broker_apis", "line", "read",
 ]

@@ -80,6 +80,7 @@ STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "shell": {"command": ("str", True), "timeout": ("period", False), "allow_failure": ("bool", False)},
     "notify": {"message": ("str", True), "command": ("str", False), "file": ("str", False)},
     "restart": {"broker": ("broker", True), "command": ("str", True), "timeout": ("period", False)},
+    "upgrade_features": {"release_version": ("str", False), "features": ("list", False), "validate_only": ("bool", False)},
     "for_each": {
         "brokers": ("brokers", False),
         "rack": ("rack", False),

@@ -70,6 +70,14 @@ def preflight(name: str, steps: list[tuple[StepSpec, dict[str, Any]]], ctx: RunC
         for b in ([f["broker"]] if f.get("broker") is not None else []) + list(f.get("brokers") or []):
             if b not in known and s.type not in ("plan",):
                 problems.append(f"step {s.id!r} (line {s.line}): unknown broker {b}")
+        if s.type == "upgrade_features":  # a bad release is found before the first broker is upgraded
+            from kops.cluster.features import refuse_on_zookeeper, wanted_levels
+
+            try:
+                refuse_on_zookeeper(wanted_levels(f.get("release_version") or None, list(f.get("features") or [])),
+                                    topo.mode)
+            except BadInput as e:
+                problems.append(f"step {s.id!r} (line {s.line}): {e.message}")
     if problems:
         raise BadInput(f"playbook {name}: bad parameters for this cluster", details=problems)
 
@@ -264,6 +272,24 @@ def _restart(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
                          details=[f"command: {cmd}", f"exit code: {code}", *tail])
     return {"summary": f"broker {b} restarted ({took:.1f} s, exit 0)", "command": cmd, "exit_code": code,
             "duration_s": took, "output_tail": tail}
+
+
+@step("upgrade_features")
+def _upgrade_features(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """Raise metadata.version (``release_version``) and other features (``features``:
+    NAME=LEVEL) through :func:`kops.ops.features.raise_features`: validated by the active
+    controller even in a dry run, and only validated with ``validate_only``; a level already
+    finalized is left alone (so a resumed run passes)."""
+    from kops.cluster.features import wanted_levels
+    from kops.ops.features import raise_features
+
+    wanted = wanted_levels(f.get("release_version") or None, [str(x) for x in f.get("features") or []])
+    if ctx.dry_run and ctx.topology_file:  # a snapshot has no feature levels: say what would be asked
+        return {"summary": "would raise " + ", ".join(f"{k} to {v}" for k, v in sorted(wanted.items()))
+                + " (not validated: a dry run on a snapshot)"}
+    with ctx.connection() as conn:
+        res = raise_features(conn, wanted, dry_run=ctx.dry_run or bool(f.get("validate_only")))
+    return {"summary": res.summary(), "raises": [r.to_dict() for r in res.raises], "changed": res.changed}
 
 
 @step("notify")

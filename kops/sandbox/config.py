@@ -182,6 +182,9 @@ class SandboxConfig:
     extra_jvm_flags: Sequence[str] = ()
     auto_leader_rebalance: bool = False
     state_change_log_level: str = "INFO"
+    #: KRaft: the metadata.version the storage is formatted at (``kafka-storage.sh format
+    #: --release-version``, e.g. 3.9), so that an upgrade can be rehearsed; None: the Kafka's latest
+    release_version: str | None = None
     extra_properties: Mapping[str, Any] = field(default_factory=dict)
     start_timeout_s: float = 120.0
     stop_timeout_s: float = 60.0
@@ -258,6 +261,13 @@ class SandboxConfig:
             raise BadInput(f"ZooKeeper chroot {self.zk_chroot!r} must start with '/' (e.g. /kafka)")
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise BadInput(f"{len(self.broker_ports)} broker ports for {self.brokers} brokers")
+        if self.release_version is not None:
+            from kops.cluster.features import metadata_level
+
+            if self.mode != "kraft":
+                raise BadInput("--release-version formats KRaft storage: it needs --mode kraft")
+            if not 7 <= metadata_level(self.release_version) <= 1000:
+                raise BadInput(f"--release-version {self.release_version}: KRaft starts at 3.3-IV3")
         if self.mode == "kraft":
             if self.controllers not in (1, 3, 5):
                 raise BadInput(f"controllers {self.controllers}: use a quorum of 1, 3 or 5")

@@ -84,7 +84,8 @@ class KraftMode(MetadataMode):
             cfg.data_dir(n).mkdir(parents=True, exist_ok=True)
             cmd = dist.java_command(
                 dist.STORAGE_TOOL,
-                ["format", "-t", self.state.cluster_id or "", "-c", str(cfg.properties_file(n)), "--ignore-formatted"],
+                ["format", "-t", self.state.cluster_id or "", "-c", str(cfg.properties_file(n)), "--ignore-formatted",
+                 *(["--release-version", cfg.release_version] if cfg.release_version else [])],
                 version=cfg.kafka_version,
             )
             running.append((n, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
