@@ -3,7 +3,7 @@ sandbox fail-log-dir``): Kafka takes the dir offline, the broker stays up on its
 partitions whose replica was on the failed dir lose it from their ISR while the broker's other
 partitions keep it, and kops' cluster layer reads the dir as offline. ``--restore`` brings it back.
 
-A sandbox of its own (3 brokers, ZooKeeper mode, the suite's Kafka version), beside the session's."""
+A sandbox of its own (3 brokers, ZooKeeper mode, the sandbox's default Kafka), beside the session's."""
 
 from __future__ import annotations
 
@@ -22,12 +22,9 @@ BROKER = 1
 
 @pytest.fixture(scope="module")
 def jbod(tmp_path_factory, request):
-    import os
-
     from kops.sandbox import Sandbox
 
-    yield from own_sandbox(Sandbox, tmp_path_factory, request, "kops-jbod", "jbod sandbox", brokers=3,
-                           log_dirs=2, kafka_version=os.environ.get("KOPS_TEST_KAFKA_VERSION") or None)
+    yield from own_sandbox(Sandbox, tmp_path_factory, request, "kops-jbod", "jbod sandbox", brokers=3, log_dirs=2)
 
 
 def _isr(bs: str, topic: str) -> dict[int, tuple[int, list[int]]]:
