@@ -231,6 +231,11 @@ class Broker:
         return d
 
     @property
+    def offline_log_dirs(self) -> tuple[str, ...]:
+        """Paths of the log dirs the broker reports offline (a failed disk; read with sizes)."""
+        return tuple(d.path for d in self.log_dirs if d.offline)
+
+    @property
     def measured_disk_bytes(self) -> int | None:
         """The total bytes of the volumes of its online log dirs, when every one reports it
         (KIP-827). Log dirs are assumed to be on volumes of their own (JBOD's usual layout):

@@ -1,4 +1,4 @@
-"""``kops sandbox up | down | status | stop | start | add | remove``: a real local multi-rack Kafka cluster.
+"""``kops sandbox up | down | status | stop | start | add | remove``, and faults: a real local multi-rack Kafka cluster.
 
 Light imports only; the implementation (kops.sandbox.cluster) is imported inside the commands.
 """
@@ -203,6 +203,16 @@ def up(
             ),
         ),
     ] = None,
+    log_dirs: Annotated[
+        int | None,
+        typer.Option(
+            "--log-dirs", min=1, max=8,
+            help=(
+                "Log dirs per broker (JBOD; default 1): broker-<id>/data, data-1, ... in log.dirs. ZooKeeper "
+                "mode, and KRaft mode from Kafka 3.7 (KIP-858). `kops sandbox fail-log-dir` fails one of them."
+            ),
+        ),
+    ] = None,
     timeout: TimeoutSOpt = None,
 ) -> None:
     """Start the sandbox (or check the running one) and wait until every broker is registered
@@ -229,6 +239,7 @@ def up(
         "security": security.value if security else None,
         "engine": engine.value if engine else None,
         "data_disk_mb": _data_disks(data_disk) if data_disk else None,
+        "log_dirs": log_dirs,
     }
     sb = open_sandbox(workdir, log=_log, **overrides)
     t0 = time.monotonic()
@@ -623,6 +634,57 @@ def fill_disk(
         emit_json({"broker": broker, "total_bytes": total, "free_bytes": free, "message": text})
     else:
         out_console().print(f"{text} (disk {total / 2**20:.0f} MiB, {free / 2**20:.1f} MiB free)", soft_wrap=True)
+
+
+@app.command("fail-log-dir")
+@handle_errors
+@output_command
+def fail_log_dir(
+    c: Context,
+    broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER,
+                                        help="A running broker of a sandbox started with --log-dirs 2 or more.")],
+    dir_index: Annotated[
+        int | None, typer.Option("--dir", min=0, metavar="INDEX",
+                                 help="Which of its log dirs, by index in log.dirs (0: data, 1: data-1, ...); "
+                                      "default the last.")
+    ] = None,
+    restore: Annotated[bool, typer.Option(
+        "--restore", help="Undo: put the broker's failed log dirs back and restart it (Kafka brings an offline "
+                          "dir back only at start-up); returns once it reports every dir online.")] = False,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Make one log dir of a JBOD broker fail for real (both engines, ZooKeeper and KRaft mode): its
+    data is moved aside (to <dir>.kops-failed) and a file takes the dir's place, so Kafka's next
+    write there fails with an IOException and Kafka takes the dir offline: its replicas leave
+    their ISR, leaders move, the broker stays up on its other dirs. Returns once the broker
+    reports the dir offline (DescribeLogDirs: KAFKA_STORAGE_ERROR); exit 1 if it does not
+    within --timeout (default 60 s). A broker restarted meanwhile keeps the dir offline.
+
+    Undo with --restore. Exit 2 (nothing done) for a broker with one log dir, a KRaft broker's
+    dir 0 (its metadata log: Kafka would stop the broker), its last online dir, or a broker
+    that is not running."""
+    from kops.errors import BadInput
+
+    if restore and dir_index is not None:
+        raise BadInput("--restore puts back every failed log dir of the broker: leave --dir out")
+    sb = _attach(workdir)
+    if restore:
+        done = sb.faults.restore_log_dirs(broker, **({"timeout_s": timeout} if timeout else {}))
+        text = (f"broker {broker}: restored {', '.join(map(str, done))}; every log dir online" if done
+                else f"broker {broker}: no failed log dir to restore")
+        dirs = [str(d) for d in done]
+    else:
+        target = sb.faults.fail_log_dir(broker, dir_index, **({"timeout_s": timeout} if timeout else {}))
+        text = (f"broker {broker}: log dir {target} failed and reported offline by the broker; "
+                f"`kops sandbox fail-log-dir --broker {broker} --restore` undoes it")
+        dirs = [str(target)]
+    offline = sb.faults.offline_log_dirs(broker)
+    if c.json:
+        emit_json({"broker": broker, "action": "restore" if restore else "fail", "log_dirs": dirs,
+                   "offline_log_dirs": offline, "message": text})
+    else:
+        out_console().print(text, soft_wrap=True)
 
 
 image_app = typer.Typer(help="The container image of `kops sandbox up --engine docker`, built locally.",

@@ -526,6 +526,16 @@ def log_dir_usage(conn: Connection, broker_ids: Iterable[int], topics: Iterable[
     return _describe_log_dirs(conn, broker_ids, sorted(set(topics)))
 
 
+def offline_log_dirs(conn: Connection, broker_ids: Iterable[int]) -> dict[int, list[str]] | None:
+    """Per broker that answered: the paths of its log dirs it reports offline (a disk error;
+    DescribeLogDirs answers KAFKA_STORAGE_ERROR for them), empty when all are online. None when
+    the brokers cannot be asked."""
+    read = _describe_log_dirs(conn, broker_ids, [])
+    if read is None:
+        return None
+    return {b: [d.path for d in dirs if d.offline] for b, dirs in read.dirs.items()}
+
+
 @dataclass(frozen=True)
 class LogDirRead:
     """What the brokers answered to one DescribeLogDirs round."""

@@ -22,7 +22,7 @@ Work directory layout::
     sandbox.json                  state (see Sandbox.to_dict)
     config/                       zookeeper.properties, broker-<id>.properties, log4j.properties
     zookeeper/{data,logs,console.out}
-    broker-<id>/data/             log.dirs of the broker
+    broker-<id>/data/             log.dirs of the broker (--log-dirs N: also data-1 ... data-<N-1>)
     broker-<id>/logs/             server.log, state-change.log, controller.log, ... (log4j)
     broker-<id>/console.out       JVM stdout/stderr (WARN and above, crashes)
     controller-<id>/...           KRaft controllers (mode="kraft")
@@ -161,9 +161,19 @@ class Sandbox:
         return self.config.log_dir(broker_id)
 
     def broker_data_dir(self, broker_id: int) -> Path:
-        """The broker's ``log.dirs`` (partition data)."""
+        """The broker's (first) log dir (partition data)."""
         self.state.check_broker(broker_id)
         return self.config.data_dir(broker_id)
+
+    def broker_data_dirs(self, broker_id: int) -> list[Path]:
+        """Every log dir of the broker, in ``log.dirs`` order (``--log-dirs N``: N of them)."""
+        self.state.check_broker(broker_id)
+        return self.config.data_dirs(broker_id)
+
+    def _failed_log_dirs(self, broker_id: int) -> list[str]:
+        from kops.sandbox import logdirs
+
+        return [str(d) for d in self.config.data_dirs(broker_id) if logdirs.is_failed(d)]
 
     def broker_properties_file(self, broker_id: int) -> Path:
         self.state.check_broker(broker_id)
@@ -187,7 +197,9 @@ class Sandbox:
             **({"security_files": self.security_files.client_files()} if cfg.secured else {}),
             "brokers": [
                 {"id": b, "rack": self.racks[b], "address": self.broker_address(b),
-                 "log_dir": str(cfg.log_dir(b)), "data_dir": str(cfg.data_dir(b))}
+                 "log_dir": str(cfg.log_dir(b)), "data_dir": str(cfg.data_dir(b)),
+                 "data_dirs": [str(d) for d in cfg.data_dirs(b)],
+                 **({"failed_log_dirs": failed} if (failed := self._failed_log_dirs(b)) else {})}
                 for b in self.broker_ids
             ],
             "controllers": [{"id": c, "address": f"{cfg.host}:{cfg.controller_port(c)}"} for c in self.controller_ids],
@@ -286,7 +298,7 @@ class Sandbox:
             return
         old = SandboxConfig.from_dict({**rec["config"], "workdir": str(self.workdir)})
         keys = ("mode", "kafka_version", "brokers", "first_broker_id", "zookeeper_port", "zk_chroot", "controllers",
-                "security", "engine")
+                "security", "engine", "log_dirs")
         diff = [k for k in keys if getattr(old, k) != getattr(self.config, k)]
         if old.rack_map != self.config.rack_map:
             diff.append("racks")
@@ -548,8 +560,11 @@ class Sandbox:
     @property
     def faults(self) -> SandboxFaults:
         """The fault verbs (:class:`kops.sandbox.faults.SandboxFaults`): cut brokers or a rack off,
-        slow them, fill a data disk, stop ZooKeeper or a controller on its own (engine docker)."""
-        return SandboxFaults(self.select, lambda: self.containers, self.mode)
+        slow them, fill a data disk, stop ZooKeeper or a controller on its own (engine docker);
+        fail a log dir of a JBOD broker (both engines)."""
+        from kops.sandbox.logdirs import LogDirFaults
+
+        return SandboxFaults(self.select, lambda: self.containers, self.mode, lambda: LogDirFaults(self))
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:

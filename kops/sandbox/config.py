@@ -28,6 +28,10 @@ DEFAULT_ZK_HEAP = "128m"
 ZK_TICK_MS = 2000
 ZK_SESSION_TIMEOUT_MS = 6000
 STATE_CHANGE_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
+#: most log dirs per broker (``--log-dirs``): JBOD for tests, not for a real disk count
+MAX_LOG_DIRS = 8
+#: KRaft brokers with more than one log dir: Kafka 3.7 and later (KIP-858)
+KRAFT_JBOD = (3, 7)
 
 # Fast start on small machines: C1 only, serial GC, no JIT warm-up hunger.
 FAST_JVM_FLAGS: tuple[str, ...] = (
@@ -191,6 +195,7 @@ class SandboxConfig:
     security: str = "none"  # none | sasl_plaintext | sasl_ssl (kops.sandbox.security)
     engine: str = "jvm"  # jvm (local processes) | docker (containers: kops.sandbox.containers)
     data_disk_mb: Mapping[int, int] = field(default_factory=dict)  # broker -> MiB of its own disk (docker)
+    log_dirs: int = 1  # log dirs per broker (JBOD): data, data-1, ...
     extra_brokers: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # id -> {rack, port}
     removed_brokers: Sequence[int] = ()
 
@@ -251,6 +256,7 @@ class SandboxConfig:
         if self.first_broker_id < 0:
             raise BadInput(f"first broker id {self.first_broker_id} must be >= 0")
         self._validate_version()
+        self._validate_log_dirs()
         if self.host not in ("127.0.0.1", "localhost", "::1"):
             raise BadInput(f"host {self.host!r}: the sandbox listens on the loopback interface only (127.0.0.1)")
         parse_heap(self.heap)
@@ -303,6 +309,19 @@ class SandboxConfig:
                 f"--mode kraft needs Kafka {dist.line(dist.OLDEST_KRAFT)} or later (the oldest KRaft line kops "
                 f"proves in its version matrix); Kafka {self.kafka_version} runs in ZooKeeper mode: leave "
                 "--mode kraft out"
+            )
+
+    def _validate_log_dirs(self) -> None:
+        """1 to :data:`MAX_LOG_DIRS` log dirs per broker; more than one in KRaft mode needs Kafka
+        3.7 (KIP-858: JBOD in KRaft)."""
+        n = self.log_dirs
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LOG_DIRS:
+            raise BadInput(f"--log-dirs {n!r}: expected 1..{MAX_LOG_DIRS} log dirs per broker")
+        if n > 1 and self.mode == "kraft" and dist.release(self.kafka_version) < KRAFT_JBOD:
+            raise BadInput(
+                f"--log-dirs {n} in KRaft mode needs Kafka {dist.line(KRAFT_JBOD)} or later (KIP-858: JBOD in "
+                f"KRaft); Kafka {self.kafka_version} has one log dir per KRaft broker: use --log-dirs 1, "
+                "ZooKeeper mode or a newer --kafka-version"
             )
 
     def _validate_membership(self) -> None:
@@ -491,8 +510,16 @@ class SandboxConfig:
         return self.node_dir(node) / "logs"
 
     def data_dir(self, node: str | int) -> Path:
-        """ZooKeeper's dataDir, or the broker's/controller's ``log.dirs``."""
+        """ZooKeeper's dataDir, or the broker's first (or only) log dir and the controller's ``log.dirs``."""
         return self.node_dir(node) / "data"
+
+    def data_dirs(self, node: str | int) -> list[Path]:
+        """Every log dir of a broker (its ``log.dirs``, in order): ``data``, then ``data-1``,
+        ``data-2``, ... with ``log_dirs`` > 1 (JBOD). ZooKeeper and controllers: their one dir."""
+        first = self.data_dir(node)
+        if node == "zookeeper" or (isinstance(node, int) and node in self.controller_ids):
+            return [first]
+        return [first, *(self.node_dir(node) / f"data-{i}" for i in range(1, self.log_dirs))]
 
     def stdout_file(self, node: str | int) -> Path:
         """stdout+stderr of the JVM (``kafkaServer.out`` in Kafka's scripts)."""
@@ -594,8 +621,12 @@ class SandboxConfig:
                 "broker.heartbeat.interval.ms": "1000",
             }
         props["broker.rack"] = self.rack_map[broker_id]
-        props["log.dirs"] = str(self.data_dir(broker_id))
+        props["log.dirs"] = ",".join(str(d) for d in self.data_dirs(broker_id))
         props |= self._common_broker_properties()
+        if self.log_dirs > 1:
+            # a failed log dir (`kops sandbox fail-log-dir`) is noticed at the next checkpoint
+            # written into it: within 5 s, not Kafka's 60 s, also in a dir without replicas
+            props["log.flush.offset.checkpoint.interval.ms"] = "5000"
         if self.secured:
             from kops.sandbox.security import broker_security_properties
 

@@ -4,7 +4,8 @@ Brokers are named as :meth:`kops.sandbox.cluster.Sandbox.select` names them for 
 ``start`` (one broker, a rack, or a list); the work is done by the container engine: network faults
 by :class:`kops.sandbox.netfaults.NetworkFaults`, small data disks and ZooKeeper or a controller
 stopped on its own by :class:`kops.sandbox.containers.ContainerNodes`. A sandbox of local JVMs
-refuses every verb with the flag it needs (``--engine docker``).
+refuses every verb with the flag it needs (``--engine docker``), but a failed log dir of a JBOD
+broker (:mod:`kops.sandbox.logdirs`), which both engines have.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from kops.errors import BadInput
 from kops.sandbox.state import Node
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kops.sandbox.containers import ContainerNodes
+    from kops.sandbox.logdirs import LogDirFaults
 
 Select = Callable[[int | None, str | None, Iterable[int] | None], list[int]]
 
@@ -25,10 +29,12 @@ Select = Callable[[int | None, str | None, Iterable[int] | None], list[int]]
 class SandboxFaults:
     """Faults set on one sandbox: cut off, slowed, disk filled, ZooKeeper or a controller stopped."""
 
-    def __init__(self, select: Select, containers: Callable[[], ContainerNodes], mode: str):
+    def __init__(self, select: Select, containers: Callable[[], ContainerNodes], mode: str,
+                 log_dirs: Callable[[], LogDirFaults] | None = None):
         self._select = select
         self._containers = containers
         self._mode = mode
+        self._log_dirs = log_dirs
 
     def partition(self, broker: int | None = None, *, rack: str | None = None, from_host: bool = False) -> list[int]:
         """Cut brokers (one, or a rack) off from every other node of the cluster, both ways;
@@ -68,6 +74,26 @@ class SandboxFaults:
     def disk_usage(self, broker: int) -> tuple[int, int]:
         """``(total, free)`` bytes of the small data disk of ``broker``."""
         return self._containers().disk_usage(broker)
+
+    def fail_log_dir(self, broker: int, index: int | None = None, *, timeout_s: float = 60.0) -> Path:
+        """Make log dir ``index`` (default the last) of a JBOD broker (``--log-dirs N``) fail for
+        real, both engines; returns the dir once the broker reports it offline
+        (:class:`kops.sandbox.logdirs.LogDirFaults`)."""
+        return self._log_dir_faults().fail(broker, index, timeout_s=timeout_s)
+
+    def restore_log_dirs(self, broker: int, *, timeout_s: float = 120.0) -> list[Path]:
+        """Put the failed log dirs of ``broker`` back and restart it (a running one) until it
+        reports every dir online; returns the dirs restored."""
+        return self._log_dir_faults().restore(broker, timeout_s=timeout_s)
+
+    def offline_log_dirs(self, broker: int) -> list[str] | None:
+        """The log dirs ``broker`` reports offline (DescribeLogDirs); None when it does not answer."""
+        return self._log_dir_faults().offline(broker)
+
+    def _log_dir_faults(self) -> LogDirFaults:
+        if self._log_dirs is None:
+            raise BadInput("log-dir faults need the sandbox itself")
+        return self._log_dirs()
 
     def stop_node(self, node: Node, *, kill: bool = False, timeout_s: float = 60.0) -> None:
         """Stop ZooKeeper (``"zookeeper"``) or a KRaft controller (its id); brokers: ``Sandbox.stop``."""

@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from kops.sandbox import dist, procs
+from kops.sandbox import dist, logdirs, procs
 from kops.sandbox.nodes import Log
 from kops.sandbox.state import Node, SandboxState
 
@@ -93,8 +93,9 @@ class Nodes:
         """Start ``node`` and record it (pid, launch time, where its server.log ended before);
         returns its pid."""
         st, cfg = self.state, self.state.config
-        for d in (cfg.log_dir(node), cfg.data_dir(node)):
-            d.mkdir(parents=True, exist_ok=True)
+        for d in (cfg.log_dir(node), *cfg.data_dirs(node)):
+            if not logdirs.is_failed(d):  # a failed log dir stays failed (Kafka starts with it offline)
+                d.mkdir(parents=True, exist_ok=True)
         server_log = cfg.log_dir(node) / "server.log"
         log_offset = server_log.stat().st_size if server_log.exists() else 0
         identity = self._start(node, classpath)

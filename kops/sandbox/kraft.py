@@ -10,7 +10,7 @@ import time
 import uuid
 
 from kops.errors import ClusterError
-from kops.sandbox import dist
+from kops.sandbox import dist, logdirs
 from kops.sandbox.modes import MetadataMode
 from kops.sandbox.readiness import fail_if_exited, failure_details
 from kops.sandbox.state import Node
@@ -50,29 +50,32 @@ class KraftMode(MetadataMode):
             self.nodes.launch(c, classpath)
 
     def prepare_broker(self, broker_id: int) -> None:
-        if not (self.config.data_dir(broker_id) / "meta.properties").exists():
-            self._write_broker_meta(broker_id)
+        self._write_broker_meta(broker_id)
 
     def _write_broker_meta(self, broker_id: int) -> None:
         """A broker-only node's ``meta.properties`` exactly as ``kafka-storage.sh format`` writes it
-        (v1: node.id, directory.id, cluster.id). Brokers take the metadata version from the
-        controllers' log, so they need no bootstrap checkpoint; writing this file saves one JVM
-        start per broker on small machines."""
-        d = self.config.data_dir(broker_id)
-        d.mkdir(parents=True, exist_ok=True)
-        text = (
-            "#\n#" + time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime()) + "\n"
-            f"node.id={broker_id}\ndirectory.id={new_cluster_id()}\nversion=1\ncluster.id={self.state.cluster_id}\n"
-        )
-        tmp = d / "meta.properties.tmp"
-        tmp.write_text(text)
-        tmp.replace(d / "meta.properties")
+        (v1: node.id, directory.id, cluster.id), in each of its log dirs that lacks one (JBOD:
+        every dir its own directory id). Brokers take the metadata version from the controllers'
+        log, so they need no bootstrap checkpoint; writing this file saves one JVM start per
+        broker on small machines."""
+        for d in self.config.data_dirs(broker_id):
+            if (d / "meta.properties").exists() or logdirs.is_failed(d):
+                continue
+            d.mkdir(parents=True, exist_ok=True)
+            text = (
+                "#\n#" + time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime()) + "\n"
+                f"node.id={broker_id}\ndirectory.id={new_cluster_id()}\nversion=1\ncluster.id={self.state.cluster_id}\n"
+            )
+            tmp = d / "meta.properties.tmp"
+            tmp.write_text(text)
+            tmp.replace(d / "meta.properties")
 
     def _format(self, nodes: list[int], deadline: float) -> None:
         """``kafka-storage.sh format -t <cluster id> -c <props>`` on every controller lacking
         meta.properties (in parallel JVMs); brokers get their meta.properties written directly."""
         cfg = self.config
-        todo = [n for n in nodes if not (cfg.data_dir(n) / "meta.properties").exists()]
+        todo = [n for n in nodes
+                if not all((d / "meta.properties").exists() or logdirs.is_failed(d) for d in cfg.data_dirs(n))]
         for b in [n for n in todo if n in cfg.broker_ids]:
             self._write_broker_meta(b)
         todo = [n for n in todo if n not in cfg.broker_ids]

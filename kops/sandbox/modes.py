@@ -73,10 +73,12 @@ class MetadataMode:
 
     def refused_change(self, diff: set[str], data_kept: bool) -> str | None:
         """Why the stopped sandbox's data cannot take the changed settings ``diff``; None: it can."""
-        if data_kept and ({"mode", "kafka_version", "zk_chroot", "controllers", "security"} & diff):
+        if data_kept and ({"mode", "kafka_version", "zk_chroot", "controllers", "security", "log_dirs"} & diff):
             old = self.state.recorded["config"] if self.state.recorded else {}
+            dirs = old.get("log_dirs", 1)
             return (f"the stopped sandbox in {self.state.workdir} has data from {old.get('mode')} mode / Kafka "
-                    f"{old.get('kafka_version')}; run `kops sandbox down --purge` to delete it first, or use "
+                    f"{old.get('kafka_version')}" + (f" / {dirs} log dirs per broker" if "log_dirs" in diff else "")
+                    + "; run `kops sandbox down --purge` to delete it first, or use "
                     "another --workdir")
         return None
 
