@@ -259,6 +259,9 @@ class Partition:
     #: bytes written to the partition per second (its leader's bytes-in; each follower fetches
     #: as much), from a sample of the cluster (:class:`LoadSample`); None when not sampled
     bytes_in_per_s: float | None = None
+    #: replicas on a live broker whose log dir failed (Metadata's offline replicas, KIP-112);
+    #: read only when some broker reports an offline log dir
+    offline_replicas: tuple[int, ...] = ()
 
     @property
     def tp(self) -> TopicPartition:
@@ -291,6 +294,8 @@ class Partition:
             d["removing_replicas"] = list(self.removing_replicas)
         if self.bytes_in_per_s is not None:
             d["bytes_in_per_s"] = self.bytes_in_per_s
+        if self.offline_replicas:
+            d["offline_replicas"] = list(self.offline_replicas)
         return d
 
 
@@ -433,6 +438,11 @@ class Topology:
         )
         return replace(self, brokers=brokers)
 
+    def with_offline_replicas(self, offline: Mapping[TopicPartition, Iterable[int]]) -> Topology:
+        """A copy whose partitions in ``offline`` have those ``offline_replicas``."""
+        return replace(self, topics=self._with_partition_values(
+            "offline_replicas", {tp: tuple(rs) for tp, rs in offline.items()})) if offline else self
+
     def with_rates(self, rates: Mapping[TopicPartition, float], sample: LoadSample) -> Topology:
         """A copy whose partitions in ``rates`` have that ``bytes_in_per_s``, measured by ``sample``."""
         return replace(self, topics=self._with_partition_values("bytes_in_per_s", rates), load_sample=sample)
@@ -517,6 +527,7 @@ class Topology:
                     adding_replicas=tuple(p.get("adding_replicas", ())),
                     removing_replicas=tuple(p.get("removing_replicas", ())),
                     bytes_in_per_s=p.get("bytes_in_per_s"),
+                    offline_replicas=tuple(int(r) for r in p.get("offline_replicas", ())),
                 )
                 for p in sorted(t["partitions"], key=lambda p: p["partition"])
             )

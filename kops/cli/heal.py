@@ -22,7 +22,7 @@ app = typer.Typer(
 BOUNDS = params.CronBounds("run", "the next run goes on", "heal")
 
 #: the anomalies ``--fix`` may name (kops.ops.heal.anomalies.FIXABLE; kept here so --help stays light)
-FIX_KINDS = ("broker_failure", "rack_unsafe", "new_broker", "unbalanced", "disk_over_threshold")
+FIX_KINDS = ("broker_failure", "log_dir_failure", "rack_unsafe", "new_broker", "unbalanced", "disk_over_threshold")
 
 
 def _fix_kinds(value: str) -> frozenset[str]:
@@ -45,8 +45,8 @@ def step(
     c: Context,
     broker_grace: Annotated[
         float, typer.Option("--broker-grace", click_type=params.seconds(0.0),
-                            help="How long a broker holding replicas may be down (or a new broker empty, or a "
-                                 "partition rack-unsafe) before heal acts, e.g. 30m; first-seen times are kept "
+                            help="How long a broker holding replicas may be down (or a log dir offline, a new "
+                                 "broker empty, a partition rack-unsafe) before heal acts, e.g. 30m; first-seen times are kept "
                                  "in the cluster.")
     ] = 1800.0,
     max_dead_brokers: Annotated[
@@ -56,9 +56,9 @@ def step(
     ] = 1,
     fix: Annotated[
         str, typer.Option("--fix", metavar="KIND,...",
-                          help="What is mended automatically: broker_failure, rack_unsafe, new_broker, unbalanced, "
-                               "disk_over_threshold (or none); the rest is reported.")
-    ] = "broker_failure",
+                          help="What is mended automatically: broker_failure, log_dir_failure, rack_unsafe, "
+                               "new_broker, unbalanced, disk_over_threshold (or none); the rest is reported.")
+    ] = "broker_failure,log_dir_failure",
     exclude_topics: Annotated[
         Any, typer.Option("--exclude-topics", metavar="REGEX", click_type=params.Checked("REGEX", "topic_regex"),
                           help="Topics (whole name matching) heal neither watches nor moves.")
@@ -90,7 +90,9 @@ def step(
 ) -> None:
     """The cron job: notice, remember, decide, mend within bounds, report.
 
-    Anomalies: a broker holding replicas that is not registered (broker_failure); more brokers
+    Anomalies: a broker holding replicas that is not registered (broker_failure); a registered
+    broker reporting log dirs offline, a failed JBOD disk (log_dir_failure: the replicas they
+    held are re-created on other brokers, own rack first); more brokers
     down than --max-dead-brokers or a whole rack down (too_much_down: an outage, nothing is
     moved, exit 3); partitions with no in-sync replica (never fixed by moving data: exit 3, see
     docs/self-healing.md for the unclean-election runbook); registered brokers without replicas
@@ -108,7 +110,7 @@ def step(
 
     Steps aside (nothing moved, exit 0, says why) while kops' cron jobs are paused (`kops
     rebalance pause` or a playbook run), another kops execution or any reassignment runs. Outside
-    --window only a broker failure or a disk over the threshold is mended; new brokers, rack
+    --window only a broker failure, a failed log dir or a disk over the threshold is mended; new brokers, rack
     repairs and balance wait for the window
     (anomalies are watched and remembered at any hour).
 

@@ -81,6 +81,8 @@ def render_topology(con: Console, topo: Topology) -> None:
                 notes.append("[yellow]under-replicated[/yellow]")
             if not p.offline and p.leader != p.preferred_leader:
                 notes.append("not preferred")
+            if p.offline_replicas:
+                notes.append(f"[red]log dir failed[/red] on {_ids(p.offline_replicas)}")
             if p.reassigning:
                 notes.append(f"reassigning +{_ids(p.adding_replicas)} -{_ids(p.removing_replicas)}")
             if throttled:

@@ -707,3 +707,78 @@ def test_heal_steps_aside_when_another_step_took_the_lock_first_and_keeps_no_fix
     assert a.state == REFUSED and a.why == "waits: another kops took the cluster lock first (x-other)"
     assert a.fixes == []  # the entry written before the engine ran is gone: this run started nothing
     assert json.loads(run.records[memory.PREFIX + a.key])["fixes"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# a failed log dir (JBOD)
+# ---------------------------------------------------------------------------------------------
+
+
+def _failed_dir(t: Topology, broker: int, lost: set[int]) -> Topology:
+    """``broker`` reports its second log dir offline; the replicas it held (partitions ``lost``)
+    are Metadata's offline replicas and out of the ISR."""
+    from kops.model import LogDir
+
+    brokers = tuple(dataclasses.replace(b, log_dirs=(LogDir("/d0"), LogDir("/d1", offline=True)))
+                    if b.id == broker else b for b in t.brokers)
+    parts = tuple(dataclasses.replace(p, offline_replicas=(broker,), isr=tuple(r for r in p.isr if r != broker),
+                                      leader=next(r for r in p.isr if r != broker))
+                  if p.partition in lost else p for p in t.topics[0].partitions)
+    return dataclasses.replace(t, brokers=brokers, topics=(dataclasses.replace(t.topics[0], partitions=parts),))
+
+
+def test_a_failed_log_dir_is_seen_with_the_replicas_it_held():
+    from kops.ops.heal.anomalies import LOG_DIR_FAILURE
+
+    base = topo()
+    lost = {p for p, reps in _assignment().items() if 2 in reps}
+    lost = set(sorted(lost)[:3])
+    (o,) = seen(_failed_dir(base, 2, lost))
+    assert (o.key, o.kind, o.brokers, o.count) == ("log_dir_failure/2", LOG_DIR_FAILURE, (2,), 3)
+    assert o.partitions == tuple(sorted(f"t-{p}" for p in lost))
+    assert "reports log dir /d1 offline: 3 replicas on it are offline" in o.detail
+    (o,) = seen(_failed_dir(base, 2, set()))  # a dir that held nothing: still a failed disk
+    assert o.count == 0 and "no replica of a watched topic was there" in o.detail
+
+
+def test_a_failed_dir_is_mended_by_default_at_any_hour_unless_it_held_nothing():
+    lost = set(sorted(p for p, reps in _assignment().items() if 2 in reps)[:3])
+    cur = current(_failed_dir(topo(), 2, lost), first_seen=0.0)
+    d = decide.decide(cur, settings=Settings(), now=GRACE - 1)
+    assert d.fix is None and d.anomalies[0].state == IN_GRACE
+    d = decide.decide(cur, settings=Settings(), now=GRACE + 1, closed="outside the window")
+    assert d.fix is not None and d.fix.kind == "log_dir_failure" and d.anomalies[0].state == FIXING
+    assert d.fix.describe() == "re-create the replicas of the failed log dirs of brokers [2] on other brokers"
+    empty = current(_failed_dir(topo(), 2, set()), first_seen=0.0)
+    d = decide.decide(empty, settings=Settings(), now=GRACE + 1)
+    assert d.fix is None and d.anomalies[0].state == REFUSED
+    assert d.anomalies[0].why.startswith("nothing to re-create: no replica is on the failed dir")
+
+
+def test_a_failed_dirs_replicas_go_to_the_rack_mate_and_nothing_else_moves():
+    """Racks a (0, 1), b (2, 3), c (4, 5): broker 2's lost replicas can only go to broker 3 (its
+    rack mate; every other rack holds one already), in their place; the broker's other replicas
+    and every other partition stay as they are, and nothing lands on broker 2."""
+    lost = set(sorted(p for p, reps in _assignment().items() if 2 in reps)[:3])
+    t = _failed_dir(topo(), 2, lost)
+    d = decide.decide(current(t, first_seen=0.0), settings=Settings(broker_grace_s=0), now=1.0)
+    scope = planning_topology(t, racks_seen(t, RACKS), d.fix)
+    res, _est, _fits = plan_step(scope.topology, StepBounds(max_moves=None), None, d.fix.goals, goal=d.fix.goal,
+                                 rebalance=False)
+    assign = _assignment()
+    assert set(res.changes) == {("t", p) for p in lost}
+    for p in lost:
+        assert list(res.changes[("t", p)]) == [3 if b == 2 else b for b in assign[p]]
+
+
+def test_a_failed_dir_on_a_broker_alone_in_its_rack_cannot_be_mended_by_moving(monkeypatch):
+    """Three brokers in three racks, RF 3: the broker whose dir failed is the only rack-safe
+    place for its replicas; heal says so and names what to do instead (nothing moved, exit 3)."""
+    racks = {0: "a", 1: "b", 2: "c"}
+    assign = {p: ((0, 1, 2)[p % 3:] + (0, 1, 2)[:p % 3]) for p in range(6)}
+    t = _failed_dir(topo(assign=assign, racks=racks), 1, {0, 1})
+    run = _Run(monkeypatch, t)
+    res = run(0.0, broker_grace_s=0)
+    assert res.exit_code == EXIT_NOT_DONE and not run.executed
+    (a,) = [a for a in res.anomalies if a.key == "log_dir_failure/1"]
+    assert "no other broker can take it rack-safely. Replace the disk, or take the failed dir out of" in a.why

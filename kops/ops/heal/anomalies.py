@@ -18,6 +18,8 @@ wrong now, each under a stable key:
   cluster and of the broker's rack, so that what rack safety forces is none -- a goal violation
   of the default goal set (only looked for while every broker is up and none is new: those
   anomalies come first; a cordoned broker below the band does not count, nothing can fill it);
+- ``log_dir_failure/<id>``: a registered broker reports log dirs offline (a failed disk of a
+  JBOD broker); the replicas they held are Metadata's offline replicas on it;
 - ``disk_over_threshold/<id>``: a registered broker whose disk use is above the threshold (a
   share of its disk: a capacity file's DISK, else its log dirs' volumes, Kafka 3.3+) -- looked
   for only when a threshold is given (it needs the log dirs' sizes, a DescribeLogDirs round).
@@ -47,15 +49,16 @@ NEW_BROKER = "new_broker"
 RACK_UNSAFE = "rack_unsafe"
 UNBALANCED = "unbalanced"
 DISK_OVER = "disk_over_threshold"
-KINDS = (BROKER_FAILURE, TOO_MUCH_DOWN, NO_ISR, NEW_BROKER, RACK_UNSAFE, UNBALANCED, DISK_OVER)
+LOG_DIR_FAILURE = "log_dir_failure"
+KINDS = (BROKER_FAILURE, TOO_MUCH_DOWN, NO_ISR, NEW_BROKER, RACK_UNSAFE, UNBALANCED, DISK_OVER, LOG_DIR_FAILURE)
 #: what ``--fix`` may name: the anomalies heal can mend by moving replicas
-FIXABLE = (BROKER_FAILURE, NEW_BROKER, RACK_UNSAFE, UNBALANCED, DISK_OVER)
-#: mended without ``--fix``: a dead broker's replicas (the rest is reported)
-DEFAULT_FIX = (BROKER_FAILURE,)
-#: fixed at any hour: a dead broker leaves its partitions one failure from offline, a disk that
-#: keeps filling stops its broker; the other fixes (filling new brokers, rack repairs, balance)
-#: wait for ``--window``
-URGENT = (BROKER_FAILURE, DISK_OVER)
+FIXABLE = (BROKER_FAILURE, LOG_DIR_FAILURE, NEW_BROKER, RACK_UNSAFE, UNBALANCED, DISK_OVER)
+#: mended without ``--fix``: a dead broker's replicas and a failed disk's (the rest is reported)
+DEFAULT_FIX = (BROKER_FAILURE, LOG_DIR_FAILURE)
+#: fixed at any hour: a dead broker or a failed disk leaves partitions one failure from offline,
+#: a disk that keeps filling stops its broker; the other fixes (filling new brokers, rack
+#: repairs, balance) wait for ``--window``
+URGENT = (BROKER_FAILURE, LOG_DIR_FAILURE, DISK_OVER)
 
 # states
 DETECTED = "detected"  # seen, not decided yet (remember's output; decide sets the state)
@@ -228,6 +231,16 @@ def observe(topo: Topology, racks: Mapping[int, str | None], *, max_dead_brokers
                 out.append(Observed(UNBALANCED, UNBALANCED, "cluster", "; ".join(d for d, _ in off),
                                     brokers=tuple(sorted({b for _, bs in off for b in bs})),
                                     count=len({b for _, bs in off for b in bs})))
+    for b in sorted(alive):
+        failed = topo.broker(b).offline_log_dirs  # type: ignore[union-attr]
+        if failed:
+            held = sorted(f"{p.topic}-{p.partition}" for p in topo.partitions() if b in p.offline_replicas)
+            what = (f"{len(held)} replicas on it are offline (e.g. {', '.join(held[:3])})" if held
+                    else "no replica of a watched topic was there")
+            out.append(Observed(f"{LOG_DIR_FAILURE}/{b}", LOG_DIR_FAILURE, f"broker {b}",
+                                f"broker {b} (rack {racks.get(b)}) reports log dir{'s' if len(failed) > 1 else ''} "
+                                f"{', '.join(failed)} offline: {what}", brokers=(b,),
+                                partitions=tuple(held[:NAMED]), count=len(held)))
     for b, use in sorted(over_disk.items()):
         out.append(Observed(f"{DISK_OVER}/{b}", DISK_OVER, f"broker {b}",
                             f"broker {b} (rack {racks.get(b)}) uses {use:.1%} of its disk, above the threshold "

@@ -36,6 +36,7 @@ from kops.ops.heal.anomalies import (
     BROKER_FAILURE,
     DISK_OVER,
     DEFAULT_FIX,
+    LOG_DIR_FAILURE,
     FIXING,
     IN_GRACE,
     NEW_BROKER,
@@ -55,7 +56,11 @@ NO_ISR_RUNBOOK = "docs/self-healing.md#partitions-without-an-in-sync-replica (an
 DEFAULT_BROKER_GRACE_S = 30 * 60.0
 DEFAULT_MAX_DEAD_BROKERS = 1
 #: which fix goes first when several could (one fix per run)
-FIX_ORDER = (BROKER_FAILURE, DISK_OVER, RACK_UNSAFE, NEW_BROKER, UNBALANCED)
+FIX_ORDER = (BROKER_FAILURE, LOG_DIR_FAILURE, DISK_OVER, RACK_UNSAFE, NEW_BROKER, UNBALANCED)
+#: a failed log dir's replicas are planned as if they were on a dead broker of this id plus the
+#: broker's own (the decommission planner re-creates them, own rack first, while the broker keeps
+#: its other replicas and is closed to new ones for the fix); far above any broker id in use
+OFFLINE_REPLICA_ID_BASE = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,9 @@ class Fix:
     def describe(self) -> str:
         if self.kind == BROKER_FAILURE:
             return f"re-create the replicas of dead brokers {list(self.goal.brokers)} on live brokers"
+        if self.kind == LOG_DIR_FAILURE:
+            failed = [b - OFFLINE_REPLICA_ID_BASE for b in self.goal.brokers]
+            return f"re-create the replicas of the failed log dirs of brokers {failed} on other brokers"
         if self.kind == NEW_BROKER:
             return f"fill new brokers {list(self.goal.brokers)}"
         if self.kind == DISK_OVER:
@@ -159,6 +167,9 @@ def decide(anomalies: Sequence[Anomaly], *, settings: Settings, now: float, bloc
             a.state, a.why = REFUSED, f"not in --fix ({', '.join(sorted(settings.fix)) or 'nothing'}): reported only"
         elif closed is not None and a.kind not in URGENT:
             a.state, a.why = REFUSED, f"waits: {closed}"
+        elif a.kind == LOG_DIR_FAILURE and not a.count:
+            a.state, a.why = REFUSED, ("nothing to re-create: no replica is on the failed dir (now); replace the disk and "
+                                       "restart the broker to bring the dir back")
         elif a.kind == NEW_BROKER and BROKER_FAILURE in kinds:
             a.state, a.why = REFUSED, "waits: new brokers are filled once no broker is down"
         else:
@@ -199,6 +210,9 @@ def _fix(kind: str, chosen: Sequence[Anomaly]) -> Fix:
     brokers = tuple(sorted({b for a in chosen for b in a.brokers}))
     if kind == BROKER_FAILURE:
         return Fix(kind, Goal("decommission", brokers=brokers), keys, goals=forced_goals())
+    if kind == LOG_DIR_FAILURE:
+        return Fix(kind, Goal("decommission", brokers=tuple(OFFLINE_REPLICA_ID_BASE + b for b in brokers)), keys,
+                   goals=forced_goals())
     if kind == NEW_BROKER:
         return Fix(kind, Goal("add-brokers", brokers=brokers), keys, rebalance=True)
     if kind == DISK_OVER:  # a bounded step of `plan rebalance --goals disk-usage` (hard goals kept)
@@ -222,8 +236,10 @@ def planning_topology(topo: Topology, racks: Mapping[int, str | None], fix: Fix)
     registered (their replicas go to their own rack first); partitions with a replica on a dead
     broker the fix does not cover (still in its grace) wait, as do partitions without an
     in-sync replica or leader (nothing can copy them)."""
+    if fix.kind == LOG_DIR_FAILURE:
+        topo = _offline_on_stand_ins(topo, {b - OFFLINE_REPLICA_ID_BASE for b in fix.goal.brokers})
     alive = {b.id for b in topo.brokers if b.alive}
-    covered = set(fix.goal.brokers) if fix.kind == BROKER_FAILURE else set()
+    covered = set(fix.goal.brokers) if fix.kind in (BROKER_FAILURE, LOG_DIR_FAILURE) else set()
     held: list[str] = []
     topics = []
     for t in topo.topics:
@@ -239,3 +255,28 @@ def planning_topology(topo: Topology, racks: Mapping[int, str | None], fix: Fix)
         topics.append(replace(t, partitions=tuple(keep)))
     brokers = tuple(replace(b, rack=racks.get(b.id)) if not b.alive and b.rack is None else b for b in topo.brokers)
     return Scope(replace(topo, brokers=brokers, topics=tuple(topics)), tuple(held))
+
+
+def _offline_on_stand_ins(topo: Topology, failed: set[int]) -> Topology:
+    """The topology with each offline replica of a broker in ``failed`` on a dead stand-in broker
+    (:data:`OFFLINE_REPLICA_ID_BASE` + its id, in its rack) and those brokers closed to new
+    replicas: the decommission of the stand-ins moves exactly the replicas the failed dirs held,
+    own rack first, never back onto the broker whose disk failed, and the planner counts the
+    broker's other replicas where they are."""
+    from kops.model import Broker
+
+    stand_in = {b: OFFLINE_REPLICA_ID_BASE + b for b in failed}
+    topics = []
+    for t in topo.topics:
+        parts = []
+        for p in t.partitions:
+            off = set(p.offline_replicas) & failed
+            if off:
+                p = replace(p, replicas=tuple(stand_in[r] if r in off else r for r in p.replicas),
+                            isr=tuple(r for r in p.isr if r not in off), offline_replicas=())
+            parts.append(p)
+        topics.append(replace(t, partitions=tuple(parts)))
+    brokers = [replace(b, cordoned=True) if b.id in failed else b for b in topo.brokers]
+    rack = {b.id: b.rack for b in topo.brokers}
+    brokers += [Broker(id=stand_in[b], rack=rack.get(b), alive=False) for b in sorted(failed)]
+    return replace(topo, brokers=tuple(brokers), topics=tuple(topics))

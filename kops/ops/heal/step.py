@@ -172,12 +172,13 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
     t0 = time.monotonic()
     check(settings, bounds, throttle)
     reassign.cluster_identity(conn)  # reachable at all? (an unreachable cluster is named as such, at once)
-    # what detection needs is the metadata alone (brokers, racks, replicas, ISR): every run pays
-    # for it; configs are read only when a fix is planned, sizes too unless disks are watched
-    # (--disk-threshold: a DescribeLogDirs round every run)
+    # what detection needs is the metadata (brokers, racks, replicas, ISR) and each broker's log
+    # dirs (a failed disk: one DescribeLogDirs round asking for no partition): every run pays for
+    # them; configs are read only when a fix is planned, sizes too unless disks are watched
+    # (--disk-threshold)
     disks = settings.disk_threshold is not None
-    topo = _with(read_topology(conn, ReadOptions(with_configs=False, with_sizes=disks, with_reassignments=False)),
-                 capacities)
+    topo = _with(read_topology(conn, ReadOptions(with_configs=False, with_sizes=True, size_topics=None if disks else (),
+                                                 with_reassignments=False)), capacities)
     mem = memory.load(conn)
     cordons = cordon.read(conn)  # (its own small topic; none at all on a cluster never cordoned)
     topo = cordon.with_cordons(topo, cordons)
@@ -288,7 +289,12 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
         planned, est, fits = plan_step(scope.topology, res.bounds, res.throttle, fix.goals, goal=fix.goal,
                                        rebalance=fix.rebalance, disk_threshold=res.settings.disk_threshold)
     except BadInput as e:  # the goal cannot be met (e.g. not enough brokers left for an RF)
-        _not_done(res, mine, f"the planner cannot {fix.describe()}: {e.message}", EXIT_NOT_DONE)
+        why = e.message
+        if fix.kind == anomalies.LOG_DIR_FAILURE:  # the broker itself is the only rack-safe place left
+            why = (f"{why.split(';')[0].split(' and only cordoned')[0]}, and no other broker can take it rack-safely. Replace the disk, or take the "
+                   "failed dir out of the broker's log.dirs, and restart the broker: Kafka then re-creates its "
+                   "replicas in its dirs that work")
+        _not_done(res, mine, f"the planner cannot {fix.describe()}: {why}", EXIT_NOT_DONE)
         return
     res.plan = planned.plan.to_dict()
     res.estimated_s = est
