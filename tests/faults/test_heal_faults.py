@@ -227,3 +227,90 @@ def _give_back(sb, broker: int) -> None:
             break
     assert any(broker in reps for reps in assignment(bs).values())
     assert_clean(bs)
+
+
+#: how long rack b stays down in "heal c." (KOPS_FAULT_RACK_DOWN_S=300 for the 5 minutes of issue 42)
+RACK_DOWN_S = float(os.environ.get("KOPS_FAULT_RACK_DOWN_S", "90"))
+
+
+def test_a_rack_down_during_a_paused_rack_maintenance_is_left_alone(dsandbox, dbootstrap, tmp_path, kops_home, record):
+    """c. The rack-maintenance playbook moves leadership off rack b and stops at its operator
+    pause; rack b then goes down hard (both brokers SIGKILLed) for RACK_DOWN_S under the
+    ``acks=all`` workload (RF 3 over 3 racks, min.insync.replicas 2: writes go on). `heal step`,
+    run as cron would with a grace of 0 s, sees both brokers failed and the whole rack down -- an
+    outage, and the playbook's pause -- and moves nothing, run after run (exit 3); `rebalance step`
+    and `leader rebalance` step aside. The rack comes back, the playbook is resumed and gives
+    leadership back; the next heal step ends both anomalies as cleared. Asserted: the rack really
+    was down (gone from the metadata, acknowledged writes went on meanwhile), not one replica
+    moved, no acknowledged message lost, nothing of kops' left."""
+    sb, bs = dsandbox, dbootstrap
+    rack = "b"
+    on_rack = set(sb.brokers_in_rack(rack))
+    work = workload_topics(bs)
+    code, doc, err = _heal_step(bs, grace="0s")  # every broker registered: heal knows their racks
+    assert code == 0, (doc, err[-2000:])
+    heal_runs: list[tuple[int, dict]] = []
+    try:
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            original = assignment(bs)  # (the playbook's demote reorders replica lists; its restore puts them back)
+            r = kops("playbook", "run", "rack-maintenance", "--param", f"rack={rack}", "--bootstrap-server", bs,
+                     "--output", "json", timeout=600)
+            assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]  # stopped at its operator pause
+            rep = json.loads(r.stdout)
+            run_id = rep["run_id"]
+            assert [s["status"] for s in rep["steps"][:4]] == ["done", "done", "done", "paused"], rep["steps"]
+            before = assignment(bs)
+            led = admin(bs).list_topics(timeout=10).topics
+            assert not [t for t, tm in led.items() for pm in tm.partitions.values() if pm.leader in on_rack]
+            t_fault = time.monotonic()
+            sb.stop(rack=rack, kill=True)
+            wait_for(lambda: not (on_rack & _registered(bs)), 60, 0.5, f"rack {rack} gone from the metadata")
+            acked_down = w.acknowledged()
+            deadline = time.monotonic() + RACK_DOWN_S
+            while time.monotonic() < deadline:  # cron, every few seconds, for as long as the rack is down
+                code, doc, err = _heal_step(bs, grace="0s")
+                heal_runs.append((code, doc))
+                assert code == 3 and doc["status"] == "refused" and not doc.get("replicas_moved"), (doc, err[-2000:])
+                assert assignment(bs) == before, "heal moved a replica during the outage"
+                time.sleep(5)
+            for cron in (["leader", "rebalance"], ["rebalance", "step"]):
+                c = kops(*cron, "--bootstrap-server", bs, "--output", "json", timeout=300)
+                assert c.returncode == 0 and json.loads(c.stdout)["status"] == "stepped_aside", (cron, c.stdout)
+            acked_down = w.acknowledged() - acked_down
+            down_s = round(time.monotonic() - t_fault, 1)
+            sb.start(rack=rack)
+            r = kops("playbook", "run", "rack-maintenance", "--resume", run_id, "--bootstrap-server", bs,
+                     "--output", "json", timeout=900)
+            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+            recover_s = wait_recovered(bs, t_fault)
+            code, after_doc, err = _heal_step(bs, grace="0s")
+            assert code == 0, (after_doc, err[-2000:])
+            w.wait_acknowledged(100)
+            res = w.finish()
+        last = heal_runs[-1][1]
+        outage = _anomaly(last, "too_much_down")
+        record(scenario=f"heal c. rack b down (SIGKILL, {RACK_DOWN_S:.0f} s) during a paused rack-maintenance "
+                        "playbook, `heal step` from cron (grace 0 s)",
+               workload=res, kops_exit=0, recover_s=recover_s, kops_s=down_s,
+               detail=f"the playbook moved leadership off rack b and paused; both brokers killed, gone from the "
+                      f"metadata; {acked_down} writes acknowledged while the rack was down; {len(heal_runs)} heal "
+                      f"runs refused (outage, the playbook's pause), exit 3, nothing moved; rebalance step and "
+                      f"leader rebalance stepped aside; the rack back, the playbook resumed and finished; the next "
+                      f"heal run ended {sorted(a['key'] for a in after_doc.get('ended', []))}")
+        assert len(heal_runs) >= 3, heal_runs
+        assert outage is not None and "every broker of rack b is down" in outage["detail"], last
+        for b in sorted(on_rack):
+            a = _anomaly(last, f"broker_failure/{b}")
+            assert a is not None and a["state"] == "refused" and "too much down at once" in a["why"], last
+        assert acked_down > 0, "no write was acknowledged while the rack was down"
+        ended = {a["key"]: a["state"] for a in after_doc.get("ended", [])}
+        assert all(ended.get(f"broker_failure/{b}") == "cleared" for b in on_rack), after_doc
+        assert assignment(bs) == original  # not one replica moved, every replica order given back
+        assert fully_replicated(bs)
+        assert_clean(bs, record)
+        assert res.lost == 0, res.lost_examples
+    finally:
+        sb.start(rack=rack)
+        for t in work:
+            delete_topic(sb.bootstrap_servers, t)
