@@ -157,6 +157,8 @@ def quorum_findings(q: Quorum, behind_s: float = QUORUM_BEHIND_S) -> list[Findin
         late = q.behind_s(v)
         if late is not None and late > behind_s:
             behind[v.id] = f"{v.id} (last caught up {late:.0f} s ago, {q.lag(v)} records behind)"
+        elif q.silent(v):  # e.g. the leader before an election that is down now
+            behind[v.id] = f"{v.id} (has not fetched from leader {q.leader} in its epoch {q.epoch})"
     in_sync = n - len(behind)
     spare = in_sync - q.majority
     who = (f"voter{'s' if len(behind) > 1 else ''} {', '.join(behind.values())} "

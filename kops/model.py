@@ -160,6 +160,11 @@ class Quorum:
             return None
         return max(0.0, (self.now_ms - r.last_caught_up_ms) / 1000.0)
 
+    def silent(self, r: QuorumReplica) -> bool:
+        """A follower that has not fetched from this leader at all (the leader reports its fetch
+        times, Kafka 3.3+, but none for it): down since before the leader was elected, typically."""
+        return r.id != self.leader and self.now_ms >= 0 and r.last_fetch_ms < 0
+
     def to_dict(self) -> dict[str, Any]:
         def rep(r: QuorumReplica) -> dict[str, Any]:
             return {"id": r.id, "log_end_offset": r.log_end_offset, "lag": self.lag(r),

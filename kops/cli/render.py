@@ -115,6 +115,8 @@ def render_quorum(con: Console, q: Quorum) -> None:
         for r in reps:
             late = q.behind_s(r)
             behind = "-" if late is None else "now" if late < 1 else f"{late:.0f} s ago"
+            if q.silent(r):
+                behind = f"[yellow]not in epoch {q.epoch}[/yellow]" if role == "voter" else f"not in epoch {q.epoch}"
             name = "[bold]leader[/bold]" if r.id == q.leader else role
             if role == "voter" and late is not None and late > QUORUM_BEHIND_S:
                 behind = f"[yellow]{behind}[/yellow]"

@@ -77,3 +77,11 @@ def test_describe_shows_the_quorum_and_health_flags_a_lost_voter(quorum3):
 
     sb.nodes.launch(lost, sb.nodes.prepare())  # back: it catches up, and the flag goes
     wait_for(lambda: _health(sb)[0] == 0, 90, 1.0, f"controller {lost} to catch up and the quorum to be healthy")
+
+    # the active controller killed: another is elected, and the one killed never fetches from it
+    leader = json.loads(_kops(sb, "cluster", "describe", "--output", "json").stdout)["quorum"]["leader"]
+    sb.nodes.signal_and_wait([leader], signal.SIGKILL, time.monotonic() + 30, 30)
+    code, doc = wait_for(lambda: (lambda h: h if _quorum_checks(h[1]) else None)(_health(sb)), 90, 1.0,
+                         f"cluster health to flag the quorum without its leader {leader}")
+    finding = next(f for f in doc["findings"] if f["check"] == "quorum_at_risk")
+    assert code == 3 and finding["message"].startswith(f"voter {leader} (has not fetched from leader"), finding

@@ -88,9 +88,19 @@ def test_a_quorum_without_a_leader_is_critical():
     assert [(f.check, f.severity) for f in quorum_findings(q)] == [("quorum_no_leader", CRITICAL)]
 
 
-def test_unknown_times_count_as_in_sync():  # nothing to go on: no alarm from a missing field
+def test_unknown_times_count_as_in_sync():  # nothing to go on (Kafka before 3.3): no alarm from a missing field
     q = Quorum(1001, 1, 50, tuple(QuorumReplica(i, 50) for i in (1000, 1001, 1002)))
     assert quorum_findings(q) == []
+
+
+def test_a_voter_silent_since_the_election_is_behind():
+    """The leader reports its fetch times but none for a voter: it has not fetched in this epoch
+    (the previous leader, killed: DescribeQuorum answers -1 for it)."""
+    q = _quorum()
+    q = replace(q, voters=tuple(QuorumReplica(v.id) if v.id == 1000 else v for v in q.voters))
+    (f,) = quorum_findings(q)
+    assert (f.check, f.severity) == ("quorum_at_risk", PROBLEM)
+    assert f.message.startswith("voter 1000 (has not fetched from leader 1001 in its epoch 7) is behind"), f.message
 
 
 def test_health_and_the_rebalance_job_see_the_quorum():
