@@ -55,7 +55,15 @@ def one_partition(bootstrap, unique_topic):
 
 def test_kafka_pythons_offset_lookup_keeps_asking_a_leader_that_moved(bootstrap, one_partition):
     """The upstream bug the reader works around: a consumer whose metadata names the old leader
-    gets NOT_LEADER_OR_FOLLOWER and asks the same broker again until its timeout."""
+    gets NOT_LEADER_OR_FOLLOWER and asks the same broker again until its timeout.
+
+    The cluster's metadata names the new leader a moment before the old one has handled its
+    demotion (the controller's LeaderAndIsr): until then the old leader still answers the lookup.
+    So the lookup is made again until the old leader refuses it -- from then on kafka-python's
+    loop times out every time. A fixed kafka-python refreshes its metadata and answers 20 every
+    time: the test then fails after 30 s, and the workaround can go."""
+    import time
+
     from kafka import KafkaConsumer
     from kafka.errors import KafkaTimeoutError
 
@@ -68,8 +76,17 @@ def test_kafka_pythons_offset_lookup_keeps_asking_a_leader_that_moved(bootstrap,
         old = _leader(bootstrap, topic)
         replicas = admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions[0].replicas
         _move_leader(bootstrap, topic, next(b for b in replicas if b != old))
-        with pytest.raises(KafkaTimeoutError, match="Failed to get offsets by timestamps"):
-            consumer.end_offsets([tp], timeout_ms=3000)
+        answered = 0
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert consumer.end_offsets([tp], timeout_ms=3000)[tp] == 20
+            except KafkaTimeoutError as e:
+                assert "Failed to get offsets by timestamps" in str(e)
+                break
+            answered += 1  # the old leader had not handled its demotion yet
+            assert time.monotonic() < deadline, f"kafka-python found the new leader ({answered} lookups answered)"
+            time.sleep(0.2)
     finally:
         consumer.close(autocommit=False)
 
