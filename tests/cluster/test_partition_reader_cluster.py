@@ -36,7 +36,11 @@ def _move_leader(bootstrap: str, topic: str, to: int) -> None:
     finally:
         kp.close()
     electing = admin(bootstrap)  # kept referenced until its answer
-    res = electing.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    try:
+        res = electing.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    except TimeoutError as e:  # (one run in 26 timed out in a bare admin future: say which one it was)
+        raise TimeoutError(f"ElectLeaders (preferred) of {topic}-0 for broker {to}: no answer in 30 s; "
+                           f"brokers {sorted(admin(bootstrap).list_topics(timeout=10).brokers)}") from e
     assert all(err is None for err in res.values()), res
     wait_for(lambda: _leader(bootstrap, topic) == to, 30, 0.2, f"broker {to} to lead {topic}-0")
 
@@ -44,7 +48,10 @@ def _move_leader(bootstrap: str, topic: str, to: int) -> None:
 @pytest.fixture
 def one_partition(bootstrap, unique_topic):
     topic = unique_topic("reader")
-    create_topic(bootstrap, topic, partitions=1, rf=3, min_isr=1)
+    try:
+        create_topic(bootstrap, topic, partitions=1, rf=3, min_isr=1)
+    except TimeoutError as e:  # (as in _move_leader: name the request that was not answered)
+        raise TimeoutError(f"CreateTopics of {topic}: no answer in 30 s") from e
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for i in range(20):
         p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
