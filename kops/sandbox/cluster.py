@@ -63,6 +63,10 @@ def mode_of(state: SandboxState, nodes: Nodes, log: Log) -> MetadataMode:
         from kops.sandbox.kraft import KraftMode
 
         return KraftMode(state, nodes, log)
+    if state.config.migration == "migrating":
+        from kops.sandbox.migration import MigrationMode
+
+        return MigrationMode(state, nodes, log)
     return ZooKeeperMode(state, nodes, log)
 
 
@@ -82,7 +86,17 @@ class Sandbox:
         self.log: Log = log or nolog
         self.state = SandboxState(cfg.validate())
         self.nodes = nodes_of(self.state, self.log)
-        self.meta = mode_of(self.state, self.nodes, self.log)
+        self._meta_of = (self.config.mode, self.config.migration)
+        self._meta = mode_of(self.state, self.nodes, self.log)
+
+    @property
+    def meta(self) -> MetadataMode:
+        """The metadata mode the configuration names now (a ZooKeeper -> KRaft migration changes
+        it: :mod:`kops.sandbox.migration`)."""
+        now = (self.config.mode, self.config.migration)
+        if now != self._meta_of:
+            self._meta_of, self._meta = now, mode_of(self.state, self.nodes, self.log)
+        return self._meta
 
     # -- plain properties ------------------------------------------------------------------------
     @property
@@ -266,7 +280,7 @@ class Sandbox:
                 )
             classpath = self.nodes.prepare() if missing else ""
             if missing:
-                self._write_configs()
+                self.write_configs()
             deadline = time.monotonic() + timeout_s
             try:
                 t0 = time.monotonic()
@@ -317,7 +331,8 @@ class Sandbox:
         if refused:
             raise BadInput(refused)
 
-    def _write_configs(self) -> None:
+    def write_configs(self) -> None:
+        """Every node's properties file from the configuration (and the engine's overrides)."""
         write_node_configs(self.state, self.nodes, self.meta)
 
     def down(self, *, purge: bool = False, timeout_s: float | None = None) -> list[str]:
@@ -476,6 +491,44 @@ class Sandbox:
             self.meta.wait_registered(todo, time.monotonic() + timeout_s, since=st.launched_ms(todo))
         return todo
 
+    def restart(self, broker_id: int, *, phase: str | None = None, timeout_s: float | None = None) -> bool:
+        """Restart one broker: a graceful stop (waits until it left the cluster), then a start
+        (waits until it is registered again). ``phase`` (a ZooKeeper -> KRaft migration,
+        :mod:`kops.sandbox.migration`): the broker comes back in that phase, ``migrate`` (a
+        ZooKeeper broker in migration mode) or ``kraft`` (a KRaft broker, once the metadata is
+        migrated), recorded in the state. A broker that was not running is started. Returns
+        whether it was running."""
+        st = self.state
+        with st.lock():
+            st.load()
+            self.state.check_broker(broker_id)
+            if phase is not None:
+                new = self.config.with_broker_phase(broker_id, phase)
+                if phase == "kraft" and new is not self.config:
+                    from kops.sandbox.migration import MIGRATION
+
+                    now = self.migration.status()
+                    if now.state != MIGRATION:
+                        raise BadInput(f"the metadata is not migrated yet (migration state {now.state}): restart every "
+                                       "broker with --phase migrate and wait for MIGRATION before --phase kraft")
+            stopped = self._stop_locked([broker_id], kill=False, wait=True,
+                                        timeout_s=timeout_s or self.config.stop_timeout_s)
+            if phase is not None and new is not self.config:
+                self.config = new
+                self.write_configs()
+                st.save()
+                self.log(f"broker {broker_id}: phase {phase}")
+        self.start(broker_id, timeout_s=timeout_s)
+        return bool(stopped)
+
+    @property
+    def migration(self):
+        """The ZooKeeper -> KRaft migration verbs (:class:`kops.sandbox.migration.SandboxMigration`):
+        start the controllers, read the migration's state, finalize, roll back."""
+        from kops.sandbox.migration import SandboxMigration
+
+        return SandboxMigration(self)
+
     # -- grow / shrink ---------------------------------------------------------------------------
     def add(self, broker_id: int, rack: str, *, port: int | None = None, timeout_s: float | None = None) -> int:
         """Grow the running sandbox by a new broker id in ``rack``: its config is written like
@@ -507,7 +560,7 @@ class Sandbox:
             self.config = new_cfg
             try:
                 classpath = self.nodes.prepare()
-                self._write_configs()
+                self.write_configs()
                 self.meta.prepare_broker(broker_id)
                 st.save()
                 self.log(f"adding broker {broker_id} (rack {new_cfg.rack_map[broker_id]}, port {port})"

@@ -42,7 +42,7 @@ class KraftMode(MetadataMode):
             st.cluster_id = new_cluster_id()
             st.save()
         if missing:
-            self._format([*cfg.controller_ids, *cfg.broker_ids], deadline)
+            self.format_storage([*cfg.controller_ids, *cfg.broker_ids], deadline)
         ctrls = [n for n in missing if n in cfg.controller_ids]
         if ctrls:
             self.log(f"starting KRaft controllers {ctrls} ({cfg.quorum_voters})")
@@ -70,9 +70,10 @@ class KraftMode(MetadataMode):
             tmp.write_text(text)
             tmp.replace(d / "meta.properties")
 
-    def _format(self, nodes: list[int], deadline: float) -> None:
+    def format_storage(self, nodes: list[int], deadline: float) -> None:
         """``kafka-storage.sh format -t <cluster id> -c <props>`` on every controller lacking
-        meta.properties (in parallel JVMs); brokers get their meta.properties written directly."""
+        meta.properties (in parallel JVMs); brokers get their meta.properties written directly.
+        The cluster id is the state's (a new one; a migrated ZooKeeper cluster's own)."""
         cfg = self.config
         todo = [n for n in nodes
                 if not all((d / "meta.properties").exists() or logdirs.is_failed(d) for d in cfg.data_dirs(n))]
