@@ -71,7 +71,7 @@ class KraftMode(MetadataMode):
             tmp.replace(d / "meta.properties")
 
     def format_storage(self, nodes: list[int], deadline: float) -> None:
-        """``kafka-storage.sh format -t <cluster id> -c <props>`` on every controller lacking
+        """``kafka-storage.sh format --cluster-id=<cluster id> -c <props>`` (one argument: a ZooKeeper cluster's id may start with "-") on every controller lacking
         meta.properties (in parallel JVMs); brokers get their meta.properties written directly.
         The cluster id is the state's (a new one; a migrated ZooKeeper cluster's own)."""
         cfg = self.config
@@ -88,7 +88,7 @@ class KraftMode(MetadataMode):
             cfg.data_dir(n).mkdir(parents=True, exist_ok=True)
             cmd = dist.java_command(
                 dist.STORAGE_TOOL,
-                ["format", "-t", self.state.cluster_id or "", "-c", str(cfg.properties_file(n)), "--ignore-formatted",
+                ["format", f"--cluster-id={self.state.cluster_id or ''}", "-c", str(cfg.properties_file(n)), "--ignore-formatted",
                  *(["--release-version", cfg.release_version] if cfg.release_version else [])],
                 version=cfg.kafka_version,
             )

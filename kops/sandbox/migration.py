@@ -50,7 +50,8 @@ STATES = (NONE, PRE_MIGRATION, MIGRATION, POST_MIGRATION)
 ZK_BROKER_STARTED = "[KafkaServer id={id}] started"
 KRAFT_BROKER_STARTED = "[BrokerServer id={id}] Transition from STARTING to STARTED"
 CONTROLLER_STARTED = "[KafkaRaftServer nodeId={id}] Kafka Server started"
-#: what every controller logs once the migration is finalized (FeatureControlManager replays the record)
+#: what every controller logs (controller.log) once the migration is finalized (FeatureControlManager
+#: replays the record)
 FINALIZED_LINE = "changing the migration state from MIGRATION to POST_MIGRATION"
 
 
@@ -341,25 +342,23 @@ class SandboxMigration:
         with st.lock():
             st.load()
             old = sb.config
-            if old.migration != "migrating":
-                raise BadInput(f"the sandbox in {sb.workdir} is not migrating (mode {old.mode}, migration {old.migration})")
-            not_kraft = [b for b in old.broker_ids if old.broker_phase(b) != "kraft"]
-            if not_kraft:
-                raise BadInput(f"brokers {not_kraft} are not KRaft brokers yet: restart each with --phase kraft first "
-                               "(finalizing with ZooKeeper brokers left would cut them off)")
             deadline = time.monotonic() + timeout_s
-            new = old.with_(mode="kraft", migration="finalized", broker_phases={}).validate()
-            sb.config = new
-            sb.write_configs()
-            st.save()
-            classpath = sb.nodes.prepare()
-            t_end = time.monotonic() + new.stop_timeout_s
-            for c in new.controller_ids:
-                sb.log(f"restarting KRaft controller {c} without the migration settings")
-                sb.nodes.signal_and_wait([c], 15, t_end, new.stop_timeout_s)
-                sb.nodes.launch(c, classpath)
-                MigrationMode(st, sb.nodes, sb.log).wait_controllers([c], deadline, CONTROLLER_STARTED)
-            while not any(startup_complete(st, c, FINALIZED_LINE) for c in new.controller_ids):
+            if old.migration == "finalized" and st.key("zookeeper") in st.procs:
+                sb.log("the controllers were restarted without the migration settings already: waiting for them")
+                new = old
+            elif old.migration != "migrating":
+                raise BadInput(f"the sandbox in {sb.workdir} is not migrating (mode {old.mode}, migration {old.migration})")
+            else:
+                not_kraft = [b for b in old.broker_ids if old.broker_phase(b) != "kraft"]
+                if not_kraft:
+                    raise BadInput(f"brokers {not_kraft} are not KRaft brokers yet: restart each with --phase kraft "
+                                   "first (finalizing with ZooKeeper brokers left would cut them off)")
+                new = old.with_(mode="kraft", migration="finalized", broker_phases={}).validate()
+                sb.config = new
+                sb.write_configs()
+                st.save()
+                self._roll_controllers(deadline)
+            while not any(startup_complete(st, c, FINALIZED_LINE, "controller.log") for c in new.controller_ids):
                 if time.monotonic() > deadline:
                     raise ClusterError("no KRaft controller completed the migration (POST_MIGRATION) in time",
                                        details=failure_details(new, new.controller_ids[0]))
@@ -370,6 +369,17 @@ class SandboxMigration:
                 sb.nodes.signal_and_wait(["zookeeper"], 15, time.monotonic() + new.stop_timeout_s, new.stop_timeout_s)
                 st.procs.pop(st.key("zookeeper"), None)
             st.save()
+
+    def _roll_controllers(self, deadline: float) -> None:
+        """Restart the controllers one at a time with their properties as written now."""
+        sb, st, cfg = self.sb, self.state, self.sb.config
+        classpath = sb.nodes.prepare()
+        t_end = time.monotonic() + cfg.stop_timeout_s
+        for c in cfg.controller_ids:
+            sb.log(f"restarting KRaft controller {c} without the migration settings")
+            sb.nodes.signal_and_wait([c], 15, t_end, cfg.stop_timeout_s)
+            sb.nodes.launch(c, classpath)
+            MigrationMode(st, sb.nodes, sb.log).wait_controllers([c], deadline, CONTROLLER_STARTED)
 
     # -- rollback (before finalization) ------------------------------------------------------------
     def rollback(self, *, timeout_s: float | None = None) -> None:
