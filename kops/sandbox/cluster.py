@@ -491,13 +491,15 @@ class Sandbox:
             self.meta.wait_registered(todo, time.monotonic() + timeout_s, since=st.launched_ms(todo))
         return todo
 
-    def restart(self, broker_id: int, *, phase: str | None = None, timeout_s: float | None = None) -> bool:
+    def restart(self, broker_id: int, *, phase: str | None = None, timeout_s: float | None = None,
+                stop_timeout_s: float | None = None) -> bool:
         """Restart one broker: a graceful stop (waits until it left the cluster), then a start
         (waits until it is registered again). ``phase`` (a ZooKeeper -> KRaft migration,
         :mod:`kops.sandbox.migration`): the broker comes back in that phase, ``migrate`` (a
         ZooKeeper broker in migration mode) or ``kraft`` (a KRaft broker, once the metadata is
-        migrated), recorded in the state. A broker that was not running is started. Returns
-        whether it was running."""
+        migrated), recorded in the state. A broker that was not running is started.
+        ``stop_timeout_s``: SIGKILL after that long in the controlled shutdown (default
+        ``timeout_s``). Returns whether it was running."""
         st = self.state
         with st.lock():
             st.load()
@@ -512,7 +514,7 @@ class Sandbox:
                         raise BadInput(f"the metadata is not migrated yet (migration state {now.state}): restart every "
                                        "broker with --phase migrate and wait for MIGRATION before --phase kraft")
             stopped = self._stop_locked([broker_id], kill=False, wait=True,
-                                        timeout_s=timeout_s or self.config.stop_timeout_s)
+                                        timeout_s=stop_timeout_s or timeout_s or self.config.stop_timeout_s)
             if phase is not None and new is not self.config:
                 self.config = new
                 self.write_configs()

@@ -42,6 +42,8 @@ from kops.sandbox.state import Node
 if TYPE_CHECKING:
     from kops.sandbox.cluster import Sandbox
 
+#: a rollback's first broker: SIGKILL after this long in its controlled shutdown (no controller answers it)
+ROLLBACK_FIRST_STOP_S = 15.0
 #: Kafka's ZkMigrationState names (metadata/.../migration/ZkMigrationState.java), in order
 NONE, PRE_MIGRATION, MIGRATION, POST_MIGRATION = "NONE", "PRE_MIGRATION", "MIGRATION", "POST_MIGRATION"
 STATES = (NONE, PRE_MIGRATION, MIGRATION, POST_MIGRATION)
@@ -386,7 +388,9 @@ class SandboxMigration:
         """Back to ZooKeeper mode from brokers in migration mode (Kafka's "Reverting to ZooKeeper
         mode during the migration", for the step "Enter Migration Mode on the brokers"): the
         controllers are stopped and forgotten, ``/controller`` and ``/migration`` deleted, each
-        broker restarted without the migration settings. BadInput once a broker runs as a KRaft
+        broker restarted without the migration settings (the first one is killed after
+        :data:`ROLLBACK_FIRST_STOP_S` of its controlled shutdown, which waits for the KRaft
+        controller that is gone; the next ones shut down through it, the new controller). BadInput once a broker runs as a KRaft
         broker or the migration was finalized."""
         sb, st = self.sb, self.state
         timeout_s = timeout_s or sb.config.start_timeout_s
@@ -404,8 +408,10 @@ class SandboxMigration:
             if ctrls:
                 sb.log(f"stopping KRaft controllers {ctrls} (deprovisioning the quorum)")
                 sb.nodes.signal_and_wait(ctrls, 15, time.monotonic() + old.stop_timeout_s, old.stop_timeout_s)
-            for c in old.controller_ids:
+            for c in old.controller_ids:  # deprovisioned: a later migration starts from an empty quorum
                 st.procs.pop(st.key(c), None)
+                shutil.rmtree(old.data_dir(c), ignore_errors=True)
+            st.cluster_id = None
             with self._zk() as zk:
                 before = read_status(zk)
                 sb.log(f"deleting /controller and /migration (was {json.dumps(before.migration_znode)})")
@@ -416,8 +422,11 @@ class SandboxMigration:
             sb.config = old.with_(migration=None, broker_phases={}, controller_ports=None).validate()
             sb.write_configs()
             st.save()
-        for b in migrating:
-            sb.restart(b, timeout_s=timeout_s)
+        for i, b in enumerate(migrating):
+            # the first one's controlled shutdown waits for the KRaft controller, gone now ("Notifying
+            # KRaft of controlled shutdown"): it would wait until SIGKILL; once it is back as a plain
+            # ZooKeeper broker it becomes the controller and the others' shutdowns go to it
+            sb.restart(b, timeout_s=timeout_s, stop_timeout_s=ROLLBACK_FIRST_STOP_S if i == 0 else None)
 
 
 def _next_port(cfg, chosen: list[int]) -> int:

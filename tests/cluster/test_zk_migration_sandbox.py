@@ -4,7 +4,8 @@ process of its own): a 3-broker, 3-rack ZooKeeper cluster on Kafka 3.9.2 gets th
 controllers in migration mode, every broker is rolled into migration mode (the metadata is
 migrated: MIGRATION, a KRaft controller holds /controller), then into a KRaft broker, and the
 migration is finalized (POST_MIGRATION; ZooKeeper stopped). Nothing acknowledged before is lost
-and the topics, partitions and replica assignments are the same after."""
+and the topics, partitions and replica assignments are the same after. A first attempt is
+rolled back from dual write to ZooKeeper mode (Kafka's revert procedure) before."""
 
 from __future__ import annotations
 
@@ -81,13 +82,27 @@ def test_a_zookeeper_sandbox_migrates_to_kraft_end_to_end(zk39):
 
     sb = zk39
     bs = sb.bootstrap_servers
-    t0 = time.monotonic()
     create_topic(bs, TOPIC, partitions=6, rf=3, min_isr=2)
     acked = _produce(bs)
     assert len(acked) == MESSAGES
     before = _layout(bs)
     zk_controller = sb.controller_id()
     assert zk_controller in sb.broker_ids
+    t0 = time.monotonic()
+
+    # a first attempt, rolled back from dual write (Kafka's revert procedure): ZooKeeper mode again
+    _cli(sb, "migration", "controllers-up", "--controller-port", str(free_ports(1)[0]))
+    for b in sb.broker_ids:
+        _cli(sb, "restart", "--broker", str(b), "--phase", "migrate")
+    assert _cli(sb, "migration", "wait", "--state", "MIGRATION")["migration"]["controller"] == 1000
+    doc = _cli(sb, "migration", "rollback")
+    assert doc["migration"] == {"state": "NONE", "controller": doc["migration"]["controller"],
+                                "kraft_controller_epoch": None, "migration_znode": None}, doc["migration"]
+    assert doc["migration"]["controller"] in sb.broker_ids and doc["mode"] == "zookeeper"
+    assert doc["phases"] == {"0": "zookeeper", "1": "zookeeper", "2": "zookeeper"}
+    assert [p["name"] for p in doc["processes"] if p["role"] == "controller"] == []
+    assert _layout(bs) == before
+    t_rollback = time.monotonic() - t0
 
     # 1. KRaft controllers in migration mode beside ZooKeeper: the quorum waits for the brokers
     ports = free_ports(3)
@@ -108,9 +123,11 @@ def test_a_zookeeper_sandbox_migrates_to_kraft_end_to_end(zk39):
     assert doc["phases"] == {"0": "migrate", "1": "migrate", "2": "migrate"}
     assert _layout(bs)[TOPIC] == before[TOPIC]
 
-    # out of order: a ZooKeeper-mode rollback target, a finalize with ZooKeeper brokers left
+    # out of order: a finalize with ZooKeeper brokers left, a broker back to ZooKeeper mode
     r = kops("sandbox", "migration", "finalize", "--workdir", str(sb.workdir))
     assert r.returncode == 2 and "are not KRaft brokers yet" in r.stderr, r.stderr
+    r = kops("sandbox", "restart", "--broker", "0", "--phase", "zookeeper", "--workdir", str(sb.workdir))
+    assert r.returncode == 2, r.stderr  # not a --phase choice: the way back is `migration rollback`
 
     # 3. every broker a KRaft broker
     for b in sb.broker_ids:
@@ -138,4 +155,5 @@ def test_a_zookeeper_sandbox_migrates_to_kraft_end_to_end(zk39):
     assert set(after) - set(before) <= {"__consumer_offsets"}
     got = _consume_all(bs, acked)
     assert acked <= got, f"{len(acked - got)} acknowledged messages lost"
-    print(f"migration of 3 brokers, 3 controllers: {time.monotonic() - t0:.1f}s")
+    print(f"rollback round {t_rollback:.1f}s; with the migration of 3 brokers, 3 controllers: "
+          f"{time.monotonic() - t0:.1f}s")
