@@ -419,7 +419,11 @@ def restart(
     A broker that is not running is started. Exit 1 when it does not stop or start in time; exit
     2 for a --phase out of the migration's order (nothing changed)."""
     sb = _attach(workdir)
-    was_running = sb.restart(broker, phase=phase.value if phase else None, timeout_s=timeout)
+    if phase is not None:
+        was_running = sb.migration.restart(broker, phase.value, timeout_s=timeout)
+    else:
+        was_running = bool(sb.stop(broker, timeout_s=timeout))
+        sb.start(broker, timeout_s=timeout)
     _report("restart", sb, [broker], c.json, extra={"was_running": was_running,
                                                      "phase": sb.config.broker_phase(broker)})
 

@@ -213,9 +213,11 @@ class Sandbox:
                 {"id": b, "rack": self.racks[b], "address": self.broker_address(b),
                  "log_dir": str(cfg.log_dir(b)), "data_dir": str(cfg.data_dir(b)),
                  "data_dirs": [str(d) for d in cfg.data_dirs(b)],
-                 **({"failed_log_dirs": failed} if (failed := self._failed_log_dirs(b)) else {})}
+                 **({"failed_log_dirs": failed} if (failed := self._failed_log_dirs(b)) else {}),
+                 **({"phase": cfg.broker_phase(b)} if cfg.migration == "migrating" else {})}
                 for b in self.broker_ids
             ],
+            **({"migration": cfg.migration} if cfg.migration else {}),
             "controllers": [{"id": c, "address": f"{cfg.host}:{cfg.controller_port(c)}"} for c in self.controller_ids],
             **self.nodes.describe(),
         }
@@ -280,7 +282,7 @@ class Sandbox:
                 )
             classpath = self.nodes.prepare() if missing else ""
             if missing:
-                self.write_configs()
+                self._write_configs()
             deadline = time.monotonic() + timeout_s
             try:
                 t0 = time.monotonic()
@@ -331,8 +333,7 @@ class Sandbox:
         if refused:
             raise BadInput(refused)
 
-    def write_configs(self) -> None:
-        """Every node's properties file from the configuration (and the engine's overrides)."""
+    def _write_configs(self) -> None:
         write_node_configs(self.state, self.nodes, self.meta)
 
     def down(self, *, purge: bool = False, timeout_s: float | None = None) -> list[str]:
@@ -491,38 +492,6 @@ class Sandbox:
             self.meta.wait_registered(todo, time.monotonic() + timeout_s, since=st.launched_ms(todo))
         return todo
 
-    def restart(self, broker_id: int, *, phase: str | None = None, timeout_s: float | None = None,
-                stop_timeout_s: float | None = None) -> bool:
-        """Restart one broker: a graceful stop (waits until it left the cluster), then a start
-        (waits until it is registered again). ``phase`` (a ZooKeeper -> KRaft migration,
-        :mod:`kops.sandbox.migration`): the broker comes back in that phase, ``migrate`` (a
-        ZooKeeper broker in migration mode) or ``kraft`` (a KRaft broker, once the metadata is
-        migrated), recorded in the state. A broker that was not running is started.
-        ``stop_timeout_s``: SIGKILL after that long in the controlled shutdown (default
-        ``timeout_s``). Returns whether it was running."""
-        st = self.state
-        with st.lock():
-            st.load()
-            self.state.check_broker(broker_id)
-            if phase is not None:
-                new = self.config.with_broker_phase(broker_id, phase)
-                if phase == "kraft" and new is not self.config:
-                    from kops.sandbox.migration import MIGRATION
-
-                    now = self.migration.status()
-                    if now.state != MIGRATION:
-                        raise BadInput(f"the metadata is not migrated yet (migration state {now.state}): restart every "
-                                       "broker with --phase migrate and wait for MIGRATION before --phase kraft")
-            stopped = self._stop_locked([broker_id], kill=False, wait=True,
-                                        timeout_s=stop_timeout_s or timeout_s or self.config.stop_timeout_s)
-            if phase is not None and new is not self.config:
-                self.config = new
-                self.write_configs()
-                st.save()
-                self.log(f"broker {broker_id}: phase {phase}")
-        self.start(broker_id, timeout_s=timeout_s)
-        return bool(stopped)
-
     @property
     def migration(self):
         """The ZooKeeper -> KRaft migration verbs (:class:`kops.sandbox.migration.SandboxMigration`):
@@ -562,7 +531,7 @@ class Sandbox:
             self.config = new_cfg
             try:
                 classpath = self.nodes.prepare()
-                self.write_configs()
+                self._write_configs()
                 self.meta.prepare_broker(broker_id)
                 st.save()
                 self.log(f"adding broker {broker_id} (rack {new_cfg.rack_map[broker_id]}, port {port})"

@@ -6,8 +6,7 @@ The steps are Kafka's own (docs/ops.html, "ZooKeeper to KRaft Migration"), each 
 1. :meth:`SandboxMigration.start_controllers`: KRaft controllers (ids from 1000) formatted with
    the ZooKeeper cluster's id, ``zookeeper.metadata.migration.enable=true`` and
    ``zookeeper.connect``, next to the running ZooKeeper sandbox (state ``PRE_MIGRATION``);
-2. each broker restarted in phase ``migrate`` (:meth:`kops.sandbox.cluster.Sandbox.restart`
-   with ``phase``): still a ZooKeeper broker, also registered with the quorum; once every broker
+2. each broker restarted in phase ``migrate`` (:meth:`SandboxMigration.restart`): still a ZooKeeper broker, also registered with the quorum; once every broker
    is, the active controller copies ZooKeeper's metadata into its log, becomes the cluster's
    controller in ZooKeeper and writes both (``MIGRATION``, "dual write");
 3. each broker restarted in phase ``kraft``: a KRaft broker (``process.roles=broker``);
@@ -31,16 +30,14 @@ import json
 import shutil
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kops.errors import BadInput, ClusterError
 from kops.sandbox import procs
+from kops.sandbox.configs import write_node_configs
 from kops.sandbox.modes import ZooKeeperMode
 from kops.sandbox.readiness import fail_if_exited, failure_details, startup_complete, wait_metadata
 from kops.sandbox.state import Node
-
-if TYPE_CHECKING:
-    from kops.sandbox.cluster import Sandbox
 
 #: a rollback's first broker: SIGKILL after this long in its controlled shutdown (no controller answers it)
 ROLLBACK_FIRST_STOP_S = 15.0
@@ -244,8 +241,8 @@ class MigrationMode(ZooKeeperMode):
 class SandboxMigration:
     """The migration verbs of one sandbox (see the module doc); ``sb.migration``."""
 
-    def __init__(self, sandbox: Sandbox):
-        self.sb = sandbox
+    def __init__(self, sandbox: Any):
+        self.sb = sandbox  # the kops.sandbox.cluster.Sandbox whose verbs these are
 
     @property
     def state(self):
@@ -283,6 +280,32 @@ class SandboxMigration:
                                    f"/controller {st.controller}, /migration {st.migration_znode})")
             time.sleep(0.3)
 
+    # -- 2. and 3. the brokers ------------------------------------------------------------------------
+    def restart(self, broker_id: int, phase: str, *, timeout_s: float | None = None,
+                stop_timeout_s: float | None = None) -> bool:
+        """Restart one broker in migration ``phase``: ``migrate`` (a ZooKeeper broker in migration
+        mode) or ``kraft`` (a KRaft broker, once the metadata is migrated: ``MIGRATION``), recorded
+        in the state; the same phase again is a plain restart. A graceful stop (SIGKILL after
+        ``stop_timeout_s``), then a start that waits until the broker is registered again.
+        BadInput (nothing done) for a step out of Kafka's order. Returns whether it was running."""
+        sb, st = self.sb, self.state
+        with st.lock():
+            st.load()
+            st.check_broker(broker_id)
+            new = sb.config.with_broker_phase(broker_id, phase)
+            if new is not sb.config and phase == "kraft" and (now := self.status().state) != MIGRATION:
+                raise BadInput(f"the metadata is not migrated yet (migration state {now}): restart every broker "
+                               "with --phase migrate and wait for MIGRATION before --phase kraft")
+        stopped = sb.stop(broker_id, timeout_s=stop_timeout_s or timeout_s)
+        with st.updating():
+            new = sb.config.with_broker_phase(broker_id, phase)
+            if new is not sb.config:
+                sb.config = new
+                write_node_configs(st, sb.nodes, sb.meta)
+                sb.log(f"broker {broker_id}: phase {phase}")
+        sb.start(broker_id, timeout_s=timeout_s)
+        return bool(stopped)
+
     # -- 1. the controllers ------------------------------------------------------------------------
     def start_controllers(self, controllers: int = 1, *, ports: list[int] | None = None,
                           timeout_s: float | None = None) -> list[int]:
@@ -316,7 +339,7 @@ class SandboxMigration:
             sb.config = new
             try:
                 classpath = sb.nodes.prepare()
-                sb.write_configs()
+                write_node_configs(st, sb.nodes, sb.meta)
                 st.save()
                 sb.meta.start_controllers(new.controller_ids, classpath, time.monotonic() + timeout_s)  # type: ignore[attr-defined]
             except BaseException:  # as before: no controller, no quorum data (their logs stay)
@@ -357,7 +380,7 @@ class SandboxMigration:
                                    "first (finalizing with ZooKeeper brokers left would cut them off)")
                 new = old.with_(mode="kraft", migration="finalized", broker_phases={}).validate()
                 sb.config = new
-                sb.write_configs()
+                write_node_configs(st, sb.nodes, sb.meta)
                 st.save()
                 self._roll_controllers(deadline)
             while not any(startup_complete(st, c, FINALIZED_LINE, "controller.log") for c in new.controller_ids):
@@ -420,13 +443,14 @@ class SandboxMigration:
                         zk.delete(path)
             migrating = [b for b in old.broker_ids if old.broker_phase(b) == "migrate"]
             sb.config = old.with_(migration=None, broker_phases={}, controller_ports=None).validate()
-            sb.write_configs()
+            write_node_configs(st, sb.nodes, sb.meta)
             st.save()
         for i, b in enumerate(migrating):
             # the first one's controlled shutdown waits for the KRaft controller, gone now ("Notifying
             # KRaft of controlled shutdown"): it would wait until SIGKILL; once it is back as a plain
             # ZooKeeper broker it becomes the controller and the others' shutdowns go to it
-            sb.restart(b, timeout_s=timeout_s, stop_timeout_s=ROLLBACK_FIRST_STOP_S if i == 0 else None)
+            sb.stop(b, timeout_s=ROLLBACK_FIRST_STOP_S if i == 0 else timeout_s)
+            sb.start(b, timeout_s=timeout_s)
 
 
 def _next_port(cfg, chosen: list[int]) -> int:

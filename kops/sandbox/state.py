@@ -109,8 +109,8 @@ class SandboxState:
         brokers' phases; after finalization KRaft mode). Another mode or Kafka is ``up``'s to
         report, never taken over."""
         cfg = self.config
-        if not recorded.get("migration") or cfg.mode != "zookeeper" or cfg.migration == "finalized":
-            return
+        if not (recorded.get("migration") or cfg.migration) or cfg.mode != "zookeeper":
+            return  # no migration on either side (a rolled back one: this object's migration ends)
         if recorded.get("kafka_version") != cfg.kafka_version:
             return
         keys = ("mode", "migration", "broker_phases", "controllers", "controller_ports", "controller_base_port")

@@ -99,7 +99,7 @@ def test_secured_brokers_in_containers(tmp_path):
 
     sb = Sandbox(SandboxConfig(engine="docker", security="sasl_ssl", workdir=tmp_path, brokers=3,
                                      racks=("a", "b", "c")))
-    sb.write_configs()
+    sb._write_configs()
     props = parse_properties(sb.config.properties_file(1).read_text())
     assert props["listener.security.protocol.map"] == "INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL"
     assert props["inter.broker.listener.name"] == "INTERNAL" and "security.inter.broker.protocol" not in props

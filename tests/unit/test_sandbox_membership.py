@@ -180,7 +180,7 @@ def test_state_file_tells_other_processes(tmp_path):
 def test_generated_config_of_an_added_broker(tmp_path):
     sb = Sandbox(_cfg(tmp_path))
     sb.config = sb.config.with_broker_added(6, "b", 9300)
-    sb.write_configs()
+    sb._write_configs()
     props = parse_properties((tmp_path / "config" / "broker-6.properties").read_text())
     assert props == parse_properties(render_properties(sb.config.broker_properties(6)))
 

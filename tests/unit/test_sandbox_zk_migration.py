@@ -122,7 +122,8 @@ def test_phases_survive_the_state_file_and_another_process_takes_them_over(tmp_p
     stale = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))  # e.g. a test's fixture, made before
     assert isinstance(stale.meta, ZooKeeperMode) and not isinstance(stale.meta, MigrationMode)
     stale.state.save()
-    other = Sandbox(_migrating(tmp_path).with_broker_phase(1, "migrate"))  # the CLI, in another process
+    other = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))  # the CLI, in another process
+    other.config = _migrating(tmp_path).with_broker_phase(1, "migrate")
     other.state.save()
     doc = json.loads((tmp_path / "sandbox.json").read_text())
     assert doc["config"]["migration"] == "migrating" and doc["config"]["broker_phases"] == {"1": "migrate"}
@@ -142,6 +143,20 @@ def test_phases_survive_the_state_file_and_another_process_takes_them_over(tmp_p
 
 
 def test_another_mode_or_version_is_not_taken_over(tmp_path):
-    Sandbox(_migrating(tmp_path)).state.save()
+    sb = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))
+    sb.config = _migrating(tmp_path)
+    sb.state.save()
     mine = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3, kafka_version="3.8.1"))
     assert mine.config.migration is None and mine.config.kafka_version == "3.8.1"
+
+
+def test_a_rollback_in_another_process_is_taken_over(tmp_path):
+    mine = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))
+    mine.config = _migrating(tmp_path).with_broker_phase(0, "migrate")
+    mine.state.save()
+    other = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))
+    assert other.config.migration == "migrating"  # the work dir's migration, taken over at once
+    other.config = other.config.with_(migration=None, broker_phases={}, controller_ports=None).validate()
+    other.state.save()
+    mine.state.load()
+    assert mine.config.migration is None and mine.config.controller_ids == [] and type(mine.meta) is ZooKeeperMode
