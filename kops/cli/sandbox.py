@@ -43,6 +43,11 @@ class Engine(str, Enum):
     docker = "docker"
 
 
+class Phase(str, Enum):
+    migrate = "migrate"
+    kraft = "kraft"
+
+
 class Security(str, Enum):
     none = "none"
     sasl_plaintext = "sasl_plaintext"
@@ -396,6 +401,12 @@ def start(
 def restart(
     c: Context,
     broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="The broker to restart.")],
+    phase: Annotated[
+        Phase | None,
+        typer.Option("--phase", help="ZooKeeper -> KRaft migration: bring the broker back as a ZooKeeper broker in "
+                                     "migration mode (migrate) or as a KRaft broker (kraft, once the metadata is "
+                                     "migrated); recorded in the sandbox's state. See `kops sandbox migration`."),
+    ] = None,
     workdir: WorkdirOpt = None,
     timeout: TimeoutSOpt = None,
 ) -> None:
@@ -405,11 +416,16 @@ def restart(
 
         kops playbook run rolling-restart --param restart_command='kops sandbox restart --broker {broker}'
 
-    A broker that is not running is started. Exit 1 when it does not stop or start in time."""
+    A broker that is not running is started. Exit 1 when it does not stop or start in time; exit
+    2 for a --phase out of the migration's order (nothing changed)."""
     sb = _attach(workdir)
-    stopped = sb.stop(broker, timeout_s=timeout)
-    started = sb.start(broker, timeout_s=timeout)
-    _report("restart", sb, started, c.json, extra={"was_running": bool(stopped)})
+    if phase is not None:
+        was_running = sb.migration.restart(broker, phase.value, timeout_s=timeout)
+    else:
+        was_running = bool(sb.stop(broker, timeout_s=timeout))
+        sb.start(broker, timeout_s=timeout)
+    _report("restart", sb, [broker], c.json, extra={"was_running": was_running,
+                                                     "phase": sb.config.broker_phase(broker)})
 
 
 @app.command()
@@ -685,6 +701,108 @@ def fail_log_dir(
                    "offline_log_dirs": offline, "message": text})
     else:
         out_console().print(text, soft_wrap=True)
+
+
+migration_app = typer.Typer(
+    help=("A ZooKeeper -> KRaft migration (KIP-866) of a ZooKeeper-mode sandbox (Kafka 3.7 - 3.9), step by step: "
+          "controllers-up, `kops sandbox restart --broker B --phase migrate` for each broker, wait --state "
+          "MIGRATION, `restart --phase kraft` for each broker, finalize. rollback returns to ZooKeeper mode "
+          "before any broker runs as a KRaft broker."),
+    no_args_is_help=True,
+)
+app.add_typer(migration_app, name="migration")
+
+
+def _migration_report(sb, as_json: bool, text: str) -> None:
+    st = sb.migration.status()
+    if as_json:
+        emit_json({"message": text, "migration": st.to_dict(), "mode": sb.mode,
+                   "phases": {str(b): sb.config.broker_phase(b) for b in sb.broker_ids},
+                   "processes": _status_rows(sb)})
+        return
+    out_console().print(f"{text}; migration state {st.state}", soft_wrap=True)
+    _render_status(_status_rows(sb))
+
+
+@migration_app.command("controllers-up")
+@handle_errors
+@output_command
+def migration_controllers_up(
+    c: Context,
+    controllers: Annotated[int, typer.Option("--controllers", help="KRaft controller quorum size: 1 (default) or 3.")] = 1,
+    controller_port: Annotated[
+        int | None, typer.Option("--controller-port", min=1024, max=65535,
+                                 help="Port of the first controller; controller i gets port+i (default: the first "
+                                      "free ports above the sandbox's).")] = None,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Start KRaft controllers (ids from 1000) in migration mode next to the running ZooKeeper
+    sandbox: storage formatted with the ZooKeeper cluster's id (/cluster/id),
+    zookeeper.metadata.migration.enable=true, zookeeper.connect. Returns once they started and
+    the active one registered the migration in ZooKeeper (/migration: PRE_MIGRATION). The
+    cluster's controller moves to them once every broker runs with --phase migrate."""
+    sb = _attach(workdir)
+    ports = [controller_port + i for i in range(controllers)] if controller_port else None
+    ids = sb.migration.start_controllers(controllers, ports=ports, timeout_s=timeout)
+    _migration_report(sb, c.json, f"KRaft controllers {', '.join(map(str, ids))} run in migration mode "
+                                  f"({sb.config.quorum_voters})")
+
+
+@migration_app.command("status")
+@handle_errors
+@output_command
+def migration_status(c: Context, workdir: WorkdirOpt = None) -> None:
+    """Where the migration is, as Kafka names it (ZkMigrationState): NONE, PRE_MIGRATION (controllers
+    waiting for the brokers), MIGRATION (metadata migrated, dual write to ZooKeeper), POST_MIGRATION
+    (finalized: KRaft); read from ZooKeeper's /controller and /migration. Each broker's phase."""
+    sb = _attach(workdir)
+    _migration_report(sb, c.json, "brokers' phases: " + ", ".join(f"{b}={sb.config.broker_phase(b)}"
+                                                                   for b in sb.broker_ids))
+
+
+@migration_app.command("wait")
+@handle_errors
+@output_command
+def migration_wait(
+    c: Context,
+    state: Annotated[str, typer.Option("--state", help="NONE, PRE_MIGRATION, MIGRATION or POST_MIGRATION.")],
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Wait until the migration is in --state (default timeout 120 s; exit 1 after it)."""
+    sb = _attach(workdir)
+    sb.migration.wait_state(state.upper(), timeout_s=timeout or 120.0)
+    _migration_report(sb, c.json, f"migration state reached {state.upper()}")
+
+
+@migration_app.command("finalize")
+@handle_errors
+@output_command
+def migration_finalize(
+    c: Context,
+    keep_zookeeper: Annotated[bool, typer.Option("--keep-zookeeper", help="Leave ZooKeeper running.")] = False,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Finalize the migration once every broker runs as a KRaft broker: the controllers are
+    restarted without zookeeper.metadata.migration.enable and zookeeper.connect (POST_MIGRATION);
+    the sandbox is then in KRaft mode and ZooKeeper is stopped. No way back after this."""
+    sb = _attach(workdir)
+    sb.migration.finalize(stop_zookeeper=not keep_zookeeper, timeout_s=timeout)
+    _migration_report(sb, c.json, f"migration finalized: the sandbox runs in {sb.mode} mode")
+
+
+@migration_app.command("rollback")
+@handle_errors
+@output_command
+def migration_rollback(c: Context, workdir: WorkdirOpt = None, timeout: TimeoutSOpt = None) -> None:
+    """Back to ZooKeeper mode while no broker runs as a KRaft broker (Kafka's revert procedure):
+    the KRaft controllers are stopped, /controller and /migration deleted in ZooKeeper, and each
+    broker in migration mode restarted without the migration settings."""
+    sb = _attach(workdir)
+    sb.migration.rollback(timeout_s=timeout)
+    _migration_report(sb, c.json, "rolled back to ZooKeeper mode")
 
 
 image_app = typer.Typer(help="The container image of `kops sandbox up --engine docker`, built locally.",

@@ -63,6 +63,10 @@ def mode_of(state: SandboxState, nodes: Nodes, log: Log) -> MetadataMode:
         from kops.sandbox.kraft import KraftMode
 
         return KraftMode(state, nodes, log)
+    if state.config.migration == "migrating":
+        from kops.sandbox.migration import MigrationMode
+
+        return MigrationMode(state, nodes, log)
     return ZooKeeperMode(state, nodes, log)
 
 
@@ -82,7 +86,17 @@ class Sandbox:
         self.log: Log = log or nolog
         self.state = SandboxState(cfg.validate())
         self.nodes = nodes_of(self.state, self.log)
-        self.meta = mode_of(self.state, self.nodes, self.log)
+        self._meta_of = (self.config.mode, self.config.migration)
+        self._meta = mode_of(self.state, self.nodes, self.log)
+
+    @property
+    def meta(self) -> MetadataMode:
+        """The metadata mode the configuration names now (a ZooKeeper -> KRaft migration changes
+        it: :mod:`kops.sandbox.migration`)."""
+        now = (self.config.mode, self.config.migration)
+        if now != self._meta_of:
+            self._meta_of, self._meta = now, mode_of(self.state, self.nodes, self.log)
+        return self._meta
 
     # -- plain properties ------------------------------------------------------------------------
     @property
@@ -199,9 +213,11 @@ class Sandbox:
                 {"id": b, "rack": self.racks[b], "address": self.broker_address(b),
                  "log_dir": str(cfg.log_dir(b)), "data_dir": str(cfg.data_dir(b)),
                  "data_dirs": [str(d) for d in cfg.data_dirs(b)],
-                 **({"failed_log_dirs": failed} if (failed := self._failed_log_dirs(b)) else {})}
+                 **({"failed_log_dirs": failed} if (failed := self._failed_log_dirs(b)) else {}),
+                 **({"phase": cfg.broker_phase(b)} if cfg.migration == "migrating" else {})}
                 for b in self.broker_ids
             ],
+            **({"migration": cfg.migration} if cfg.migration else {}),
             "controllers": [{"id": c, "address": f"{cfg.host}:{cfg.controller_port(c)}"} for c in self.controller_ids],
             **self.nodes.describe(),
         }
@@ -475,6 +491,14 @@ class Sandbox:
                 self.nodes.launch(b, classpath)
             self.meta.wait_registered(todo, time.monotonic() + timeout_s, since=st.launched_ms(todo))
         return todo
+
+    @property
+    def migration(self):
+        """The ZooKeeper -> KRaft migration verbs (:class:`kops.sandbox.migration.SandboxMigration`):
+        start the controllers, read the migration's state, finalize, roll back."""
+        from kops.sandbox.migration import SandboxMigration
+
+        return SandboxMigration(self)
 
     # -- grow / shrink ---------------------------------------------------------------------------
     def add(self, broker_id: int, rack: str, *, port: int | None = None, timeout_s: float | None = None) -> int:

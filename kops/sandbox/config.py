@@ -32,6 +32,11 @@ STATE_CHANGE_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
 MAX_LOG_DIRS = 8
 #: KRaft brokers with more than one log dir: Kafka 3.7 and later (KIP-858)
 KRAFT_JBOD = (3, 7)
+#: ZooKeeper -> KRaft migration of a sandbox (``SandboxConfig.migration``; kops.sandbox.migration)
+MIGRATIONS = (None, "migrating", "finalized")
+#: a broker's phase in a migration: plain ZooKeeper broker, ZooKeeper broker in migration mode,
+#: KRaft broker
+BROKER_PHASES = ("zookeeper", "migrate", "kraft")
 
 # Fast start on small machines: C1 only, serial GC, no JIT warm-up hunger.
 FAST_JVM_FLAGS: tuple[str, ...] = (
@@ -198,6 +203,13 @@ class SandboxConfig:
     log_dirs: int = 1  # log dirs per broker (JBOD): data, data-1, ...
     extra_brokers: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # id -> {rack, port}
     removed_brokers: Sequence[int] = ()
+    #: ZooKeeper -> KRaft migration (KIP-866, kops.sandbox.migration): None; "migrating" (mode
+    #: zookeeper: KRaft controllers in migration mode run next to ZooKeeper); "finalized" (mode
+    #: kraft: the cluster was migrated from ZooKeeper)
+    migration: str | None = None
+    #: during a migration, broker id -> "migrate" (ZooKeeper broker in migration mode) or "kraft"
+    #: (KRaft broker); a broker not named is a plain ZooKeeper broker
+    broker_phases: Mapping[int, str] = field(default_factory=dict)
 
     # -- derived -----------------------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -226,6 +238,11 @@ class SandboxConfig:
         except (TypeError, ValueError):
             raise BadInput(f"removed brokers {self.removed_brokers!r}: expected broker ids") from None
         object.__setattr__(self, "removed_brokers", removed)
+        try:
+            phases = {int(b): str(p) for b, p in dict(self.broker_phases or {}).items()}
+        except (TypeError, ValueError):
+            raise BadInput(f"broker phases {self.broker_phases!r}: expected broker id -> phase") from None
+        object.__setattr__(self, "broker_phases", dict(sorted(phases.items())))
 
     def validate(self) -> SandboxConfig:
         """Raise :class:`BadInput` naming every problem; return self."""
@@ -280,6 +297,7 @@ class SandboxConfig:
             if self.controller_ports is not None and len(self.controller_ports) != self.controllers:
                 raise BadInput(f"{len(self.controller_ports)} controller ports for {self.controllers} controllers")
         self._validate_membership()
+        self._validate_migration()
         self.rack_map  # validates racks
         ports = self.all_ports()
         for name, p in ports.items():
@@ -324,6 +342,64 @@ class SandboxConfig:
                 "ZooKeeper mode or a newer --kafka-version"
             )
 
+    def _validate_migration(self) -> None:
+        """A ZooKeeper -> KRaft migration: ZooKeeper mode with KRaft controllers ("migrating") on
+        a Kafka that has both (3.7 - 3.9), local JVMs, not secured; brokers' phases known."""
+        if self.migration not in MIGRATIONS:
+            raise BadInput(f"migration {self.migration!r}: expected one of {', '.join(map(str, MIGRATIONS))}")
+        if self.migration == "migrating":
+            if self.mode != "zookeeper":
+                raise BadInput("a ZooKeeper -> KRaft migration starts from a ZooKeeper-mode sandbox")
+            rel = dist.release(self.kafka_version)
+            if rel < dist.OLDEST_KRAFT:
+                raise BadInput(f"a ZooKeeper -> KRaft migration in the sandbox needs Kafka "
+                               f"{dist.line(dist.OLDEST_KRAFT)} - {dist.line(dist.LAST_ZOOKEEPER)} (both modes); "
+                               f"this sandbox runs Kafka {self.kafka_version}")
+            if self.engine != "jvm" or self.secured:
+                raise BadInput("the sandbox migrates local JVMs without --security only (engine jvm, security none)")
+            if self.controllers not in (1, 3, 5):
+                raise BadInput(f"controllers {self.controllers}: use a quorum of 1, 3 or 5")
+            if self.controller_ports is not None and len(self.controller_ports) != self.controllers:
+                raise BadInput(f"{len(self.controller_ports)} controller ports for {self.controllers} controllers")
+        bad = {b: p for b, p in self.broker_phases.items() if p not in BROKER_PHASES[1:]}
+        if bad:
+            raise BadInput(f"broker phases {bad}: expected {' or '.join(BROKER_PHASES[1:])}")
+        if self.broker_phases and self.migration != "migrating":
+            raise BadInput("brokers have migration phases only while KRaft controllers migrate the cluster")
+        unknown = sorted(set(self.broker_phases) - set(self.broker_ids))
+        if unknown:
+            raise BadInput(f"broker phases name brokers {unknown} that the sandbox does not have ({self.broker_ids})")
+
+    def broker_phase(self, broker_id: int) -> str:
+        """``zookeeper``, ``migrate`` (ZooKeeper broker in migration mode) or ``kraft`` (KRaft
+        broker: mode kraft, or restarted as one during a migration)."""
+        if self.mode == "kraft":
+            return "kraft"
+        return self.broker_phases.get(broker_id, "zookeeper")
+
+    def with_broker_phase(self, broker_id: int, phase: str) -> SandboxConfig:
+        """This config with ``broker_id`` in migration ``phase`` (``kops sandbox restart --phase``),
+        in Kafka's order: ``zookeeper`` -> ``migrate`` (once the KRaft controllers run in
+        migration mode) -> ``kraft``; the same phase again is a plain restart. BadInput for any
+        other step (back from ``migrate`` is :meth:`kops.sandbox.migration.SandboxMigration.rollback`)."""
+        if broker_id not in self.broker_ids:
+            raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
+        if phase not in BROKER_PHASES:
+            raise BadInput(f"--phase {phase!r}: expected one of {', '.join(BROKER_PHASES)}")
+        now = self.broker_phase(broker_id)
+        if phase == now:
+            return self
+        if self.migration != "migrating":
+            raise BadInput(f"broker {broker_id} is a {now} broker and the sandbox is not migrating: start the KRaft "
+                           "controllers first (`kops sandbox migration controllers-up`)")
+        allowed = {("zookeeper", "migrate"), ("migrate", "kraft")}
+        if (now, phase) not in allowed:
+            hint = ("; back to ZooKeeper mode is `kops sandbox migration rollback`" if now == "migrate"
+                    else "; restart it with --phase migrate first" if phase == "kraft" else "")
+            raise BadInput(f"broker {broker_id} is in phase {now}: it cannot go to {phase}{hint}")
+        phases = {**self.broker_phases, broker_id: phase}
+        return self.with_(broker_phases=phases).validate()
+
     def _validate_membership(self) -> None:
         base = self.base_broker_ids
         stray = [b for b in self.removed_brokers if b not in base]
@@ -357,7 +433,8 @@ class SandboxConfig:
     @property
     def controller_ids(self) -> list[int]:
         """KRaft controller node ids: after the broker ids, from 1000 (no clash with brokers)."""
-        return [1000 + i for i in range(self.controllers)] if self.mode == "kraft" else []
+        kraft = self.mode == "kraft" or self.migration == "migrating"
+        return [1000 + i for i in range(self.controllers)] if kraft else []
 
     @property
     def base_rack_map(self) -> dict[int, str]:
@@ -598,7 +675,8 @@ class SandboxConfig:
             raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
         port = self.broker_port(broker_id)
         props: dict[str, str] = {}
-        if self.mode == "zookeeper":
+        phase = self.broker_phase(broker_id)
+        if phase != "kraft":
             props |= {
                 "broker.id": str(broker_id),
                 "zookeeper.connect": self.zookeeper_connect or "",
@@ -607,6 +685,14 @@ class SandboxConfig:
                 "listeners": f"{self.listener_protocol}://{self.host}:{port}",
                 "advertised.listeners": f"{self.listener_protocol}://{self.host}:{port}",
             }
+            if phase == "migrate":  # KIP-866: a ZooKeeper broker that also registers with the KRaft quorum
+                props |= {
+                    "zookeeper.metadata.migration.enable": "true",
+                    "controller.quorum.voters": self.quorum_voters,
+                    "controller.listener.names": "CONTROLLER",
+                    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "inter.broker.protocol.version": dist.line(dist.release(self.kafka_version)),
+                }
         else:
             props |= {
                 "process.roles": "broker",
@@ -638,7 +724,13 @@ class SandboxConfig:
         """KRaft controller-only node."""
         if node_id not in self.controller_ids:
             raise BadInput(f"no controller {node_id} in this sandbox (controllers {self.controller_ids})")
-        return {
+        migrating = {  # KIP-866: the quorum takes the cluster's metadata over from ZooKeeper
+            "zookeeper.metadata.migration.enable": "true",
+            "zookeeper.connect": self.zookeeper_connect or "",
+            "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
+            "inter.broker.listener.name": "PLAINTEXT",  # how the controllers reach the ZooKeeper brokers
+        } if self.migration == "migrating" else {}
+        return migrating | {
             "process.roles": "controller",
             "node.id": str(node_id),
             "controller.quorum.voters": self.quorum_voters,
@@ -698,6 +790,7 @@ class SandboxConfig:
         d["racks"] = {str(k): v for k, v in self.base_rack_map.items()}
         d["extra_brokers"] = {str(b): dict(e) for b, e in self.extra_brokers.items()}
         d["removed_brokers"] = list(self.removed_brokers)
+        d["broker_phases"] = {str(b): p for b, p in self.broker_phases.items()}
         d["data_disk_mb"] = {str(b): mb for b, mb in self.data_disk_mb.items()}
         d["broker_ports"] = list(self.broker_ports) if self.broker_ports is not None else None
         d["controller_ports"] = list(self.controller_ports) if self.controller_ports is not None else None

@@ -42,7 +42,7 @@ class KraftMode(MetadataMode):
             st.cluster_id = new_cluster_id()
             st.save()
         if missing:
-            self._format([*cfg.controller_ids, *cfg.broker_ids], deadline)
+            self.format_storage([*cfg.controller_ids, *cfg.broker_ids], deadline)
         ctrls = [n for n in missing if n in cfg.controller_ids]
         if ctrls:
             self.log(f"starting KRaft controllers {ctrls} ({cfg.quorum_voters})")
@@ -70,9 +70,10 @@ class KraftMode(MetadataMode):
             tmp.write_text(text)
             tmp.replace(d / "meta.properties")
 
-    def _format(self, nodes: list[int], deadline: float) -> None:
-        """``kafka-storage.sh format -t <cluster id> -c <props>`` on every controller lacking
-        meta.properties (in parallel JVMs); brokers get their meta.properties written directly."""
+    def format_storage(self, nodes: list[int], deadline: float) -> None:
+        """``kafka-storage.sh format --cluster-id=<cluster id> -c <props>`` (one argument: a ZooKeeper cluster's id may start with "-") on every controller lacking
+        meta.properties (in parallel JVMs); brokers get their meta.properties written directly.
+        The cluster id is the state's (a new one; a migrated ZooKeeper cluster's own)."""
         cfg = self.config
         todo = [n for n in nodes
                 if not all((d / "meta.properties").exists() or logdirs.is_failed(d) for d in cfg.data_dirs(n))]
@@ -87,7 +88,7 @@ class KraftMode(MetadataMode):
             cfg.data_dir(n).mkdir(parents=True, exist_ok=True)
             cmd = dist.java_command(
                 dist.STORAGE_TOOL,
-                ["format", "-t", self.state.cluster_id or "", "-c", str(cfg.properties_file(n)), "--ignore-formatted",
+                ["format", f"--cluster-id={self.state.cluster_id or ''}", "-c", str(cfg.properties_file(n)), "--ignore-formatted",
                  *(["--release-version", cfg.release_version] if cfg.release_version else [])],
                 version=cfg.kafka_version,
             )

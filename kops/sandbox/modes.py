@@ -176,7 +176,7 @@ class ZooKeeperMode(MetadataMode):
                     and (b not in since or self.startup_complete(b))
                 }
                 ctrl = probe.zk_controller(zk)
-                if ok == want and ctrl is not None and ctrl in regs:
+                if ok == want and self.controller_serves(ctrl, regs):
                     break
                 fail_if_exited(self.nodes.running, self.config, sorted(want - ok), "registered in ZooKeeper")
                 if time.monotonic() > deadline:
@@ -202,7 +202,7 @@ class ZooKeeperMode(MetadataMode):
             while True:
                 regs = probe.zk_registrations(zk)
                 ctrl = probe.zk_controller(zk)
-                if not (gone & set(regs)) and (not remaining or (ctrl is not None and ctrl in regs)):
+                if not (gone & set(regs)) and (not remaining or self.controller_serves(ctrl, regs)):
                     break
                 if time.monotonic() > deadline:
                     raise ClusterError(
@@ -210,9 +210,19 @@ class ZooKeeperMode(MetadataMode):
                         if gone & set(regs) else "no controller was elected after the brokers stopped"
                     )
                 time.sleep(0.2)
+        remaining = self.metadata_brokers(remaining)
         if remaining:
             wait_metadata(self.config, remaining, present=set(), absent=gone, deadline=deadline,
                           client_config=self.client_config())
+
+    def metadata_brokers(self, brokers: list[int]) -> list[int]:
+        """Those of ``brokers`` whose metadata tells when a broker left the cluster."""
+        return brokers
+
+    def controller_serves(self, ctrl: int | None, regs) -> bool:
+        """The controller in /controller is one that serves: a registered broker (a KRaft
+        controller during a migration: :class:`kops.sandbox.migration.MigrationMode`)."""
+        return ctrl is not None and ctrl in regs
 
     def require_running(self) -> None:
         if not self.nodes.running("zookeeper"):

@@ -39,15 +39,16 @@ def failure_details(config: SandboxConfig, node: Node, lines: int = 25) -> list[
     return out or [f"(no log output in {config.node_dir(node)})"]
 
 
-def startup_complete(state: SandboxState, broker_id: int, needle: str) -> bool:
+def startup_complete(state: SandboxState, broker_id: int, needle: str, log_file: str = "server.log") -> bool:
     """The broker logged the end of its start-up (``needle``) since its last launch. Until then
-    Kafka refuses a graceful shutdown (it halts instead), so start-up waits for it."""
+    Kafka refuses a graceful shutdown (it halts instead), so start-up waits for it. ``log_file``:
+    another of the node's log4j files (a KRaft controller's ``controller.log``)."""
     rec = state.procs.get(state.key(broker_id)) or {}
     launched = rec.get("launched_ms", 0) / 1000.0
     offset = int(rec.get("log_offset", 0))
     log_dir = state.config.log_dir(broker_id)
-    files = [log_dir / "server.log"]
-    files += [p for p in log_dir.glob("server.log.*") if p.stat().st_mtime >= launched - 1]
+    files = [log_dir / log_file]
+    files += [p for p in log_dir.glob(f"{log_file}.*") if p.stat().st_mtime >= launched - 1]
     for f in files:
         try:
             with open(f, "rb") as fh:

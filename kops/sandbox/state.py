@@ -54,8 +54,9 @@ class SandboxState:
         return node_key(node, self.config)
 
     def base_nodes(self) -> list[Node]:
-        """ZooKeeper, or the KRaft controllers: what the brokers need running first."""
-        return ["zookeeper"] if self.config.mode == "zookeeper" else list(self.config.controller_ids)
+        """ZooKeeper, or the KRaft controllers (both during a ZooKeeper -> KRaft migration): what
+        the brokers need running first."""
+        return (["zookeeper"] if self.config.mode == "zookeeper" else []) + list(self.config.controller_ids)
 
     def nodes(self) -> list[Node]:
         return [*self.base_nodes(), *self.config.broker_ids]
@@ -100,6 +101,23 @@ class SandboxState:
                           removed_brokers=recorded.get("removed_brokers") or ())
         if (probe.extra_brokers, probe.removed_brokers) != (cfg.extra_brokers, cfg.removed_brokers):
             self.config = probe
+        self._adopt_migration(recorded)
+
+    def _adopt_migration(self, recorded: dict[str, Any]) -> None:
+        """A ZooKeeper -> KRaft migration moved on in another process (``kops sandbox migration
+        ...``): this object's ZooKeeper sandbox takes over the recorded migration (controllers,
+        brokers' phases; after finalization KRaft mode). Another mode or Kafka is ``up``'s to
+        report, never taken over."""
+        cfg = self.config
+        if not (recorded.get("migration") or cfg.migration) or cfg.mode != "zookeeper":
+            return  # no migration on either side (a rolled back one: this object's migration ends)
+        if recorded.get("kafka_version") != cfg.kafka_version:
+            return
+        keys = ("mode", "migration", "broker_phases", "controllers", "controller_ports", "controller_base_port")
+        changes = {k: recorded.get(k) for k in keys if k in recorded}
+        adopted = cfg.with_(**changes)
+        if adopted != cfg:
+            self.config = adopted
 
     def document(self) -> dict[str, Any]:
         cfg = self.config

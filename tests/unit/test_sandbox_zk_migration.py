@@ -1,0 +1,162 @@
+"""A ZooKeeper -> KRaft migration of the sandbox (kops.sandbox.migration): the pure parts — the
+migration state read from ZooKeeper's znodes, each phase's properties, the order of the phases,
+what the state file keeps and what another process takes over. No cluster, no JVM."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kops.errors import BadInput
+from kops.sandbox.cluster import Sandbox
+from kops.sandbox.config import SandboxConfig
+from kops.sandbox.migration import MIGRATION, NONE, POST_MIGRATION, PRE_MIGRATION, MigrationMode, classify
+from kops.sandbox.modes import ZooKeeperMode
+
+
+def _migrating(tmp_path, **kw) -> SandboxConfig:
+    return SandboxConfig(workdir=tmp_path, brokers=3, migration="migrating", controllers=3,
+                         controller_ports=[9300, 9301, 9302], **kw).validate()
+
+
+# -- the state, from /controller and /migration ------------------------------------------------------
+@pytest.mark.parametrize("controller, migration, finalized, want", [
+    (None, None, False, NONE),
+    ({"version": 2, "brokerid": 1, "timestamp": "1"}, None, False, NONE),                     # a ZooKeeper controller
+    ({"version": 2, "brokerid": 1, "timestamp": "1", "kraftControllerEpoch": -1}, None, False, NONE),
+    ({"version": 2, "brokerid": 1, "timestamp": "1"},                                         # quorum waits for brokers
+     {"version": 0, "kraft_controller_id": 1000, "kraft_controller_epoch": 1, "kraft_metadata_offset": -1,
+      "kraft_metadata_epoch": -1}, False, PRE_MIGRATION),
+    ({"version": 2, "brokerid": 1000, "timestamp": "1", "kraftControllerEpoch": 1}, None, False, PRE_MIGRATION),
+    ({"version": 2, "brokerid": 1000, "timestamp": "1", "kraftControllerEpoch": 1},           # dual write
+     {"version": 0, "kraft_controller_id": 1000, "kraft_controller_epoch": 1, "kraft_metadata_offset": 32,
+      "kraft_metadata_epoch": 1}, False, MIGRATION),
+    (None, None, True, POST_MIGRATION),
+])
+def test_the_migration_state_is_read_as_kafka_names_it(controller, migration, finalized, want):
+    assert classify(controller, migration, finalized=finalized) == want
+
+
+# -- properties of each phase ------------------------------------------------------------------------
+def test_the_controllers_of_a_migration_run_next_to_zookeeper(tmp_path):
+    cfg = _migrating(tmp_path, zookeeper_port=12181)
+    assert cfg.mode == "zookeeper" and cfg.controller_ids == [1000, 1001, 1002]
+    assert cfg.all_ports()["zookeeper port"] == 12181 and cfg.all_ports()["controller 1001 port"] == 9301
+    props = cfg.controller_properties(1000)
+    assert props["process.roles"] == "controller" and props["node.id"] == "1000"
+    assert props["zookeeper.metadata.migration.enable"] == "true"
+    assert props["zookeeper.connect"] == "127.0.0.1:12181"
+    assert props["controller.quorum.voters"] == "1000@127.0.0.1:9300,1001@127.0.0.1:9301,1002@127.0.0.1:9302"
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
+    # without a migration, a ZooKeeper sandbox has no controllers
+    assert SandboxConfig(workdir=tmp_path).controller_ids == []
+
+
+def test_each_broker_phase_has_kafkas_settings(tmp_path):
+    cfg = _migrating(tmp_path).with_broker_phase(0, "migrate").with_broker_phase(1, "migrate")
+    cfg = cfg.with_broker_phase(1, "kraft")
+    zk, mig, kraft = (cfg.broker_properties(b) for b in (2, 0, 1))
+    assert "zookeeper.metadata.migration.enable" not in zk and zk["broker.id"] == "2"
+    assert mig["broker.id"] == "0" and mig["zookeeper.connect"] == cfg.zookeeper_connect
+    assert mig["zookeeper.metadata.migration.enable"] == "true"
+    assert mig["controller.quorum.voters"] == cfg.quorum_voters and mig["controller.listener.names"] == "CONTROLLER"
+    assert mig["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    assert mig["inter.broker.protocol.version"] == "3.9"
+    assert kraft["process.roles"] == "broker" and kraft["node.id"] == "1"
+    assert not {"zookeeper.connect", "zookeeper.metadata.migration.enable", "broker.id",
+                "inter.broker.protocol.version"} & set(kraft)
+    assert kraft["broker.rack"] == cfg.rack_map[1]
+    # finalized: the same KRaft broker as in phase kraft, controllers without the migration
+    done = cfg.with_broker_phase(0, "kraft").with_broker_phase(2, "migrate").with_broker_phase(2, "kraft")
+    fin = done.with_(mode="kraft", migration="finalized", broker_phases={}).validate()
+    assert fin.controller_ids == [1000, 1001, 1002] and "zookeeper port" not in fin.all_ports()
+    assert fin.broker_properties(1) == kraft
+    assert not {"zookeeper.connect", "zookeeper.metadata.migration.enable"} & set(fin.controller_properties(1000))
+
+
+def test_the_phases_go_in_kafkas_order_only(tmp_path):
+    plain = SandboxConfig(workdir=tmp_path, brokers=3)
+    with pytest.raises(BadInput, match="not migrating: start the KRaft controllers first"):
+        plain.with_broker_phase(0, "migrate")
+    assert plain.with_broker_phase(0, "zookeeper") is plain  # a plain restart
+    cfg = _migrating(tmp_path)
+    with pytest.raises(BadInput, match="restart it with --phase migrate first"):
+        cfg.with_broker_phase(0, "kraft")
+    m = cfg.with_broker_phase(0, "migrate")
+    assert m.with_broker_phase(0, "migrate") is m
+    with pytest.raises(BadInput, match="`kops sandbox migration rollback`"):
+        m.with_broker_phase(0, "zookeeper")
+    k = m.with_broker_phase(0, "kraft")
+    with pytest.raises(BadInput, match="cannot go to migrate"):
+        k.with_broker_phase(0, "migrate")
+    with pytest.raises(BadInput, match="--phase 'broker'"):
+        cfg.with_broker_phase(0, "broker")
+    with pytest.raises(BadInput, match="no broker 7"):
+        cfg.with_broker_phase(7, "migrate")
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({"kafka_version": "3.6.2"}, "needs Kafka 3.7 - 3.9"),
+    ({"security": "sasl_ssl"}, "local JVMs without --security only"),
+    ({"engine": "docker"}, "local JVMs without --security only"),
+])
+def test_a_migration_is_refused_where_the_sandbox_cannot_run_it(tmp_path, kw, why):
+    with pytest.raises(BadInput, match=why):
+        SandboxConfig(workdir=tmp_path, migration="migrating", **kw).validate()
+
+
+def test_bad_migration_settings_are_refused(tmp_path):
+    with pytest.raises(BadInput, match="expected one of"):
+        SandboxConfig(workdir=tmp_path, migration="half").validate()
+    with pytest.raises(BadInput, match="only while KRaft controllers migrate"):
+        SandboxConfig(workdir=tmp_path, broker_phases={0: "migrate"}).validate()
+    with pytest.raises(BadInput, match="starts from a ZooKeeper-mode sandbox"):
+        SandboxConfig(workdir=tmp_path, mode="kraft", migration="migrating").validate()
+    with pytest.raises(BadInput, match="2 controller ports for 3 controllers"):
+        SandboxConfig(workdir=tmp_path, migration="migrating", controllers=3, controller_ports=[1, 2]).validate()
+
+
+# -- the state file, and another process ---------------------------------------------------------------
+def test_phases_survive_the_state_file_and_another_process_takes_them_over(tmp_path):
+    stale = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))  # e.g. a test's fixture, made before
+    assert isinstance(stale.meta, ZooKeeperMode) and not isinstance(stale.meta, MigrationMode)
+    stale.state.save()
+    other = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))  # the CLI, in another process
+    other.config = _migrating(tmp_path).with_broker_phase(1, "migrate")
+    other.state.save()
+    doc = json.loads((tmp_path / "sandbox.json").read_text())
+    assert doc["config"]["migration"] == "migrating" and doc["config"]["broker_phases"] == {"1": "migrate"}
+    again = SandboxConfig.from_dict({**doc["config"], "workdir": str(tmp_path)})
+    assert again.broker_phases == {1: "migrate"} and again.controller_ids == [1000, 1001, 1002]
+    stale.state.load()
+    assert stale.config.migration == "migrating" and stale.config.broker_phase(1) == "migrate"
+    assert isinstance(stale.meta, MigrationMode)
+    assert stale.state.base_nodes() == ["zookeeper", 1000, 1001, 1002]
+    # finalized in another process: the stale object becomes a KRaft sandbox
+    fin = other.config.with_(mode="kraft", migration="finalized", broker_phases={}).validate()
+    other.config = fin
+    other.state.save()
+    stale.state.load()
+    assert stale.mode == "kraft" and stale.meta.name == "kraft"
+    assert stale.state.base_nodes() == [1000, 1001, 1002]
+
+
+def test_another_mode_or_version_is_not_taken_over(tmp_path):
+    sb = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))
+    sb.config = _migrating(tmp_path)
+    sb.state.save()
+    mine = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3, kafka_version="3.8.1"))
+    assert mine.config.migration is None and mine.config.kafka_version == "3.8.1"
+
+
+def test_a_rollback_in_another_process_is_taken_over(tmp_path):
+    mine = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))
+    mine.config = _migrating(tmp_path).with_broker_phase(0, "migrate")
+    mine.state.save()
+    other = Sandbox(SandboxConfig(workdir=tmp_path, brokers=3))
+    assert other.config.migration == "migrating"  # the work dir's migration, taken over at once
+    other.config = other.config.with_(migration=None, broker_phases={}, controller_ports=None).validate()
+    other.state.save()
+    mine.state.load()
+    assert mine.config.migration is None and mine.config.controller_ids == [] and type(mine.meta) is ZooKeeperMode
