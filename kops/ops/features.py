@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kops.cluster.features import (
-    METADATA_VERSION,
     UPDATE_FEATURES,
     Features,
     Raise,
@@ -83,18 +82,20 @@ def raise_features(conn, wanted: Mapping[str, int], *, dry_run: bool, wait_s: fl
 def _wait_for_levels(conn, raises: list[Raise], wait_s: float) -> Features:
     """Read the features until every raised one answers with its new level (a broker applies
     the controller's record a moment later)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        now = read_features(conn)
-        late = [r for r in raises if (now.get(r.name) is None or now.get(r.name).finalized != r.to)]  # type: ignore[union-attr]
-        if not late:
-            return now
-        if time.monotonic() > deadline:
-            raise ClusterError("the controller accepted " + ", ".join(r.describe() for r in raises) + " but after "
-                               f"{wait_s:.0f} s the cluster still answers "
-                               + ", ".join(f"{r.name} at {now.get(r.name).finalized if now.get(r.name) else '-'}"
-                                           for r in late))
-        time.sleep(0.5)
+    from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+    def late(now: Features) -> list[Raise]:
+        return [r for r in raises if now.get(r.name) is None or now.get(r.name).finalized != r.to]  # type: ignore[union-attr]
+
+    try:
+        return Retrying(stop=stop_after_delay(wait_s), wait=wait_fixed(0.5),
+                        retry=retry_if_result(lambda now: bool(late(now))))(read_features, conn)
+    except RetryError as e:
+        now = e.last_attempt.result()
+        raise ClusterError("the controller accepted " + ", ".join(r.describe() for r in raises) + " but after "
+                           f"{wait_s:.0f} s the cluster still answers "
+                           + ", ".join(f"{r.name} at {now.get(r.name).finalized if now.get(r.name) else '-'}"
+                                       for r in late(now))) from None
 
 
-__all__ = ["FeaturesResult", "METADATA_VERSION", "raise_features"]
+__all__ = ["FeaturesResult", "raise_features"]

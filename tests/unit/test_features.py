@@ -17,7 +17,7 @@ from kops.cluster.features import (
     plan_raises,
     wanted_levels,
 )
-from kops.errors import BadInput
+from kops.errors import BadInput, ClusterError
 
 
 def _features(mv_finalized=21, mv_max=33) -> Features:
@@ -106,3 +106,19 @@ def test_the_upgrade_playbook_validates_and_dry_runs_on_a_snapshot(tmp_path):
     r = run(zk, "4.0")
     assert r.exit_code == 2 and "a ZooKeeper-mode cluster takes its version from each broker's" in r.output
     assert "[preflight] health_gate" not in r.output  # refused before the first step
+
+
+def test_the_raise_waits_until_the_cluster_answers_the_new_level(monkeypatch):
+    """The broker applies the controller's record a moment later: read until it shows; a level
+    that never shows is named with what the cluster still answers."""
+    from kops.ops import features as ops_features
+
+    answers = [_features(21), _features(21), _features(25)]
+    monkeypatch.setattr(ops_features, "read_features", lambda conn: answers.pop(0) if len(answers) > 1 else answers[0])
+    r = Raise("metadata.version", 21, 25)
+    assert ops_features._wait_for_levels(None, [r], 5.0).get("metadata.version").finalized == 25
+    assert len(answers) == 1  # read three times
+
+    monkeypatch.setattr(ops_features, "read_features", lambda conn: _features(21))
+    with pytest.raises(ClusterError, match=r"after 1 s the cluster still answers metadata.version at 21"):
+        ops_features._wait_for_levels(None, [r], 1.0)
