@@ -25,6 +25,17 @@ from typing import Any
 from kops.errors import BadInput
 from kops.placement.state import PlacementState
 
+
+class OnlyCordonedRoom(BadInput):
+    """A partition's forced move has nowhere to go rack-safely but cordoned brokers (``closed``):
+    the refusal, with the partition and the brokers for a caller to say it its own way."""
+
+    def __init__(self, topic: str, partition: int, closed: list[int]):
+        self.topic, self.partition, self.closed = topic, partition, list(closed)
+        super().__init__(f"{topic}-{partition} needs a new replica and only cordoned brokers "
+                         f"({', '.join(map(str, self.closed))}) could take it rack-safely; uncordon one "
+                         "(kops broker uncordon ID) or plan for fewer brokers")
+
 __all__ = ["Prepared", "Repair", "in_place", "prepare"]
 
 
@@ -231,13 +242,10 @@ class Repair:
             raise AssertionError("no broker left to add (feasibility was checked)")
         return best
 
-    def _cordoned(self) -> BadInput:
+    def _cordoned(self) -> OnlyCordonedRoom:
         """A partition's forced move has nowhere to go but a cordoned broker."""
-        st = self.st
-        t, n = st.parts.tps[self._repairing]
-        closed = ", ".join(map(str, sorted(st.limits.closed)))
-        return BadInput(f"{t}-{n} needs a new replica and only cordoned brokers ({closed}) could take it "
-                        f"rack-safely; uncordon one (kops broker uncordon ID) or plan for fewer brokers")
+        t, n = self.st.parts.tps[self._repairing]
+        return OnlyCordonedRoom(t, n, sorted(self.st.limits.closed))
 
     def _unevenness(self, reps: Sequence[int]) -> tuple[int, ...]:
         tree = self.st.racks.tree

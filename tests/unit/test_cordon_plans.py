@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kops.errors import BadInput
+from kops.placement.repair import OnlyCordonedRoom
 from kops.model import Broker, Partition, Topic, Topology
 from kops.placement.balancer import Goal, plan
 from tests.unit.test_balancer_props import topologies
@@ -97,6 +98,8 @@ def test_a_move_only_a_cordoned_broker_could_take_is_refused():
     with pytest.raises(BadInput) as e:
         plan(topo, Goal("decommission", brokers=(0,)), goals="replicas", compare_kafka=False)
     assert "cordoned" in e.value.message and "kops broker uncordon" in e.value.message
+    assert isinstance(e.value, OnlyCordonedRoom) and e.value.closed == [1]  # what heal words its own way
+    assert f"{e.value.topic}-{e.value.partition} needs a new replica" in e.value.message
 
 
 def test_add_brokers_refuses_a_cordoned_broker():

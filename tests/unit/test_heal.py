@@ -781,4 +781,5 @@ def test_a_failed_dir_on_a_broker_alone_in_its_rack_cannot_be_mended_by_moving(m
     res = run(0.0, broker_grace_s=0)
     assert res.exit_code == EXIT_NOT_DONE and not run.executed
     (a,) = [a for a in res.anomalies if a.key == "log_dir_failure/1"]
-    assert "no other broker can take it rack-safely. Replace the disk, or take the failed dir out of" in a.why
+    assert "needs a new replica, and no other broker can take it rack-safely. Replace the disk, or take the failed dir out of" in a.why
+    assert "cordon" not in a.why  # the planner's advice to uncordon is not this case's

@@ -279,6 +279,7 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
     from kops.ops.heal import anomalies, decide
     from kops.ops.replica_rebalance import plan_step
     from kops.placement.balancer import plan
+    from kops.placement.repair import OnlyCordonedRoom
 
     mine = [a for a in res.anomalies if a.key in fix.keys]
     res.fix = fix.to_dict()
@@ -290,10 +291,11 @@ def _fix(conn, res: HealResult, fix, racks, exclude, opts, *, dry_run: bool, rep
                                        rebalance=fix.rebalance, disk_threshold=res.settings.disk_threshold)
     except BadInput as e:  # the goal cannot be met (e.g. not enough brokers left for an RF)
         why = e.message
-        if fix.kind == anomalies.LOG_DIR_FAILURE:  # the broker itself is the only rack-safe place left
-            why = (f"{why.split(';')[0].split(' and only cordoned')[0]}, and no other broker can take it rack-safely. Replace the disk, or take the "
-                   "failed dir out of the broker's log.dirs, and restart the broker: Kafka then re-creates its "
-                   "replicas in its dirs that work")
+        if fix.kind == anomalies.LOG_DIR_FAILURE and isinstance(e, OnlyCordonedRoom):
+            # the broker itself (cordoned while its dir is mended) is the only rack-safe place left
+            why = (f"{e.topic}-{e.partition} needs a new replica, and no other broker can take it rack-safely. "
+                   "Replace the disk, or take the failed dir out of the broker's log.dirs, and restart the "
+                   "broker: Kafka then re-creates its replicas in its dirs that work")
         _not_done(res, mine, f"the planner cannot {fix.describe()}: {why}", EXIT_NOT_DONE)
         return
     res.plan = planned.plan.to_dict()
