@@ -471,6 +471,7 @@ class _Run:
         self.saved_before_execute: dict[str, bytes] | None = None
         self.executed = []
         self.topology = topology
+        self.mode = "zookeeper"
 
         def put(conn, writes, mem=None):
             if fail_writes:
@@ -502,8 +503,19 @@ class _Run:
     def __call__(self, now: float, notify_command: str | None = None, **settings):
         from kops.ops.heal import step
 
-        return step.step(object(), settings=Settings(**settings), bounds=StepBounds(max_moves=10), throttle=None,
-                         now=now, notify_command=notify_command)
+        return step.step(_Conn(self.mode), settings=Settings(**settings), bounds=StepBounds(max_moves=10),
+                         throttle=None, now=now, notify_command=notify_command)
+
+
+class _Conn:
+    """The one thing heal asks the connection itself: the cluster's mode (the quorum is read
+    only on KRaft)."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    def cluster_mode(self) -> str:
+        return self.mode
 
 
 def test_a_run_remembers_then_fixes_past_the_grace_recording_the_fix_before_the_engine_runs(monkeypatch):
@@ -783,3 +795,42 @@ def test_a_failed_dir_on_a_broker_alone_in_its_rack_cannot_be_mended_by_moving(m
     (a,) = [a for a in res.anomalies if a.key == "log_dir_failure/1"]
     assert "needs a new replica, and no other broker can take it rack-safely. Replace the disk, or take the failed dir out of" in a.why
     assert "cordon" not in a.why  # the planner's advice to uncordon is not this case's
+
+
+def test_a_kraft_quorum_one_lost_controller_from_stalling_holds_every_fix_back(monkeypatch):
+    """A dead broker past its grace is fixed only while the metadata quorum can lose a voter:
+    with a voter behind (2 of 3 in sync) or the quorum unreadable, heal remembers and reports
+    but moves nothing; once the voter is back in sync, the fix runs."""
+    from kops.cluster import topology as topology_reader
+    from kops.errors import ClusterError
+    from kops.ops import cron
+    from tests.unit.test_quorum_health import _quorum
+
+    run = _Run(monkeypatch, topo())
+    run.mode = "kraft"
+    quorum = {"q": _quorum()}
+
+    def read_quorum(conn):
+        if quorum["q"] is None:
+            raise ClusterError("describe the KRaft metadata quorum: timed out")
+        return quorum["q"]
+
+    monkeypatch.setattr(topology_reader, "read_quorum", read_quorum)
+    assert run(0.0).status == "nothing_to_do"
+    run.topology = topo(dead=(3,))
+    assert run(10_000.0, broker_grace_s=60).status == "watching"  # first seen: in its grace
+    quorum["q"] = _quorum(behind={1000: 40.0})
+    res = run(10_100.0, broker_grace_s=60)
+    assert not run.executed and res.status == cron.STEPPED_ASIDE
+    assert "KRaft metadata quorum is unwell: voter 1000 (last caught up 40 s ago" in json.dumps(res.to_dict())
+    (a,) = [a for a in res.anomalies if a.kind == "broker_failure"]
+    assert a.first_seen == 10_000.0  # remembered all the same
+
+    quorum["q"] = None
+    res = run(10_200.0, broker_grace_s=60)
+    assert not run.executed and res.status == cron.STEPPED_ASIDE
+    assert "could not be described (describe the KRaft metadata quorum: timed out)" in json.dumps(res.to_dict())
+
+    quorum["q"] = _quorum()
+    res = run(10_300.0, broker_grace_s=60)
+    assert len(run.executed) == 1 and res.status == "moved"

@@ -9,7 +9,8 @@ Each run:
    ``--exclude-topics`` are neither watched nor moved) and merges them into the memory: the time
    each was first seen is kept across runs and hosts;
 3. looks whether it may move anything: not while kops' cron jobs are paused (an operator's
-   ``rebalance pause`` or a playbook run), another kops execution holds the lock or any
+   ``rebalance pause`` or a playbook run), the KRaft metadata quorum is at risk
+   (:func:`quorum_blocks`), another kops execution holds the lock or any
    reassignment runs (:mod:`kops.ops.cron`; an execution an earlier heal step left behind, its
    process gone, is finished first);
 4. decides (:func:`kops.ops.heal.decide.decide`): grace, outage, no ISR, ``--fix``;
@@ -199,6 +200,8 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
                                 auto_throttle=auto_throttle)
     if paused is not None:
         blocked = f"kops' cron jobs are {paused.describe()}"
+    elif (quorum := quorum_blocks(conn)) is not None:
+        blocked = quorum
     else:
         occupied = cron.busy(conn, opts, dry_run=dry_run, reporter=reporter)
         if occupied is not None and occupied.reason:
@@ -242,6 +245,25 @@ def step(conn, *, settings: Settings, bounds: StepBounds, throttle: int | None, 
                                                                      now)))
     res.duration_s = time.monotonic() - t0
     return res
+
+
+def quorum_blocks(conn) -> str | None:
+    """Why no data may move because of the KRaft metadata quorum, or None. Moving data changes
+    metadata on every move; with no leader, no majority in sync, or a majority that one more lost
+    controller would break (:func:`kops.health.quorum_findings`: critical or problem), heal
+    waits, as ``rebalance step`` does. A quorum that cannot be described blocks too: automation
+    does not move data it cannot see the controllers of. ZooKeeper clusters have no quorum."""
+    from kops.cluster.topology import read_quorum
+    from kops.health import WARNING, quorum_findings
+
+    if conn.cluster_mode() != "kraft":
+        return None
+    try:
+        q = read_quorum(conn)
+    except ClusterError as e:
+        return f"the KRaft metadata quorum could not be described ({e.message})"
+    bad = [f for f in quorum_findings(q) if f.severity != WARNING]
+    return f"the KRaft metadata quorum is unwell: {bad[0].message}" if bad else None
 
 
 def _with(topo, capacities):
