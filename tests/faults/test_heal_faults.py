@@ -314,3 +314,102 @@ def test_a_rack_down_during_a_paused_rack_maintenance_is_left_alone(dsandbox, db
         sb.start(rack=rack)
         for t in work:
             delete_topic(sb.bootstrap_servers, t)
+
+
+NEW_BROKERS = {6: "a", 7: "c"}
+
+
+def test_two_new_brokers_are_filled_by_cron_heal_steps(dsandbox, dbootstrap, kops_home, record, tmp_path):
+    """e. Two brokers join under the ``acks=all`` workload (6 in rack a, 7 in rack c) and hold
+    nothing; `heal step --fix new_broker,unbalanced` runs as cron would (grace 8 s, at most 20
+    copies per step, throttled): it watches them in grace, then the add-brokers planner fills
+    them in bounded steps and the rebalance steps after it bring every broker within the replica
+    band. Asserted: the brokers really joined empty (registered, no replica), heal waited out the
+    grace, more than one step moved data, each new broker ends within the band of the mean replica
+    count, every partition rack-safe and fully replicated, no acknowledged message lost, nothing
+    of kops' left. The cluster is given back: both brokers decommissioned by kops and removed."""
+    from kops.placement.goals import BAND, band
+
+    sb, bs = dsandbox, dbootstrap
+    work = workload_topics(bs)
+    data = unique("filldata")
+    create_topic(bs, data, partitions=24, rf=3, min_isr=2, mb_per_partition=0.5)
+    runs: list[dict] = []
+    added: list[int] = []
+    try:
+        code, doc, err = _heal_step(bs, grace="0s")  # every broker registered: heal knows their racks
+        assert code == 0, (doc, err[-2000:])
+        with Workload(bs, work) as w:
+            w.wait_acknowledged(200)
+            before = assignment(bs)
+            t_fault = time.monotonic()
+            for b, rack in NEW_BROKERS.items():
+                sb.add(b, rack)
+                added.append(b)
+            wait_for(lambda: set(NEW_BROKERS) <= _registered(bs), 60, 0.5, "the new brokers registered")
+            assert not [tp for tp, reps in assignment(bs).items() if set(reps) & set(NEW_BROKERS)]  # empty
+            t0 = time.monotonic()
+            while True:
+                code, doc, err = _heal_step(bs, "--fix", "new_broker,unbalanced", max_moves=20)
+                assert code == 0, (doc, err[-2000:])
+                runs.append(doc)
+                keys = {a["key"] for a in doc.get("anomalies", [])}
+                if runs[-1]["status"] == "nothing_to_do" and not keys & {"unbalanced", "new_broker/6", "new_broker/7"}:
+                    break
+                assert len(runs) < 40, doc
+                time.sleep(2)
+            kops_s = round(time.monotonic() - t0, 1)
+            recover_s = wait_recovered(bs, t_fault)
+            w.wait_acknowledged(100)
+            res = w.finish()
+        after = assignment(bs)
+        counts = {b: sum(b in reps for reps in after.values()) for b in _registered(bs)}
+        rack_of = {**RACKS, **NEW_BROKERS}
+        # RF 3 over 3 racks: each rack holds a third of the replicas, so rack b's two brokers hold
+        # more than racks a's and c's three; a new broker is filled when it is within the band of
+        # its rack's mean (heal's own rule, kops/ops/heal/anomalies.py: _off_band)
+        lo = {b: band(sum(counts[x] for x in counts if rack_of[x] == rack_of[b])
+                      / sum(1 for x in counts if rack_of[x] == rack_of[b]), 1.0, BAND)[0] for b in NEW_BROKERS}
+        watched = [d for d in runs if any(a["key"].startswith("new_broker/") and a["state"] == "in_grace"
+                                          for a in d.get("anomalies", []))]
+        moving = [d for d in runs if d["status"] == "moved"]
+        moved = sum(d.get("replicas_moved") or 0 for d in runs)
+        record(scenario="heal e. two brokers added under load, filled by `heal step --fix new_broker,unbalanced` "
+                        "from cron (grace 8 s, 20 copies per step)",
+               workload=res, kops_exit=0, recover_s=recover_s, kops_s=kops_s,
+               detail=f"brokers 6 (rack a) and 7 (rack c) joined empty; {len(watched)} runs watched them in grace; "
+                      f"{len(moving)} steps moved {moved} replicas ({sum(1 for d in moving if 'new_broker' in json.dumps(d.get('fix')))} "
+                      f"of them filling the new brokers, the rest rebalance steps); replicas per broker after: "
+                      f"{dict(sorted(counts.items()))}")
+        assert watched and watched[0] is runs[0], "heal acted before the grace was over"
+        assert len(moving) >= 2 and all((d.get("replicas_moved") or 0) <= 20 for d in moving), moving
+        for b in NEW_BROKERS:
+            assert counts[b] >= lo[b], (b, counts, lo)
+        assert all(len({RACKS.get(b, NEW_BROKERS.get(b)) for b in reps}) == min(3, len(reps))
+                   for reps in after.values())
+        assert set(after) == set(before) and fully_replicated(bs)
+        assert_clean(bs, record)
+        assert res.lost == 0, res.lost_examples
+    finally:
+        _take_back(sb, added, tmp_path / "take-back.json")
+        for t in (data, *work):
+            delete_topic(sb.bootstrap_servers, t)
+
+
+def _take_back(sb, brokers: list[int], path) -> None:
+    """The brokers of scenario e decommissioned by kops (their replicas back on the six) and
+    removed from the sandbox with their data."""
+    if not brokers:
+        return
+    bs = sb.bootstrap_servers
+    if any(set(reps) & set(brokers) for reps in assignment(bs).values()):
+        r = kops("plan", "decommission", "--brokers", ",".join(map(str, brokers)), "--no-balance",
+                 "--bootstrap-server", bs, "--output", "json", timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        path.write_text(json.dumps(json.loads(r.stdout)["plan"]))
+        r = kops("reassign", "execute", "--reassignment-json-file", str(path), "--throttle", "50M", "--wait", "--yes",
+                 "--bootstrap-server", bs, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for b in brokers:
+        sb.remove(b, purge=True)
+    assert_clean(bs)
