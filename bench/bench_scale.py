@@ -173,6 +173,10 @@ def run_size(a, size: int) -> dict[str, float]:
 
 
 def main() -> None:
+    import signal
+
+    # a benchmark stopped with SIGTERM (kill, timeout) stops its sandbox too (the finally above)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--brokers", type=int, default=9)
     ap.add_argument("--racks", type=int, default=3)
