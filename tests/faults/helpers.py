@@ -68,6 +68,21 @@ def kops_bg(*args: str, out: Path) -> KopsRun:
     return KopsRun(list(args), out)
 
 
+def cron_runs(run, done, *, limit: int, every_s: float = 2.0) -> list[dict]:
+    """``run()`` -> (exit code, report, stderr) as cron would call it, every ``every_s``, until
+    ``done(report)``; each run must exit 0, and more than ``limit`` runs fail the test. The
+    reports, in order."""
+    runs: list[dict] = []
+    while True:
+        code, doc, err = run()
+        assert code == 0, (doc, err[-2000:])
+        runs.append(doc)
+        if done(doc):
+            return runs
+        assert len(runs) < limit, doc
+        time.sleep(every_s)
+
+
 def workload_topics(bootstrap: str, n: int = 2, partitions: int = 6) -> list[str]:
     """Topics for the workload: RF 3 over the 3 racks, min.insync.replicas=2."""
     names = [unique("work") for _ in range(n)]

@@ -27,6 +27,7 @@ from tests.faults.helpers import (
     assert_clean,
     assignment,
     create_topic,
+    cron_runs,
     delete_topic,
     fully_replicated,
     kops,
@@ -334,7 +335,6 @@ def test_two_new_brokers_are_filled_by_cron_heal_steps(dsandbox, dbootstrap, kop
     work = workload_topics(bs)
     data = unique("filldata")
     create_topic(bs, data, partitions=24, rf=3, min_isr=2, mb_per_partition=0.5)
-    runs: list[dict] = []
     added: list[int] = []
     try:
         code, doc, err = _heal_step(bs, grace="0s")  # every broker registered: heal knows their racks
@@ -349,15 +349,9 @@ def test_two_new_brokers_are_filled_by_cron_heal_steps(dsandbox, dbootstrap, kop
             wait_for(lambda: set(NEW_BROKERS) <= _registered(bs), 60, 0.5, "the new brokers registered")
             assert not [tp for tp, reps in assignment(bs).items() if set(reps) & set(NEW_BROKERS)]  # empty
             t0 = time.monotonic()
-            while True:
-                code, doc, err = _heal_step(bs, "--fix", "new_broker,unbalanced", max_moves=20)
-                assert code == 0, (doc, err[-2000:])
-                runs.append(doc)
-                keys = {a["key"] for a in doc.get("anomalies", [])}
-                if runs[-1]["status"] == "nothing_to_do" and not keys & {"unbalanced", "new_broker/6", "new_broker/7"}:
-                    break
-                assert len(runs) < 40, doc
-                time.sleep(2)
+            runs = cron_runs(lambda: _heal_step(bs, "--fix", "new_broker,unbalanced", max_moves=20),
+                             lambda doc: doc["status"] == "nothing_to_do" and not {a["key"] for a in doc["anomalies"]}
+                             & {"unbalanced", "new_broker/6", "new_broker/7"}, limit=40)
             kops_s = round(time.monotonic() - t0, 1)
             recover_s = wait_recovered(bs, t_fault)
             w.wait_acknowledged(100)

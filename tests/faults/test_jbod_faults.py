@@ -24,6 +24,7 @@ from tests.faults.helpers import (
     assert_clean,
     assignment,
     create_topic,
+    cron_runs,
     kops,
     wait_for,
     wait_recovered,
@@ -58,6 +59,13 @@ def _dir_anomaly(doc: dict) -> dict | None:
     return next((a for a in doc.get("anomalies", []) if a["key"] == f"log_dir_failure/{FAILING}"), None)
 
 
+def _nothing_left(doc: dict) -> bool:
+    """The run that reports the dir with nothing left to re-create (every run names the dir)."""
+    a = _dir_anomaly(doc)
+    assert a is not None, doc
+    return a["state"] == "refused" and a["why"].startswith("nothing to re-create")
+
+
 def _isr(bs: str) -> dict[tuple[str, int], list[int]]:
     md = admin(bs).list_topics(timeout=10)
     return {(t, p): list(pm.isrs) for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
@@ -79,7 +87,6 @@ def test_a_failed_log_dir_is_healed_under_load(jbod4, tmp_path, record):
     create_topic(bs, data, partitions=8, rf=3, min_isr=2, mb_per_partition=0.5)
     code, doc, err = _heal(bs, tmp_path, "--broker-grace", "5s")  # every broker registered: racks known
     assert code == 0 and not _dir_anomaly(doc), (doc, err[-2000:])
-    runs: list[dict] = []
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
@@ -96,16 +103,7 @@ def test_a_failed_log_dir_is_healed_under_load(jbod4, tmp_path, record):
             assert FAILING in sb.registered_brokers()
             before = assignment(bs)  # (a failed dir changes no replica list; __consumer_offsets exists by now)
             t0 = time.monotonic()
-            while True:
-                code, doc, err = _heal(bs, tmp_path, "--broker-grace", "8s")
-                assert code == 0, (doc, err[-2000:])
-                runs.append(doc)
-                a = _dir_anomaly(doc)
-                assert a is not None, doc
-                if a["state"] == "refused" and a["why"].startswith("nothing to re-create"):
-                    break
-                assert len(runs) < 30, doc
-                time.sleep(2)
+            runs = cron_runs(lambda: _heal(bs, tmp_path, "--broker-grace", "8s"), _nothing_left, limit=30)
             kops_s = round(time.monotonic() - t0, 1)
             recover_s = wait_recovered(bs, t_fault)
             w.wait_acknowledged(100)
