@@ -122,7 +122,8 @@ def run(
             raise BadInput(f"--param {key.strip()!r} is given twice")
         given[key.strip()] = value.strip()
     pb = find(name)
-    if c.zookeeper and not topology:
+    migrating = any(s.type in ("migration_check", "clear_migration") for s in pb.steps)
+    if c.zookeeper and not topology and not migrating:  # a migration's brokers turn KRaft brokers midway
         with c.connection() as conn:  # a KRaft cluster: exit 2 before the run starts (no state file)
             conn.require_zookeeper_mode("--zookeeper")
     con = err_console()

@@ -645,11 +645,15 @@ class Connection:
             )
 
     # -- ZooKeeper -----------------------------------------------------------------------------
-    def zk(self):
+    def zk(self, *, migrating: bool = False):
+        """The kazoo client (started once). ``migrating``: for reading a ZooKeeper -> KRaft
+        migration, whose brokers run in KRaft mode while ZooKeeper still holds its state: the
+        cluster's mode is not asked."""
         if self._zk is None:
             if not self.zookeeper:
                 raise BadInput("this needs --zookeeper HOST:PORT[/chroot] (or KOPS_ZOOKEEPER)")
-            self.require_zookeeper_mode("--zookeeper")
+            if not migrating:
+                self.require_zookeeper_mode("--zookeeper")
             from kazoo.client import KazooClient
             from kazoo.exceptions import AuthFailedError
             from kazoo.handlers.threading import KazooTimeoutError

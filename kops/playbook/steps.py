@@ -78,6 +78,10 @@ def preflight(name: str, steps: list[tuple[StepSpec, dict[str, Any]]], ctx: RunC
                                     topo.mode)
             except BadInput as e:
                 problems.append(f"step {s.id!r} (line {s.line}): {e.message}")
+    if not problems:  # a migration's preconditions (kops.playbook.migration), read once the inputs are right
+        from kops.playbook import migration
+
+        problems = migration.preflight(steps, ctx)
     if problems:
         raise BadInput(f"playbook {name}: bad parameters for this cluster", details=problems)
 
@@ -86,7 +90,10 @@ def preflight(name: str, steps: list[tuple[StepSpec, dict[str, Any]]], ctx: RunC
 def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunContext) -> tuple[bool, str]:
     """(satisfied, explanation) for a wait_for condition on a fresh topology."""
     from kops.health import check_health
+    from kops.playbook import migration
 
+    if condition in migration.CONDITIONS:
+        return migration.evaluate(condition, fields, topo, ctx)
     brokers = target_brokers(fields, topo)
     alive = {b.id for b in topo.brokers if b.alive}
     if condition == "healthy":
@@ -486,3 +493,7 @@ def _demote(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 @step("restore")
 def _restore(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return _leadership("restore", f, ctx)
+
+
+# step families in their own modules, registered with @step when imported
+__import__("kops.playbook.migration")
