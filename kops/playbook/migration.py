@@ -245,7 +245,9 @@ def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunCon
     if condition == "migration_state":
         st = read_state(ctx, topo)
         want = fields["state"]
-        return zkm.at_least(st.state, want), f"migration state {st.state} (waiting for {want})"
+        # NONE means NONE (what a rollback ends in); any other state: that state or later
+        ok = st.state == zkm.NONE if want == zkm.NONE else zkm.at_least(st.state, want)
+        return ok, f"migration state {st.state} (waiting for {want}{'' if want == zkm.NONE else ' or later'})"
     if condition == "kraft_brokers":
         ids = list(fields.get("brokers") or []) or [b.id for b in topo.brokers]
         if fields.get("broker") is not None:
@@ -363,6 +365,8 @@ def _compare_snapshot(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 def _clear_migration(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """Kafka's revert: delete ``/controller`` (a ZooKeeper broker becomes the controller) and
     ``/migration`` (a later migration starts over); what ``/migration`` held goes into the result."""
+    if ctx.topology_file:
+        return {"summary": "would delete /controller and /migration in ZooKeeper (not read: a dry run on a snapshot)"}
     with ctx.connection() as conn:
         if not conn.zookeeper:
             raise BadInput("clear_migration deletes znodes in ZooKeeper: pass --zookeeper HOST:PORT")
