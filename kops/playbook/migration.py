@@ -76,10 +76,11 @@ def zk_to_kraft_problems(mode: str | None, releases: dict[int, str | None], ibp:
                    "documented procedure); " + ", ".join(f"broker {b} runs {r or 'an unknown release'}"
                                                         for b, r in sorted(wrong.items()))
                    + ": upgrade first (playbook rolling-restart with your upgrade hook)")
-    old_ibp = {b: v for b, v in ibp.items() if not (v or "").startswith(MIGRATION_RELEASE)}
+    # unset (None: DescribeConfigs did not list it) is the release's default: 3.9 on a 3.9 broker
+    old_ibp = {b: v for b, v in ibp.items() if v is not None and not v.startswith(MIGRATION_RELEASE)}
     if old_ibp:
         out.append(f"inter.broker.protocol.version must be {MIGRATION_RELEASE} on every broker before the migration; "
-                   + ", ".join(f"broker {b} has {v or 'none readable'}" for b, v in sorted(old_ibp.items())))
+                   + ", ".join(f"broker {b} has {v}" for b, v in sorted(old_ibp.items())))
     if state is None:
         out.append("the migration state cannot be read: pass --zookeeper HOST:PORT (the cluster's zookeeper.connect)")
     elif state != zkm.NONE:

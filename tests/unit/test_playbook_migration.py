@@ -46,7 +46,7 @@ def test_zk_to_kraft_dry_run_prints_every_phase_and_hook_with_its_parameters(tmp
     ids = [s["id"] for s in rep["steps"]]
     top = [i for i in ids if "." not in i]
     assert top == ["ready", "preflight", "no-moves", "before", "controllers", "quorum", "migrated", "all-kraft",
-                   "quorum-kraft", "still-migrating", "same", "finalize", "finalize-controllers", "kraft-quorum",
+                   "quorum-kraft", "same", "finalize", "finalize-controllers", "kraft-quorum",
                    "kraft-brokers", "healthy"]
     by = {s["id"]: s["summary"] for s in rep["steps"]}
     assert "would run: ctl-up --migration" in by["controllers"]
@@ -131,7 +131,8 @@ def test_migration_states_in_order_and_finalization_told_from_the_epochs():
 
 
 def test_zk_to_kraft_preconditions_name_what_is_wrong():
-    ok = pm.zk_to_kraft_problems("zookeeper", {0: "3.9", 1: "3.9"}, {0: "3.9-IV0", 1: "3.9"}, zkm.NONE)
+    ok = pm.zk_to_kraft_problems("zookeeper", {0: "3.9", 1: "3.9", 2: "3.9"}, {0: "3.9-IV0", 1: "3.9", 2: None},
+                                 zkm.NONE)
     assert ok == []
     probs = pm.zk_to_kraft_problems("zookeeper", {0: "3.9", 1: "3.7"}, {0: "3.9", 1: "3.7"}, zkm.NONE)
     assert any("Kafka 3.9.x" in p and "broker 1 runs 3.7" in p for p in probs)
