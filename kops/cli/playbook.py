@@ -128,7 +128,12 @@ def run(
             conn.require_zookeeper_mode("--zookeeper")
     con = err_console()
     try:
-        state = engine.run(pb, given, c.connection, has_cluster=bool(c.bootstrap_server), dry_run=dry_run, yes=yes, resume=resume,
+        def connect():
+            conn = c.connection()
+            conn.migrating = migrating
+            return conn
+
+        state = engine.run(pb, given, connect, has_cluster=bool(c.bootstrap_server), dry_run=dry_run, yes=yes, resume=resume,
                            say=lambda m: con.print(m, markup=False, highlight=False),
                            interactive=sys.stdin.isatty(), topology_file=topology)
     except (KopsError, KeyboardInterrupt) as e:

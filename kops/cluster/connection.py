@@ -184,6 +184,9 @@ class Connection:
     _kp_error: BaseException | None = field(default=None, repr=False)
     _kp_warming: bool = field(default=False, repr=False)
     _zk: Any = field(default=None, repr=False)
+    #: a ZooKeeper -> KRaft migration is under way: ZooKeeper is read (and kops' lock znode
+    #: written) while some brokers already run in KRaft mode (the playbooks zk-to-kraft*)
+    migrating: bool = field(default=False, repr=False)
     #: "zookeeper" / "kraft" once known (read_topology records it; cluster_mode() asks)
     _mode: str | None = field(default=None, repr=False)
     #: True once the cluster has answered a request: a later timeout is then a slow or
@@ -652,7 +655,7 @@ class Connection:
         if self._zk is None:
             if not self.zookeeper:
                 raise BadInput("this needs --zookeeper HOST:PORT[/chroot] (or KOPS_ZOOKEEPER)")
-            if not migrating:
+            if not (migrating or self.migrating):
                 self.require_zookeeper_mode("--zookeeper")
             from kazoo.client import KazooClient
             from kazoo.exceptions import AuthFailedError

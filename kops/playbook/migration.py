@@ -7,8 +7,9 @@ Conditions (``wait_for``), each read from the cluster, never a time:
   (:mod:`kops.cluster.migration`) is ``state`` or later; needs ``--zookeeper``;
 - ``quorum_ready``: the KRaft quorum has a leader and every voter is caught up (DescribeQuorum,
   which KRaft brokers and brokers in migration mode forward); where no broker answers it (ZooKeeper
-  brokers before their migration roll), the active controller of a quorum in migration mode has
-  written ``/migration`` -- which it does only once every voter is ready for the migration;
+  brokers before their migration roll), a KRaft controller leads the quorum: the active controller
+  of a quorum in migration mode writes ``/migration`` when it becomes active (whether every voter
+  is ready, Kafka's controller checks itself before it migrates anything);
 - ``kraft_brokers``: every broker (or the ones named) runs as a KRaft broker (its configs list
   ``process.roles`` and no ``zookeeper.connect``).
 
@@ -268,9 +269,9 @@ def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunCon
                 return False, f"the quorum cannot be read through the brokers ({why}); with --zookeeper kops reads /migration"
             st = zkm.read_status(conn.zk(migrating=True))
         if st.migration_znode is not None:
-            return True, (f"the brokers do not answer DescribeQuorum yet (ZooKeeper brokers); the active KRaft controller "
-                          f"{st.migration_znode.get('kraft_controller_id')} wrote /migration (state {st.state}): "
-                          "every voter is ready for the migration")
+            return True, (f"the brokers do not answer DescribeQuorum yet (ZooKeeper brokers); a KRaft controller "
+                          f"leads the quorum: it wrote /migration on becoming active (state {st.state}; Kafka's "
+                          "controller itself waits for every voter to be ready before it migrates)")
         return False, f"no KRaft controller wrote /migration yet (the brokers do not answer DescribeQuorum: {why})"
     raise BadInput(f"unknown condition {condition!r}")  # pragma: no cover - spec validated
 

@@ -122,7 +122,9 @@ def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunCon
         down = [b for b in brokers if b not in alive]
         lagging = [p for p in topo.partitions() for b in brokers if b in p.replicas and b not in p.isr]
         ok = not down and not lagging
-        return (ok, f"brokers {down} down" if down else f"{len(lagging)} replicas on {brokers} out of ISR")
+        leaders = sorted({p.leader for p in lagging if p.leader is not None and p.leader >= 0})
+        return (ok, f"brokers {down} down" if down else f"{len(lagging)} replicas on {brokers} out of ISR"
+                + (f" (of partitions led by brokers {leaders})" if leaders else ""))
     if condition == "no_reassignment":
         moving = [p for p in topo.partitions() if p.reassigning]
         return (not moving, f"{len(moving)} partitions being reassigned")
