@@ -77,11 +77,10 @@ def zk_to_kraft_problems(mode: str | None, releases: dict[int, str | None], ibp:
                    "documented procedure); " + ", ".join(f"broker {b} runs {r or 'an unknown release'}"
                                                         for b, r in sorted(wrong.items()))
                    + ": upgrade first (playbook rolling-restart with your upgrade hook)")
-    # unset (None: DescribeConfigs did not list it) is the release's default: 3.9 on a 3.9 broker
-    old_ibp = {b: v for b, v in ibp.items() if v is not None and not v.startswith(MIGRATION_RELEASE)}
+    old_ibp = {b: v for b, v in ibp.items() if not (v or "").startswith(MIGRATION_RELEASE)}
     if old_ibp:
         out.append(f"inter.broker.protocol.version must be {MIGRATION_RELEASE} on every broker before the migration; "
-                   + ", ".join(f"broker {b} has {v}" for b, v in sorted(old_ibp.items())))
+                   + ", ".join(f"broker {b} has {v or 'none readable'}" for b, v in sorted(old_ibp.items())))
     if state is None:
         out.append("the migration state cannot be read: pass --zookeeper HOST:PORT (the cluster's zookeeper.connect)")
     elif state != zkm.NONE:
@@ -165,27 +164,28 @@ def snapshot_doc(topo: Topology, broker_configs: dict[int, dict[str, str]], acls
 
 
 # -- reads --------------------------------------------------------------------------------------
-def read_broker_configs(conn, ids: list[int]) -> dict[int, dict[str, Any]]:
-    """broker -> {"mode", "ibp", "dynamic": {name: value}} from DescribeConfigs (a broker that does
-    not answer: mode None)."""
+def read_broker_configs(conn, ids: list[int], *, strict: bool = True) -> dict[int, dict[str, Any]]:
+    """broker -> {"mode", "ibp", "dynamic": {name: value}} from DescribeConfigs, one request per
+    broker (librdkafka takes one BROKER resource per call). ``strict``: a broker that does not
+    answer raises (a snapshot never records a broker's configs as empty); otherwise its mode is None."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     from kops.cluster.connection import mode_of_broker_configs
     from kops.cluster.topology import config_source
 
     out: dict[int, dict[str, Any]] = {}
-    if not ids:
-        return out
-    res = [ConfigResource(ResourceType.BROKER, str(b)) for b in ids]
-    futures = conn.admin().describe_configs(res, request_timeout=conn.timeout_s)
-    for r, fut in futures.items():
+    for b in ids:
+        res = ConfigResource(ResourceType.BROKER, str(b))
         try:
-            entries = conn.wait(fut, f"describe configs of broker {r.name}")
+            fut = conn.admin().describe_configs([res], request_timeout=conn.timeout_s)[res]
+            entries = conn.wait(fut, f"describe configs of broker {b}")
         except KopsError:
-            out[int(r.name)] = {"mode": None, "ibp": None, "dynamic": {}}
+            if strict:
+                raise
+            out[b] = {"mode": None, "ibp": None, "dynamic": {}}
             continue
         ibp = entries.get("inter.broker.protocol.version")
-        out[int(r.name)] = {
+        out[b] = {
             "mode": mode_of_broker_configs(entries),
             "ibp": ibp.value if ibp is not None else None,
             "dynamic": {k: e.value for k, e in entries.items()
@@ -225,7 +225,7 @@ def read_state(ctx: RunContext, topo: Topology | None = None) -> zkm.MigrationSt
         if st.state != zkm.MIGRATION:
             return st
         topo = topo or ctx.topology()
-        modes = read_broker_configs(conn, [b.id for b in topo.brokers if b.alive])
+        modes = read_broker_configs(conn, [b.id for b in topo.brokers if b.alive], strict=False)
         ok, _ = kraft_brokers_from({b: m["mode"] for b, m in modes.items()})
         if not ok:
             return st
@@ -255,7 +255,7 @@ def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunCon
         if fields.get("broker") is not None:
             ids = [int(fields["broker"])]
         with ctx.connection() as conn:
-            modes = read_broker_configs(conn, ids)
+            modes = read_broker_configs(conn, ids, strict=False)
         return kraft_brokers_from({b: (modes.get(b) or {}).get("mode") for b in ids})
     if condition == "quorum_ready":
         from kops.cluster.topology import read_quorum

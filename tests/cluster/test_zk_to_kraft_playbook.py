@@ -121,7 +121,7 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
     with Producing(bs) as prod:
         r = kops(*args, "--yes", env=env, timeout=1800)
         if r.returncode != 0:
-            # Kafka 3.9.2 (seen in 2 of 2 runs): the broker that is the ZooKeeper controller when the
+            # Kafka 3.9.2 (seen in 1 of the first 2 runs that got there): the broker that is the ZooKeeper controller when the
             # KRaft controller takes over keeps sending AlterPartition to itself (OPERATION_NOT_ATTEMPTED),
             # so the replicas it leads do not take the last restarted broker back into the ISR. The
             # in_sync gate stops the run there and names that leader; the operator restarts it with the

@@ -131,12 +131,13 @@ def test_migration_states_in_order_and_finalization_told_from_the_epochs():
 
 
 def test_zk_to_kraft_preconditions_name_what_is_wrong():
-    ok = pm.zk_to_kraft_problems("zookeeper", {0: "3.9", 1: "3.9", 2: "3.9"}, {0: "3.9-IV0", 1: "3.9", 2: None},
-                                 zkm.NONE)
+    ok = pm.zk_to_kraft_problems("zookeeper", {0: "3.9", 1: "3.9"}, {0: "3.9-IV0", 1: "3.9"}, zkm.NONE)
     assert ok == []
     probs = pm.zk_to_kraft_problems("zookeeper", {0: "3.9", 1: "3.7"}, {0: "3.9", 1: "3.7"}, zkm.NONE)
     assert any("Kafka 3.9.x" in p and "broker 1 runs 3.7" in p for p in probs)
     assert any("inter.broker.protocol.version must be 3.9" in p and "broker 1 has 3.7" in p for p in probs)
+    assert any("broker 0 has none readable" in p for p in pm.zk_to_kraft_problems("zookeeper", {0: "3.9"}, {0: None},
+                                                                                 zkm.NONE))
     assert any("KRaft mode" in p or "kraft mode" in p for p in pm.zk_to_kraft_problems("kraft", {}, {}, zkm.NONE))
     assert any("--zookeeper" in p for p in pm.zk_to_kraft_problems("zookeeper", {}, {}, None))
     assert any("under way" in p for p in pm.zk_to_kraft_problems("zookeeper", {}, {}, zkm.MIGRATION))
