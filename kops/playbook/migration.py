@@ -1,5 +1,5 @@
 """The steps and wait_for conditions of a ZooKeeper -> KRaft migration (playbooks ``zk-to-kraft``
-and ``zk-to-kraft-rollback``), registered with :func:`kops.playbook.steps.step` like the others.
+and ``zk-to-kraft-rollback``), registered with :func:`kops.playbook.registry.step` like the others.
 
 Conditions (``wait_for``), each read from the cluster, never a time:
 
@@ -29,7 +29,7 @@ from kops.cluster import migration as zkm
 from kops.errors import BadInput, ClusterError, KopsError
 from kops.model import Topology
 from kops.playbook.state import RunContext, StepFailed
-from kops.playbook.steps import step
+from kops.playbook.registry import step
 
 #: the Kafka release whose documentation describes the migration that kops drives: Kafka 3.9's
 #: docs/ops.html ("ZooKeeper to KRaft Migration") asks for brokers on 3.9.x with

@@ -13,7 +13,6 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from kops.errors import BadInput
@@ -21,16 +20,7 @@ from kops.model import Topology
 from kops.playbook.state import HookFailed, PausedForOperator, RunContext, StepFailed
 from kops.playbook.spec import HOOK_VARS, StepSpec
 
-StepFn = Callable[[dict[str, Any], RunContext], dict[str, Any]]
-_REGISTRY: dict[str, StepFn] = {}
-
-
-def step(name: str) -> Callable[[StepFn], StepFn]:
-    def deco(fn: StepFn) -> StepFn:
-        _REGISTRY[name] = fn
-        return fn
-
-    return deco
+from kops.playbook.registry import REGISTRY as _REGISTRY, step
 
 
 def run_step(spec: StepSpec, fields: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
