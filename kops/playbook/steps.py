@@ -71,7 +71,9 @@ def preflight(name: str, steps: list[tuple[StepSpec, dict[str, Any]]], ctx: RunC
     if not problems:  # a migration's preconditions (kops.playbook.migration), read once the inputs are right
         from kops.playbook import migration
 
-        problems = migration.preflight(steps, ctx)
+        refused = migration.preflight(steps, ctx)
+        if refused:
+            raise BadInput(f"playbook {name}: refused before any change", details=refused)
     if problems:
         raise BadInput(f"playbook {name}: bad parameters for this cluster", details=problems)
 

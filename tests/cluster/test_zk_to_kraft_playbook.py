@@ -162,6 +162,12 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
     assert len(prod.acked) > 100
     got = _consume_all(bs, prod.acked)
     assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
+    # after finalization the rollback is refused before any change (here ZooKeeper is stopped too)
+    rb = kops("playbook", "run", "zk-to-kraft-rollback", "--bootstrap-server", bs, "--zookeeper", zk,
+              "-p", "migrate_command=false", "-p", "controllers_stop_command=false", "-p", "zookeeper_command=false",
+              env=env)
+    assert rb.returncode == 2, (rb.stdout, rb.stderr)
+    assert "refused before any change" in rb.stderr and "the rollback needs it" in rb.stderr, rb.stderr
     durations = {k: v["duration_s"] for k, v in by.items() if "." not in k}
     print(f"zk-to-kraft playbook: {took:.1f}s (stuck ISR recovered: {recovered}); {len(prod.acked)} acked, {prod.failed} failed deliveries; {durations}")
     assert (tmp_path / "playbook-runs" / f"{rep['run_id']}.json").is_file()

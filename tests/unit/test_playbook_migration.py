@@ -174,7 +174,7 @@ def test_a_rollback_run_after_finalization_stops_before_any_step(tmp_path, monke
         engine.run(pb, {"migrate_command": f"touch {marker}", "controllers_stop_command": f"touch {marker}",
                         "zookeeper_command": f"touch {marker}"}, connect, has_cluster=False, say=lambda m: None,
                    interactive=False)
-    assert e.value.exit_code == 2
+    assert e.value.exit_code == 2 and "refused before any change" in e.value.message
     text = "\n".join(e.value.details)
     assert "step 'possible'" in text and "finalized" in text and "cannot go back" in text
     assert not marker.exists() and not (tmp_path / "playbook-runs").exists()
