@@ -204,3 +204,46 @@ def test_compare_snapshot_names_each_difference():
         "broker 1: rack b before, c now",
         "ACL gone: resource=TOPIC name=t pattern=LITERAL principal=User:a host=* operation=READ permission=ALLOW",
     ]
+
+
+def test_broker_configs_are_read_one_broker_per_request_and_a_silent_broker_is_not_read_as_empty():
+    """librdkafka takes one BROKER resource per DescribeConfigs call (several: _CONFLICT for all):
+    each broker is asked on its own; a snapshot (strict) refuses a broker that does not answer."""
+    from types import SimpleNamespace
+
+    from confluent_kafka.admin import ConfigSource
+
+    from kops.errors import ClusterError
+
+    def entry(value, source=ConfigSource.STATIC_BROKER_CONFIG):
+        return SimpleNamespace(value=value, source=source.value, is_sensitive=False, is_default=False)
+
+    answers = {
+        "0": {"process.roles": entry("broker"), "zookeeper.connect": entry(None),
+              "log.cleaner.threads": entry("2", ConfigSource.DYNAMIC_BROKER_CONFIG)},
+        "1": {"process.roles": entry(""), "zookeeper.connect": entry("zk:2181"),
+              "inter.broker.protocol.version": entry("3.9-IV0")},
+    }
+
+    class Admin:
+        def describe_configs(self, resources, request_timeout):
+            assert len(resources) == 1, "one BROKER resource per call"
+            return {resources[0]: resources[0].name}
+
+    class Conn:
+        timeout_s = 5.0
+
+        def admin(self):
+            return Admin()
+
+        def wait(self, fut, what):
+            if fut not in answers:
+                raise ClusterError(f"{what}: timed out")
+            return answers[fut]
+
+    got = pm.read_broker_configs(Conn(), [0, 1, 2], strict=False)
+    assert got[0] == {"mode": "kraft", "ibp": None, "dynamic": {"log.cleaner.threads": "2"}}
+    assert got[1] == {"mode": "zookeeper", "ibp": "3.9-IV0", "dynamic": {}}
+    assert got[2]["mode"] is None
+    with pytest.raises(ClusterError):
+        pm.read_broker_configs(Conn(), [0, 1, 2])
