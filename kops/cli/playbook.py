@@ -122,12 +122,18 @@ def run(
             raise BadInput(f"--param {key.strip()!r} is given twice")
         given[key.strip()] = value.strip()
     pb = find(name)
-    if c.zookeeper and not topology:
+    migrating = any(s.type in ("migration_check", "clear_migration") for s in pb.steps)
+    if c.zookeeper and not topology and not migrating:  # a migration's brokers turn KRaft brokers midway
         with c.connection() as conn:  # a KRaft cluster: exit 2 before the run starts (no state file)
             conn.require_zookeeper_mode("--zookeeper")
     con = err_console()
     try:
-        state = engine.run(pb, given, c.connection, has_cluster=bool(c.bootstrap_server), dry_run=dry_run, yes=yes, resume=resume,
+        def connect():
+            conn = c.connection()
+            conn.migrating = migrating
+            return conn
+
+        state = engine.run(pb, given, connect, has_cluster=bool(c.bootstrap_server), dry_run=dry_run, yes=yes, resume=resume,
                            say=lambda m: con.print(m, markup=False, highlight=False),
                            interactive=sys.stdin.isatty(), topology_file=topology)
     except (KopsError, KeyboardInterrupt) as e:

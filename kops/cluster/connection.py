@@ -184,6 +184,9 @@ class Connection:
     _kp_error: BaseException | None = field(default=None, repr=False)
     _kp_warming: bool = field(default=False, repr=False)
     _zk: Any = field(default=None, repr=False)
+    #: a ZooKeeper -> KRaft migration is under way: ZooKeeper is read (and kops' lock znode
+    #: written) while some brokers already run in KRaft mode (the playbooks zk-to-kraft*)
+    migrating: bool = field(default=False, repr=False)
     #: "zookeeper" / "kraft" once known (read_topology records it; cluster_mode() asks)
     _mode: str | None = field(default=None, repr=False)
     #: True once the cluster has answered a request: a later timeout is then a slow or
@@ -645,11 +648,15 @@ class Connection:
             )
 
     # -- ZooKeeper -----------------------------------------------------------------------------
-    def zk(self):
+    def zk(self, *, migrating: bool = False):
+        """The kazoo client (started once). ``migrating``: for reading a ZooKeeper -> KRaft
+        migration, whose brokers run in KRaft mode while ZooKeeper still holds its state: the
+        cluster's mode is not asked."""
         if self._zk is None:
             if not self.zookeeper:
                 raise BadInput("this needs --zookeeper HOST:PORT[/chroot] (or KOPS_ZOOKEEPER)")
-            self.require_zookeeper_mode("--zookeeper")
+            if not (migrating or self.migrating):
+                self.require_zookeeper_mode("--zookeeper")
             from kazoo.client import KazooClient
             from kazoo.exceptions import AuthFailedError
             from kazoo.handlers.threading import KazooTimeoutError

@@ -68,7 +68,9 @@ STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "demote": {"broker": ("broker", False), "rack": ("rack", False)},
     "restore": {"broker": ("broker", False), "rack": ("rack", False)},
     "wait_for": {
-        "condition": ("choice:healthy|no_leaders|brokers_up|brokers_down|in_sync|no_reassignment", True),
+        "condition": ("choice:healthy|no_leaders|brokers_up|brokers_down|in_sync|no_reassignment"
+                      "|migration_state|quorum_ready|kraft_brokers", True),
+        "state": ("choice:NONE|PRE_MIGRATION|MIGRATION|POST_MIGRATION", False),  # migration_state only
         "broker": ("broker", False),
         "brokers": ("brokers", False),
         "rack": ("rack", False),
@@ -81,6 +83,11 @@ STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "notify": {"message": ("str", True), "command": ("str", False), "file": ("str", False)},
     "restart": {"broker": ("broker", True), "command": ("str", True), "timeout": ("period", False)},
     "upgrade_features": {"release_version": ("str", False), "features": ("list", False), "validate_only": ("bool", False)},
+    # a ZooKeeper -> KRaft migration (kops.playbook.migration)
+    "migration_check": {"check": ("choice:zk-to-kraft|rollback", True)},
+    "snapshot": {},
+    "compare_snapshot": {"snapshot": ("step", True)},
+    "clear_migration": {},
     "for_each": {
         "brokers": ("brokers", False),
         "rack": ("rack", False),
@@ -363,6 +370,8 @@ def _parse_steps(raw_steps: list[Any], snode: Any, names: set[str], at, *,
         for key, (_kind, required) in STEP_FIELDS[stype].items():
             if required and key not in step:
                 at(node, f"{label}: a {stype} step needs {key!r}")
+        if stype == "wait_for" and (step.get("condition") == "migration_state") != ("state" in step):
+            at(node, f"{label}: 'state' goes with condition migration_state, which needs it")
         if stype in ("demote", "restore") and ("broker" in step) == ("rack" in step):
             at(node, f"{label}: give exactly one of 'broker' or 'rack'")
         if stype == "for_each" and "brokers" in step and "rack" in step and not any(

@@ -13,7 +13,6 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from kops.errors import BadInput
@@ -21,16 +20,7 @@ from kops.model import Topology
 from kops.playbook.state import HookFailed, PausedForOperator, RunContext, StepFailed
 from kops.playbook.spec import HOOK_VARS, StepSpec
 
-StepFn = Callable[[dict[str, Any], RunContext], dict[str, Any]]
-_REGISTRY: dict[str, StepFn] = {}
-
-
-def step(name: str) -> Callable[[StepFn], StepFn]:
-    def deco(fn: StepFn) -> StepFn:
-        _REGISTRY[name] = fn
-        return fn
-
-    return deco
+from kops.playbook.registry import REGISTRY as _REGISTRY, step
 
 
 def run_step(spec: StepSpec, fields: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -78,6 +68,12 @@ def preflight(name: str, steps: list[tuple[StepSpec, dict[str, Any]]], ctx: RunC
                                     topo.mode)
             except BadInput as e:
                 problems.append(f"step {s.id!r} (line {s.line}): {e.message}")
+    if not problems:  # a migration's preconditions (kops.playbook.migration), read once the inputs are right
+        from kops.playbook import migration
+
+        refused = migration.preflight(steps, ctx)
+        if refused:
+            raise BadInput(f"playbook {name}: refused before any change", details=refused)
     if problems:
         raise BadInput(f"playbook {name}: bad parameters for this cluster", details=problems)
 
@@ -86,7 +82,10 @@ def preflight(name: str, steps: list[tuple[StepSpec, dict[str, Any]]], ctx: RunC
 def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunContext) -> tuple[bool, str]:
     """(satisfied, explanation) for a wait_for condition on a fresh topology."""
     from kops.health import check_health
+    from kops.playbook import migration
 
+    if condition in migration.CONDITIONS:
+        return migration.evaluate(condition, fields, topo, ctx)
     brokers = target_brokers(fields, topo)
     alive = {b.id for b in topo.brokers if b.alive}
     if condition == "healthy":
@@ -115,7 +114,9 @@ def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunCon
         down = [b for b in brokers if b not in alive]
         lagging = [p for p in topo.partitions() for b in brokers if b in p.replicas and b not in p.isr]
         ok = not down and not lagging
-        return (ok, f"brokers {down} down" if down else f"{len(lagging)} replicas on {brokers} out of ISR")
+        leaders = sorted({p.leader for p in lagging if p.leader is not None and p.leader >= 0})
+        return (ok, f"brokers {down} down" if down else f"{len(lagging)} replicas on {brokers} out of ISR"
+                + (f" (of partitions led by brokers {leaders})" if leaders else ""))
     if condition == "no_reassignment":
         moving = [p for p in topo.partitions() if p.reassigning]
         return (not moving, f"{len(moving)} partitions being reassigned")
@@ -486,3 +487,7 @@ def _demote(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 @step("restore")
 def _restore(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return _leadership("restore", f, ctx)
+
+
+# step families in their own modules, registered with @step when imported
+__import__("kops.playbook.migration")

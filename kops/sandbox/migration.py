@@ -29,9 +29,10 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from kops.cluster.migration import (  # noqa: F401  (re-exported: the sandbox's names)
+    MIGRATION, NONE, POST_MIGRATION, PRE_MIGRATION, STATES, MigrationStatus, classify, read_status, zk_cluster_id)
 from kops.errors import BadInput, ClusterError
 from kops.sandbox import procs
 from kops.sandbox.configs import write_node_configs
@@ -41,10 +42,6 @@ from kops.sandbox.state import Node
 
 #: a rollback's first broker: SIGKILL after this long in its controlled shutdown (no controller answers it)
 ROLLBACK_FIRST_STOP_S = 15.0
-#: Kafka's ZkMigrationState names (metadata/.../migration/ZkMigrationState.java), in order
-NONE, PRE_MIGRATION, MIGRATION, POST_MIGRATION = "NONE", "PRE_MIGRATION", "MIGRATION", "POST_MIGRATION"
-STATES = (NONE, PRE_MIGRATION, MIGRATION, POST_MIGRATION)
-
 #: what a ZooKeeper broker and a KRaft broker log once started; what a KRaft controller logs
 ZK_BROKER_STARTED = "[KafkaServer id={id}] started"
 KRAFT_BROKER_STARTED = "[BrokerServer id={id}] Transition from STARTING to STARTED"
@@ -52,72 +49,6 @@ CONTROLLER_STARTED = "[KafkaRaftServer nodeId={id}] Kafka Server started"
 #: what every controller logs (controller.log) once the migration is finalized (FeatureControlManager
 #: replays the record)
 FINALIZED_LINE = "changing the migration state from MIGRATION to POST_MIGRATION"
-
-
-@dataclass(frozen=True)
-class MigrationStatus:
-    """Where a migration is: Kafka's ZkMigrationState name and what it was read from."""
-
-    state: str
-    controller: int | None  # the id in /controller (a broker, or a KRaft controller)
-    kraft_controller_epoch: int | None  # /controller's kraftControllerEpoch (a KRaft controller holds it)
-    migration_znode: dict[str, Any] | None  # /migration as the active KRaft controller wrote it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "controller": self.controller,
-                "kraft_controller_epoch": self.kraft_controller_epoch, "migration_znode": self.migration_znode}
-
-
-def classify(controller_znode: dict[str, Any] | None, migration_znode: dict[str, Any] | None, *,
-             finalized: bool = False) -> str:
-    """Kafka's ZkMigrationState from ZooKeeper's ``/controller`` and ``/migration`` (pure).
-
-    ``POST_MIGRATION`` when the controllers were finalized (``finalized``: ZooKeeper no longer
-    tells); ``MIGRATION`` once ``/migration`` holds the offset of the migrated metadata in the
-    KRaft log (Kafka's ``initialZkMigrationComplete``: offset > 0); ``PRE_MIGRATION`` while a
-    KRaft controller in migration mode has written ``/migration`` or holds ``/controller`` but has
-    not migrated yet; ``NONE`` otherwise."""
-    if finalized:
-        return POST_MIGRATION
-    if migration_znode is not None and int(migration_znode.get("kraft_metadata_offset", -1)) > 0:
-        return MIGRATION
-    kraft_epoch = (controller_znode or {}).get("kraftControllerEpoch")
-    if migration_znode is not None or (kraft_epoch is not None and int(kraft_epoch) >= 0):
-        return PRE_MIGRATION
-    return NONE
-
-
-def read_status(zk, *, finalized: bool = False) -> MigrationStatus:
-    """:class:`MigrationStatus` read with a started kazoo client."""
-    ctrl = _znode_json(zk, "/controller")
-    mig = _znode_json(zk, "/migration")
-    epoch = (ctrl or {}).get("kraftControllerEpoch")
-    return MigrationStatus(
-        state=classify(ctrl, mig, finalized=finalized),
-        controller=int(ctrl["brokerid"]) if ctrl and "brokerid" in ctrl else None,
-        kraft_controller_epoch=int(epoch) if epoch is not None and int(epoch) >= 0 else None,
-        migration_znode=mig,
-    )
-
-
-def _znode_json(zk, path: str) -> dict[str, Any] | None:
-    from kazoo.exceptions import NoNodeError
-
-    try:
-        data, _ = zk.get(path)
-    except NoNodeError:
-        return None
-    try:
-        doc = json.loads(data.decode() or "null")
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def zk_cluster_id(zk) -> str | None:
-    """The ZooKeeper cluster's id (``/cluster/id``, written by the first broker)."""
-    doc = _znode_json(zk, "/cluster/id")
-    return str(doc["id"]) if doc and doc.get("id") else None
 
 
 class MigrationMode(ZooKeeperMode):

@@ -1,0 +1,173 @@
+"""The zk-to-kraft playbook migrates a real 3-broker, 3-rack Kafka 3.9.2 ZooKeeper sandbox to KRaft
+through ``kops playbook run``, with the sandbox's migration verbs as its hooks (each in a process
+of its own, as an operator's systemd/Ansible hooks would be), under an acks=all producer: every
+phase waits on what kops reads (the quorum, ZooKeeper's /migration, the brokers' configs), the
+snapshot taken before is compared after the brokers' roll, and no acknowledged message is lost.
+The pause before finalization is passed with --yes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from tests.cluster.kafka_helpers import create_topic, kops
+from tests.cluster.sandboxes import own_sandbox
+
+pytestmark = pytest.mark.cluster
+
+TOPIC = "kept"
+
+
+@pytest.fixture(scope="module")
+def zk39(tmp_path_factory, request):
+    """ZooKeeper mode, Kafka 3.9.2: 3 brokers in racks a, b, c."""
+    from kops.sandbox import Sandbox
+
+    yield from own_sandbox(Sandbox, tmp_path_factory, request, "kops-zk2k-playbook", "zk-to-kraft sandbox", brokers=3,
+                           racks="a,b,c", kafka_version="3.9.2")
+
+
+class Producing:
+    """An acks=all idempotent producer in the background; what was acknowledged."""
+
+    def __init__(self, bs: str):
+        self.acked: set[bytes] = set()
+        self.failed = 0
+        self._stop = threading.Event()
+        self._p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                            "delivery.timeout.ms": 120000})
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _cb(self, err, msg):
+        if err is None:
+            self.acked.add(msg.value())
+        else:
+            self.failed += 1
+
+    def _run(self):
+        i = 0
+        while not self._stop.is_set():
+            self._p.produce(TOPIC, value=f"m-{i}".encode(), key=str(i % 12).encode(), on_delivery=self._cb)
+            self._p.poll(0)
+            i += 1
+            time.sleep(0.01)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(10)
+        self._p.flush(150)
+
+
+def _consume_all(bs: str, want: set[bytes]) -> set[bytes]:
+    c = Consumer({"bootstrap.servers": bs, "group.id": "zk2k-check", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([TOPIC])
+    got: set[bytes] = set()
+    deadline = time.monotonic() + 90
+    try:
+        while not want <= got and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.add(m.value())
+    finally:
+        c.close()
+    return got
+
+
+def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
+    from kops.sandbox.procs import free_ports
+
+    sb = zk39
+    bs = sb.bootstrap_servers
+    zk = sb.config.zookeeper_connect or f"{sb.config.host}:{sb.config.zookeeper_port}"
+    create_topic(bs, TOPIC, partitions=6, rf=3, min_isr=2)
+    verb = f"{shlex.quote(sys.executable)} -m kops sandbox"
+    wd = shlex.quote(str(sb.workdir))
+    hooks = {
+        "controllers_command": f"{verb} migration controllers-up --controllers 3 --controller-port {free_ports(1)[0]} "
+                               f"--workdir {wd}",
+        "migrate_command": f"{verb} restart --broker {{broker}} --phase migrate --workdir {wd}",
+        "kraft_command": f"{verb} restart --broker {{broker}} --phase kraft --workdir {wd}",
+        "finalize_command": f"{verb} migration finalize --workdir {wd}",
+    }
+    args = ["playbook", "run", "zk-to-kraft", "--bootstrap-server", bs, "--zookeeper", zk, "--output", "json",
+            "-p", "gate_timeout=3m", "-p", "restart_timeout=5m", "-p", "catch_up_timeout=90s",
+            "-p", "migration_timeout=3m"]
+    for k, v in hooks.items():
+        args += ["-p", f"{k}={v}"]
+    env = {"KOPS_HOME": str(tmp_path)}
+
+    # a dry run names every phase and hook, and changes nothing
+    r = kops(*args, "--dry-run", env=env)
+    assert r.returncode == 0, r.stderr
+    dry = {s["id"]: s["summary"] for s in json.loads(r.stdout)["steps"]}
+    assert "ok" in dry["ready"] or "would go on" in dry["ready"], dry["ready"]
+    assert "migration controllers-up" in dry["controllers"] and "--phase kraft" in dry["kraft.0.restart"]
+    assert sb.controller_id() in sb.broker_ids  # still a ZooKeeper controller
+
+    t0 = time.monotonic()
+    recovered = None
+    with Producing(bs) as prod:
+        r = kops(*args, "--yes", env=env, timeout=1800)
+        if r.returncode != 0:
+            # Kafka 3.9.2 (seen in 1 of the first 2 runs that got there): the broker that is the ZooKeeper controller when the
+            # KRaft controller takes over keeps sending AlterPartition to itself (OPERATION_NOT_ATTEMPTED),
+            # so the replicas it leads do not take the last restarted broker back into the ISR. The
+            # in_sync gate stops the run there and names that leader; the operator restarts it with the
+            # same hook and resumes -- as this test does (docs/kraft-migration.md)
+            rep = json.loads(r.stdout)
+            failed = [s for s in rep["steps"] if s["status"] == "failed"]
+            assert len(failed) == 1 and failed[0]["id"].startswith("migrate.") and failed[0]["id"].endswith(".back"), (
+                failed, r.stderr[-4000:])
+            err = failed[0]["error"]
+            assert "out of ISR (of partitions led by brokers [" in err, err
+            leaders = json.loads(err.split("led by brokers ")[1].split(")")[0])
+            for b in leaders:
+                h = subprocess.run(hooks["migrate_command"].replace("{broker}", str(b)), shell=True,
+                                   capture_output=True, text=True, timeout=300)
+                assert h.returncode == 0, h.stderr
+            recovered = (failed[0]["id"], leaders)
+            r = kops(*args[:3], "--resume", rep["run_id"], "--bootstrap-server", bs, "--zookeeper", zk, "--yes",
+                     "--output", "json", env=env, timeout=1800)
+        took = time.monotonic() - t0
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
+    rep = json.loads(r.stdout)
+    assert rep["status"] == "done"
+    by = {s["id"]: s for s in rep["steps"]}
+    assert all(s["status"] == "done" for s in rep["steps"]), [s for s in rep["steps"] if s["status"] != "done"]
+    assert by["same"]["summary"].startswith("same topics"), by["same"]
+    assert "run as KRaft brokers" in by["kraft-brokers"]["summary"]
+    assert "migration state MIGRATION" in by["migrated"]["summary"]
+    assert "KRaft quorum: leader 10" in by["kraft-quorum"]["summary"]
+
+    # the end state: a KRaft cluster, the migration finalized, nothing lost
+    st = kops("sandbox", "migration", "status", "--workdir", str(sb.workdir), "--output", "json")
+    assert st.returncode == 0, st.stderr
+    assert json.loads(st.stdout)["migration"]["state"] == "POST_MIGRATION"
+    d = kops("cluster", "describe", "--bootstrap-server", bs, "--output", "json")
+    assert d.returncode == 0, d.stderr
+    topo = json.loads(d.stdout)
+    assert topo["mode"] == "kraft" and topo["controller"] in (1000, 1001, 1002)
+    assert len(prod.acked) > 100
+    got = _consume_all(bs, prod.acked)
+    assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
+    # after finalization the rollback is refused before any change (here ZooKeeper is stopped too)
+    rb = kops("playbook", "run", "zk-to-kraft-rollback", "--bootstrap-server", bs, "--zookeeper", zk,
+              "-p", "migrate_command=false", "-p", "controllers_stop_command=false", "-p", "zookeeper_command=false",
+              env=env)
+    assert rb.returncode == 2, (rb.stdout, rb.stderr)
+    assert "refused before any change" in rb.stderr and "the rollback needs it" in rb.stderr, rb.stderr
+    durations = {k: v["duration_s"] for k, v in by.items() if "." not in k}
+    print(f"zk-to-kraft playbook: {took:.1f}s (stuck ISR recovered: {recovered}); {len(prod.acked)} acked, {prod.failed} failed deliveries; {durations}")
+    assert (tmp_path / "playbook-runs" / f"{rep['run_id']}.json").is_file()

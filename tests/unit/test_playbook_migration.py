@@ -1,0 +1,249 @@
+"""The ZooKeeper -> KRaft playbooks (zk-to-kraft, zk-to-kraft-rollback): validation, the dry run
+naming every phase and hook, and the pure parts of their conditions, checks and snapshot compare."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kops.cli.main import app
+from kops.cluster import migration as zkm
+from kops.errors import BadInput
+from kops.model import Quorum, QuorumReplica
+from kops.playbook import migration as pm
+from kops.playbook.library import find
+from kops.playbook.spec import parse_playbook
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+HOOKS = {"controllers_command": "ctl-up --migration", "migrate_command": "roll {broker} {host}:{port} {rack} migrate",
+         "kraft_command": "roll {broker} kraft", "finalize_command": "ctl-finalize"}
+
+
+def _dry_run(tmp_path, monkeypatch, name: str, params: dict[str, str]) -> tuple[dict, str]:
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    args = ["playbook", "run", name, "--dry-run", "--topology", str(DATA / "topo6.json"), "--output", "json"]
+    for k, v in params.items():
+        args += ["--param", f"{k}={v}"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def test_the_migration_playbooks_validate():
+    for name in ("zk-to-kraft", "zk-to-kraft-rollback"):
+        pb = find(name)
+        assert all(p.help for p in pb.params.values()), name  # every parameter says what it is
+
+
+def test_zk_to_kraft_dry_run_prints_every_phase_and_hook_with_its_parameters(tmp_path, monkeypatch):
+    rep, _ = _dry_run(tmp_path, monkeypatch, "zk-to-kraft", HOOKS)
+    assert rep["status"] == "dry-run"
+    ids = [s["id"] for s in rep["steps"]]
+    top = [i for i in ids if "." not in i]
+    assert top == ["ready", "preflight", "no-moves", "before", "controllers", "quorum", "migrated", "all-kraft",
+                   "quorum-kraft", "same", "finalize", "finalize-controllers", "kraft-quorum",
+                   "kraft-brokers", "healthy"]
+    by = {s["id"]: s["summary"] for s in rep["steps"]}
+    assert "would run: ctl-up --migration" in by["controllers"]
+    assert "would run: ctl-finalize" in by["finalize-controllers"]
+    assert "would pause" in by["finalize"] and "last point" in by["finalize"]
+    assert "would wait" in by["migrated"] and "migration_state" in by["migrated"]
+    # every broker rolled twice, each with its own values in the hook
+    for b in range(6):
+        assert f"would restart broker {b} with: roll {b} 127.0.0.1:" in by[f"migrate.{b}.restart"]
+        assert by[f"migrate.{b}.restart"].split(" with: ")[1].split(" (timeout")[0].endswith(" migrate")
+        assert f"would restart broker {b} with: roll {b} kraft" in by[f"kraft.{b}.restart"]
+    assert ids.index("migrated") > max(ids.index(f"migrate.{b}.restore") for b in range(6))
+    assert ids.index("same") < ids.index("finalize") < ids.index("finalize-controllers")
+
+
+def test_rollback_dry_run_names_its_hooks(tmp_path, monkeypatch):
+    rep, _ = _dry_run(tmp_path, monkeypatch, "zk-to-kraft-rollback",
+                      {"migrate_command": "back {broker}", "controllers_stop_command": "ctl-stop",
+                       "zookeeper_command": "zk {broker}"})
+    by = {s["id"]: s["summary"] for s in rep["steps"]}
+    assert "would check" in by["possible"]
+    assert "would run: ctl-stop" in by["stop-controllers"]
+    assert "would restart broker 3 with: back 3" in by["to-migration-mode.3.restart"]
+    assert "would restart broker 3 with: zk 3" in by["to-zookeeper.3.restart"]
+    ids = list(by)
+    assert ids.index("to-migration-mode.0.back") < ids.index("stop-controllers") < ids.index("clear") \
+        < ids.index("to-zookeeper.2.restart")
+
+
+def test_a_missing_hook_is_refused_with_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    r = runner.invoke(app, ["playbook", "run", "zk-to-kraft", "--dry-run", "--topology", str(DATA / "topo6.json"),
+                            "--param", "migrate_command=x"])
+    assert r.exit_code == 2
+    assert "controllers_command" in r.stderr and "finalize_command" in r.stderr
+
+
+def test_migration_fields_are_validated_with_their_line():
+    bad = """\
+name: m
+steps:
+  - {id: a, type: wait_for, condition: migration_state, timeout: 1m}
+  - {id: b, type: wait_for, condition: migration_state, state: DONE, timeout: 1m}
+  - {id: c, type: wait_for, condition: healthy, state: MIGRATION, timeout: 1m}
+  - {id: d, type: compare_snapshot, snapshot: nowhere}
+  - {id: e, type: migration_check, check: sideways}
+"""
+    with pytest.raises(BadInput) as e:
+        parse_playbook(bad, source="m.yaml")
+    text = "\n".join(e.value.details)
+    assert "m.yaml:3:" in text and "'state' goes with condition migration_state" in text
+    assert "m.yaml:4:" in text and "DONE" in text and "POST_MIGRATION" in text
+    assert "m.yaml:5:" in text
+    assert "m.yaml:6:" in text and "nowhere" in text
+    assert "m.yaml:7:" in text and "sideways" in text
+
+
+def test_quorum_ready_needs_a_leader_and_every_voter_caught_up():
+    def q(leader, *leos):
+        return Quorum(leader=leader, epoch=4, high_watermark=100,
+                      voters=tuple(QuorumReplica(1000 + i, leo) for i, leo in enumerate(leos)))
+
+    assert pm.quorum_ready_from(q(1000, 100, 100, 100))[0]
+    ok, why = pm.quorum_ready_from(q(1000, 100, 90, -1))
+    assert not ok and "1001 (10 records)" in why and "1002 (unknown)" in why
+    assert pm.quorum_ready_from(q(-1, 100, 100, 100)) == (False, "the KRaft quorum has no leader")
+
+
+def test_kraft_brokers_names_the_ones_left():
+    assert pm.kraft_brokers_from({0: "kraft", 1: "kraft"})[0]
+    ok, why = pm.kraft_brokers_from({0: "kraft", 1: "zookeeper", 2: None})
+    assert not ok and "1 (zookeeper)" in why and "2 (unread)" in why
+    assert not pm.kraft_brokers_from({})[0]
+
+
+def test_migration_states_in_order_and_finalization_told_from_the_epochs():
+    assert zkm.at_least(zkm.MIGRATION, zkm.PRE_MIGRATION) and not zkm.at_least(zkm.PRE_MIGRATION, zkm.MIGRATION)
+    assert zkm.finalized_from(5, 8, True)
+    assert not zkm.finalized_from(5, 5, True)  # dual write: the active controller holds /controller
+    assert not zkm.finalized_from(5, 8, False)  # a broker still in migration mode: not finalized
+    assert not zkm.finalized_from(None, 8, True)
+
+
+def test_zk_to_kraft_preconditions_name_what_is_wrong():
+    ok = pm.zk_to_kraft_problems("zookeeper", {0: "3.9", 1: "3.9"}, {0: "3.9-IV0", 1: "3.9"}, zkm.NONE)
+    assert ok == []
+    probs = pm.zk_to_kraft_problems("zookeeper", {0: "3.9", 1: "3.7"}, {0: "3.9", 1: "3.7"}, zkm.NONE)
+    assert any("Kafka 3.9.x" in p and "broker 1 runs 3.7" in p for p in probs)
+    assert any("inter.broker.protocol.version must be 3.9" in p and "broker 1 has 3.7" in p for p in probs)
+    assert any("broker 0 has none readable" in p for p in pm.zk_to_kraft_problems("zookeeper", {0: "3.9"}, {0: None},
+                                                                                 zkm.NONE))
+    assert any("KRaft mode" in p or "kraft mode" in p for p in pm.zk_to_kraft_problems("kraft", {}, {}, zkm.NONE))
+    assert any("--zookeeper" in p for p in pm.zk_to_kraft_problems("zookeeper", {}, {}, None))
+    assert any("under way" in p for p in pm.zk_to_kraft_problems("zookeeper", {}, {}, zkm.MIGRATION))
+
+
+def test_rollback_is_refused_after_finalization_and_without_a_migration():
+    assert pm.rollback_problems(zkm.MIGRATION) == [] and pm.rollback_problems(zkm.PRE_MIGRATION) == []
+    (p,) = pm.rollback_problems(zkm.POST_MIGRATION)
+    assert "finalized" in p and "cannot go back" in p
+    assert "NONE" in pm.rollback_problems(zkm.NONE)[0]
+    assert "ZooKeeper" in pm.rollback_problems(None)[0]
+
+
+def test_a_rollback_run_after_finalization_stops_before_any_step(tmp_path, monkeypatch):
+    """The engine's preflight reads the migration state: POST_MIGRATION refuses with exit 2, no
+    step runs, no hook is called."""
+    from kops.cluster.snapshot import load_topology
+    from kops.playbook import engine
+
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    monkeypatch.setattr(engine.RunContext, "topology", lambda self: load_topology(DATA / "topo6.json"))
+    monkeypatch.setattr(pm, "read_state", lambda ctx, topo=None: zkm.MigrationStatus(zkm.POST_MIGRATION, 1000, 5, {}))
+
+    class Conn:
+        zookeeper = "127.0.0.1:2181"
+
+    @contextmanager
+    def connect():
+        yield Conn()
+
+    marker = tmp_path / "hook-ran"
+    pb = find("zk-to-kraft-rollback")
+    with pytest.raises(BadInput) as e:
+        engine.run(pb, {"migrate_command": f"touch {marker}", "controllers_stop_command": f"touch {marker}",
+                        "zookeeper_command": f"touch {marker}"}, connect, has_cluster=False, say=lambda m: None,
+                   interactive=False)
+    assert e.value.exit_code == 2 and "refused before any change" in e.value.message
+    text = "\n".join(e.value.details)
+    assert "step 'possible'" in text and "finalized" in text and "cannot go back" in text
+    assert not marker.exists() and not (tmp_path / "playbook-runs").exists()
+
+
+SNAP = {"topics": {"t": {"internal": False, "partitions": {"0": [0, 1], "1": [1, 2]}, "configs": {"min.insync.replicas": "2"}}},
+        "brokers": {"0": {"rack": "a", "configs": {"log.cleaner.threads": "2"}}, "1": {"rack": "b", "configs": {}}},
+        "acls": [["TOPIC", "t", "LITERAL", "User:a", "*", "READ", "ALLOW"]], "acl_note": "1 ACLs"}
+
+
+def test_compare_snapshot_names_each_difference():
+    assert pm.compare(SNAP, json.loads(json.dumps(SNAP))) == []
+    after = json.loads(json.dumps(SNAP))
+    after["topics"]["t"]["partitions"]["1"] = [2, 1]
+    after["topics"]["t"]["configs"]["min.insync.replicas"] = "1"
+    after["topics"]["__consumer_offsets"] = {"internal": True, "partitions": {"0": [0]}, "configs": {}}
+    after["topics"]["new"] = {"internal": False, "partitions": {"0": [0]}, "configs": {}}
+    after["brokers"]["0"]["configs"] = {}
+    after["brokers"]["1"]["rack"] = "c"
+    after["acls"] = []
+    diffs = pm.compare(SNAP, after)
+    assert diffs == [
+        "topic new is new",
+        "t-1: replicas [1, 2] before, [2, 1] now",
+        "topic t config min.insync.replicas: 2 before, 1 now",
+        "broker 0 dynamic config log.cleaner.threads: 2 before, (unset) now",
+        "broker 1: rack b before, c now",
+        "ACL gone: resource=TOPIC name=t pattern=LITERAL principal=User:a host=* operation=READ permission=ALLOW",
+    ]
+
+
+def test_broker_configs_are_read_one_broker_per_request_and_a_silent_broker_is_not_read_as_empty():
+    """librdkafka takes one BROKER resource per DescribeConfigs call (several: _CONFLICT for all):
+    each broker is asked on its own; a snapshot (strict) refuses a broker that does not answer."""
+    from types import SimpleNamespace
+
+    from confluent_kafka.admin import ConfigSource
+
+    from kops.errors import ClusterError
+
+    def entry(value, source=ConfigSource.STATIC_BROKER_CONFIG):
+        return SimpleNamespace(value=value, source=source.value, is_sensitive=False, is_default=False)
+
+    answers = {
+        "0": {"process.roles": entry("broker"), "zookeeper.connect": entry(None),
+              "log.cleaner.threads": entry("2", ConfigSource.DYNAMIC_BROKER_CONFIG)},
+        "1": {"process.roles": entry(""), "zookeeper.connect": entry("zk:2181"),
+              "inter.broker.protocol.version": entry("3.9-IV0")},
+    }
+
+    class Admin:
+        def describe_configs(self, resources, request_timeout):
+            assert len(resources) == 1, "one BROKER resource per call"
+            return {resources[0]: resources[0].name}
+
+    class Conn:
+        timeout_s = 5.0
+
+        def admin(self):
+            return Admin()
+
+        def wait(self, fut, what):
+            if fut not in answers:
+                raise ClusterError(f"{what}: timed out")
+            return answers[fut]
+
+    got = pm.read_broker_configs(Conn(), [0, 1, 2], strict=False)
+    assert got[0] == {"mode": "kraft", "ibp": None, "dynamic": {"log.cleaner.threads": "2"}}
+    assert got[1] == {"mode": "zookeeper", "ibp": "3.9-IV0", "dynamic": {}}
+    assert got[2]["mode"] is None
+    with pytest.raises(ClusterError):
+        pm.read_broker_configs(Conn(), [0, 1, 2])
