@@ -204,7 +204,8 @@ def up(
             help=(
                 "ID:SIZE, repeatable (--engine docker): broker ID gets a data disk of its own of SIZE "
                 "(e.g. 5:256MB), a loop-mounted ext4 file system, so that it can really fill "
-                "(`kops sandbox fill-disk`). Needs root."
+                "(`kops sandbox fill-disk`); with --log-dirs N each of its N log dirs is a disk of its own "
+                "of SIZE, which `kops sandbox fail-log-dir` fails as a disk fails (EIO). Needs root."
             ),
         ),
     ] = None,
@@ -633,7 +634,7 @@ def fill_disk(
     free, as if other data had grown there, or --release the space again. The broker's own data
     stays; Kafka sees the disk filling (DescribeLogDirs usable bytes), and so do kops' checks.
     It first waits until the broker has removed the logs of deleted topics, whose space would
-    otherwise come back after the fill."""
+    otherwise come back after the fill. With --log-dirs N: the disk of its first log dir (data)."""
     from kops.errors import BadInput
 
     if (leave is None) == (not release):
@@ -665,15 +666,18 @@ def fail_log_dir(
                                       "default the last.")
     ] = None,
     restore: Annotated[bool, typer.Option(
-        "--restore", help="Undo: put the broker's failed log dirs back and restart it (Kafka brings an offline "
-                          "dir back only at start-up); returns once it reports every dir online.")] = False,
+        "--restore", help="Undo: put the broker's failed log dirs back (a shut-down disk is mounted afresh) and "
+                          "restart it (Kafka brings an offline dir back only at start-up); returns once it reports "
+                          "every dir online.")] = False,
     workdir: WorkdirOpt = None,
     timeout: TimeoutSOpt = None,
 ) -> None:
-    """Make one log dir of a JBOD broker fail for real (both engines, ZooKeeper and KRaft mode): its
-    data is moved aside (to <dir>.kops-failed) and a file takes the dir's place, so Kafka's next
-    write there fails with an IOException and Kafka takes the dir offline: its replicas leave
-    their ISR, leaders move, the broker stays up on its other dirs. Returns once the broker
+    """Make one log dir of a JBOD broker fail for real (both engines, ZooKeeper and KRaft mode): a
+    dir that is a disk of its own (`up --engine docker --data-disk B:SIZE --log-dirs N`) is shut
+    down (ext4 shutdown: every write to it fails with EIO, as on a failing disk); any other dir has
+    its data moved aside (to <dir>.kops-failed) and a file takes its place. Kafka's next write
+    there fails with an IOException and Kafka takes the dir offline: its replicas leave their
+    ISR, leaders move, the broker stays up on its other dirs. Returns once the broker
     reports the dir offline (DescribeLogDirs: KAFKA_STORAGE_ERROR); exit 1 if it does not
     within --timeout (default 60 s). A broker restarted meanwhile keeps the dir offline.
 

@@ -199,7 +199,8 @@ class SandboxConfig:
     stop_timeout_s: float = 60.0
     security: str = "none"  # none | sasl_plaintext | sasl_ssl (kops.sandbox.security)
     engine: str = "jvm"  # jvm (local processes) | docker (containers: kops.sandbox.containers)
-    data_disk_mb: Mapping[int, int] = field(default_factory=dict)  # broker -> MiB of its own disk (docker)
+    #: broker -> MiB of each of its data disks (docker): every log dir of the broker is a disk of its own
+    data_disk_mb: Mapping[int, int] = field(default_factory=dict)
     log_dirs: int = 1  # log dirs per broker (JBOD): data, data-1, ...
     extra_brokers: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # id -> {rack, port}
     removed_brokers: Sequence[int] = ()
@@ -597,6 +598,16 @@ class SandboxConfig:
         if node == "zookeeper" or (isinstance(node, int) and node in self.controller_ids):
             return [first]
         return [first, *(self.node_dir(node) / f"data-{i}" for i in range(1, self.log_dirs))]
+
+    def data_disks(self, broker_id: int) -> list[tuple[Path, Path]]:
+        """``(image file, mount point)`` of each data disk of ``broker_id`` (``--data-disk``): one
+        per log dir, ``disk.img`` on ``data``, ``disk-1.img`` on ``data-1``, ...; empty for a
+        broker without data disks."""
+        if broker_id not in self.data_disk_mb:
+            return []
+        node = self.node_dir(broker_id)
+        return [(node / ("disk.img" if i == 0 else f"disk-{i}.img"), d)
+                for i, d in enumerate(self.data_dirs(broker_id))]
 
     def stdout_file(self, node: str | int) -> Path:
         """stdout+stderr of the JVM (``kafkaServer.out`` in Kafka's scripts)."""

@@ -485,33 +485,32 @@ class ContainerNodes(Nodes):
         self.log(f"{key} is back")
 
     # -- small data disks (kops.sandbox.disks) ------------------------------------------------------
-    def _disk(self, b: int) -> tuple[Path, Path]:
-        """(image file, mount point = the broker's data dir)."""
-        return self.config.node_dir(b) / "disk.img", self.config.data_dir(b)
-
     def _mount_disk(self, b: int) -> None:
+        """Mount every data disk of broker ``b`` (one per log dir) that is not mounted."""
         from kops.sandbox import disks
 
         size = self.config.data_disk_mb.get(b)
-        if size:
-            disks.ensure(*self._disk(b), size)
+        for image, mount_point in self.config.data_disks(b):
+            disks.ensure(image, mount_point, size)
 
     def _unmount_disks(self) -> None:
         from kops.sandbox import disks
 
         for b in self.config.data_disk_mb:
-            disks.unmount(self._disk(b)[1])
+            for _image, mount_point in self.config.data_disks(b):
+                disks.unmount(mount_point)
 
     def fill_disk(self, broker: int, *, leave_bytes: int) -> int:
         """Fill the small data disk of ``broker`` until ``leave_bytes`` are free (its replicas
-        stay); returns the bytes taken. Only brokers started with a data disk."""
+        stay); returns the bytes taken. Only brokers started with a data disk; with several log
+        dirs, the disk of the first (``data``)."""
         from kops.sandbox import disks
 
         self.state.check_broker(broker)
         if broker not in self.config.data_disk_mb:
             raise BadInput(f"broker {broker} has no data disk of its own (`kops sandbox up --engine docker "
                            f"--data-disk {broker}:256m`); its data dir is on this machine's disk")
-        taken = disks.fill(self._disk(broker)[1], leave_bytes)
+        taken = disks.fill(self.config.data_dir(broker), leave_bytes)
         self.log(f"broker {broker}: data disk filled, {leave_bytes / 2**20:.1f} MiB left free")
         return taken
 
@@ -519,12 +518,12 @@ class ContainerNodes(Nodes):
         from kops.sandbox import disks
 
         self.state.check_broker(broker)
-        return disks.release(self._disk(broker)[1])
+        return disks.release(self.config.data_dir(broker))
 
     def disk_usage(self, broker: int) -> tuple[int, int]:
         from kops.sandbox import disks
 
-        return disks.usage(self._disk(broker)[1])
+        return disks.usage(self.config.data_dir(broker))
 
 
 __all__ = ["NOT_RUNNING", "ContainerNodes", "INTERNAL_PORT", "LABEL", "parse_duration_ms", "parse_percent"]

@@ -112,7 +112,7 @@ def _docker_sandbox(tmp_path_factory, request, **config):
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
     workdir = tmp_path_factory.mktemp("kops-docker-sandbox", numbered=True)
-    ports = free_ports(7)
+    ports = free_ports(1 + config.get("brokers", 6))
     cfg = SandboxConfig(engine="docker", workdir=workdir, zookeeper_port=ports[0], broker_ports=ports[1:],
                         heap=os.environ.get("KOPS_TEST_HEAP", "384m"), **config)
     sb = Sandbox(cfg, log=lambda m: print(f"[docker sandbox] {m}", flush=True))

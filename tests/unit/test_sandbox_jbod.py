@@ -5,14 +5,15 @@ cluster, no JVM."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kops.cli.main import app
-from kops.errors import BadInput
+from kops.errors import BadInput, ClusterError
 from kops.model import Broker, LogDir
-from kops.sandbox import Sandbox, dist, logdirs
+from kops.sandbox import Sandbox, disks, dist, logdirs
 from kops.sandbox.config import SandboxConfig
 from kops.sandbox.opening import open_sandbox
 
@@ -128,15 +129,64 @@ def test_restore_without_a_failed_dir_does_nothing(tmp_path):
     assert sb.faults.restore_log_dirs(1) == []
 
 
-def test_a_data_disk_mount_point_is_refused(tmp_path, monkeypatch):
+def test_a_mount_point_kops_did_not_make_is_not_moved_aside(tmp_path, monkeypatch):
     from kops.sandbox import disks
 
     d = tmp_path / "data"
     d.mkdir()
     monkeypatch.setattr(disks, "is_mounted", lambda p: p == d)
-    with pytest.raises(BadInput, match="mount point of a data disk"):
+    with pytest.raises(BadInput, match="mount point kops did not make"):
         logdirs.fail(d, 1)
     assert d.is_dir()
+
+
+def test_each_log_dir_of_a_broker_with_data_disks_is_a_disk_of_its_own(tmp_path):
+    cfg = SandboxConfig(engine="docker", workdir=tmp_path, brokers=3, log_dirs=3, data_disk_mb={"1": 64}).validate()
+    b1 = tmp_path / "broker-1"
+    assert cfg.data_disks(1) == [(b1 / "disk.img", b1 / "data"), (b1 / "disk-1.img", b1 / "data-1"),
+                                 (b1 / "disk-2.img", b1 / "data-2")]
+    assert [m for _i, m in cfg.data_disks(1)] == cfg.data_dirs(1)
+    assert cfg.data_disks(0) == []  # no --data-disk: its dirs are on this machine's disk
+    assert SandboxConfig.from_dict(cfg.to_dict()).data_disks(1) == cfg.data_disks(1)
+    one = SandboxConfig(engine="docker", workdir=tmp_path, brokers=3, data_disk_mb={1: 64}).validate()
+    assert one.data_disks(1) == [(b1 / "disk.img", b1 / "data")]  # as before JBOD: the data dir's disk
+
+
+def test_the_failure_method_follows_the_disks(tmp_path):
+    cfg = SandboxConfig(engine="docker", workdir=tmp_path, brokers=3, log_dirs=2, data_disk_mb={1: 64}).validate()
+    assert logdirs.failure_method(cfg, 1) == logdirs.SHUT_DOWN_DISK
+    assert logdirs.failure_method(cfg, 0) == logdirs.MOVE_ASIDE
+    assert logdirs.failure_method(SandboxConfig(workdir=tmp_path, log_dirs=2), 1) == logdirs.MOVE_ASIDE
+
+
+def test_a_disk_that_is_not_mounted_is_not_failed_another_way(tmp_path):
+    d = tmp_path / "broker-1" / "data-1"
+    (d / "t-0").mkdir(parents=True)
+    with pytest.raises(ClusterError, match="nothing is mounted there"):
+        logdirs.fail(d, 1, logdirs.SHUT_DOWN_DISK)
+    assert (d / "t-0").is_dir() and not logdirs.is_failed(d)  # not moved aside instead
+    with pytest.raises(BadInput, match="not a sandbox data disk"):
+        disks.shut_down(d)
+
+
+def test_a_shut_down_disk_is_failed_until_unmounted(tmp_path, monkeypatch):
+    d = tmp_path / "broker-1" / "data-1"
+    d.mkdir(parents=True)
+    mounted = {d}
+    monkeypatch.setattr(disks, "is_mounted", lambda p: p in mounted)
+    monkeypatch.setattr(disks, "_run", lambda cmd, what: mounted.discard(Path(cmd[-1])))  # umount -l <dir>
+    ioctls = []
+    monkeypatch.setattr(disks.fcntl, "ioctl", lambda fd, req, arg: ioctls.append((req, arg)))
+    assert logdirs.fail(d, 1, logdirs.SHUT_DOWN_DISK) is True
+    assert ioctls == [(disks.EXT4_IOC_SHUTDOWN, b"\0\0\0\0")]  # synced first, then every write fails (EIO)
+    assert logdirs.is_failed(d) and disks.is_shut_down(d) and d.is_dir()
+    assert logdirs.fail(d, 1, logdirs.SHUT_DOWN_DISK) is False and len(ioctls) == 1  # failed already
+    assert logdirs.restore(d) is True  # unmounted: the broker's next start mounts it afresh
+    assert d not in mounted and not logdirs.is_failed(d)
+    assert not list(d.parent.glob("*" + disks.SHUT_DOWN))
+    assert logdirs.restore(d) is False
+    mounted.add(d)  # mounted afresh (`up` after `down` too): a new file system, not failed
+    assert not logdirs.is_failed(d)
 
 
 def test_broker_offline_log_dirs():
@@ -152,5 +202,11 @@ def test_cli_refusals_exit_2(tmp_path):
     r = runner.invoke(app, ["sandbox", "fail-log-dir", "--workdir", str(tmp_path), "--broker", "1", "--dir", "1",
                             "--restore"])
     assert r.exit_code == 2 and "leave --dir out" in r.output
+    r = runner.invoke(app, ["sandbox", "up", "--workdir", str(tmp_path), "--engine", "docker", "--log-dirs", "2",
+                            "--data-disk", "0:8MB"])
+    assert r.exit_code == 2 and "a size from 16 MiB" in r.output, r.output
+    r = runner.invoke(app, ["sandbox", "up", "--workdir", str(tmp_path), "--log-dirs", "2", "--data-disk", "0:64MB"])
+    assert r.exit_code == 2 and "--data-disk needs --engine docker" in r.output, r.output
+    assert not list(tmp_path.iterdir())  # nothing started, nothing written
     r = runner.invoke(app, ["sandbox", "up", "--help"])
     assert "--log-dirs" in r.output
