@@ -185,12 +185,13 @@ class Optimizer:
                         return False
             if goal.gain2(p, q, src, dst) <= EPS:
                 return False
-        news = [[dst if b == src else b for b in st.reps[p]] for p, src, dst in moves]
+        budget = st.budget
+        if not hard or budget.bounded:  # (the new lists, only where they are checked or costed)
+            news = [[dst if b == src else b for b in st.reps[p]] for p, src, dst in moves]
         if not hard:
             for (p, _src, dst), new in zip(moves, news):
                 if not st.racks.safety.safe_distinct(new) or (st.limits.limited and not st.limits.fits(dst, p)):
                     return False
-        budget = st.budget
         if budget.bounded:
             cost_mv = cost_by = 0
             for (p, _src, _dst), new in zip(moves, news):

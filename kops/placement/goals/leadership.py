@@ -275,9 +275,10 @@ class Counts:
         return self.bands[key[0]] if self.slot == "topic" else self.band
 
     def dist(self, key, delta: float = 0) -> float:
-        lo, hi = self._band(key)
-        c = self.count[key] + delta
-        return max(0.0, c - hi) + max(0.0, lo - c)
+        # (:meth:`_band` and ``max(0.0, ...)`` inlined: a hot call of the leadership passes)
+        lo, hi = self.bands[key[0]] if self.slot == "topic" else self.band
+        c = self.count.get(key, 0) + delta
+        return (c - hi if c > hi else 0.0) + (lo - c if lo > c else 0.0)
 
     def total(self, brokers: Sequence[int]) -> float:
         """How far ``brokers`` (per topic, for topic leaders) are outside the band, summed."""
@@ -389,7 +390,7 @@ class _SlotGoal(PlanGoal):
     def leader_guard(cls, st: PlacementState) -> Counts | None:
         reps, n = st.reps, len(st.allowed)
         slot = cls.slot
-        c = Counter(r[slot] for r in reps if len(r) > slot)
+        c = Counter([r[slot] for r in reps if len(r) > slot])
         total = sum(1 for r in reps if len(r) > slot)
         return Counts(slot, c, (total // n, -(-total // n)))
 

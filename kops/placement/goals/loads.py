@@ -297,7 +297,14 @@ class Load(PlanGoal):
                 # their own keeps2 -- then the try need not check them again
                 rooms = list(zip(mover.rooms(src), mover.rooms(dst)))
                 for _gap, p, q in cands[:SWAPS * SWAPS]:
-                    if not _swap_fits(rooms, p, q) or not all(g.keeps2(p, q, src, dst) for g in others):
+                    if not _swap_fits(rooms, p, q):
+                        continue
+                    ok = True
+                    for g in others:  # (``all`` of them, without a generator per candidate)
+                        if not g.keeps2(p, q, src, dst):
+                            ok = False
+                            break
+                    if not ok:
                         continue
                     if mover.try_moves(((p, src, dst), (q, dst, src)), ld, checked=True):
                         made += 2

@@ -118,12 +118,12 @@ class TopicSpreadGoal(PlanGoal):
                 # its place in b's sets (x -> x - 1: it may leave over / spare / full, join under)
                 if x == hi + 1:
                     self.over[b].discard(t)
+                elif x == hi:
+                    self.full[b].discard(t)
                 if x == lo + 1:
                     self.spare[b].discard(t)
-                if x == lo:
+                elif x == lo:
                     self.under[b].add(t)
-                if x == hi:
-                    self.full[b].discard(t)
                 if b in by_topic:
                     by_topic[b][t].remove(p)
         for b in came:
@@ -133,12 +133,12 @@ class TopicSpreadGoal(PlanGoal):
                 c[b] = x + 1
                 if x == hi:
                     self.over[b].add(t)
+                elif x == hi - 1:
+                    self.full[b].add(t)
                 if x == lo:
                     self.spare[b].add(t)
-                if x == lo - 1:
+                elif x == lo - 1:
                     self.under[b].discard(t)
-                if x == hi - 1:
-                    self.full[b].add(t)
                 if b in by_topic:
                     by_topic[b][t].append(p)
 
@@ -341,33 +341,66 @@ class TopicSpreadGoal(PlanGoal):
         st, ts = mover.st, self
         made = 0
         count, band, topic, on_src = ts.count, ts.band, ts.topic, st.index.on[src]
+        # (:meth:`_may`, :func:`within` and :meth:`keeps1` inlined: the same checks, in hot loops;
+        # the limits' dicts and the rack tree do not change during a pass, only their values)
+        reps, unrepaired, limits = st.reps, st.unrepaired, st.limits
+        limited, lfits, replaced = limits.limited, limits.fits, st.racks.safety.replaced
+        rooms, try_moves, budget = mover.rooms, mover.try_moves, st.budget
+        # (:meth:`Limits.fits` of a replica coming back to src, inlined: src's limits looked up once)
+        s_closed, s_disk, s_nw = src in limits.closed, limits.disk_limit.get(src), limits.nw_limit.get(src)
+        peak, nw_in, orig, size, rate = limits.disk_peak, limits.nw_in, limits._orig, limits._size, limits._rate
         for p in goes:
             t = topic[p]
             c, (lo, hi) = count[t], band[t]
             x, y = c.get(src, 0), c.get(dst, 0)
             if p not in on_src or not (x > lo and y < hi and (x > hi or y < lo)):
                 continue  # (an earlier move of the pair filled the topic's cell)
-            if not self._may(st, p, src, dst):
+            r = reps[p]
+            if dst in r or p in unrepaired or (limited and not lfits(dst, p)) or not replaced(r, src, dst):
                 continue
-            srooms, drooms = mover.rooms(src), mover.rooms(dst)
-            if within(srooms, p, -1.0) and within(drooms, p):
-                if mover.try_moves(((p, src, dst),), ts, checked=True, hard=True):
-                    made += 1
-                    continue
+            srooms, drooms = rooms(src), rooms(dst)
+            for w, rlo, rhi in srooms:
+                if not rlo <= -1.0 * w[p] <= rhi:
+                    break
+            else:
+                for w, rlo, rhi in drooms:
+                    if not rlo <= 1.0 * w[p] <= rhi:
+                        break
+                else:
+                    if try_moves(((p, src, dst),), ts, checked=True, hard=True):
+                        made += 1
+                        continue
             # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
             # interval both rooms allow, as bounds on w(q)
             xs = [(w, w[p] - min(-slo, dhi), w[p] - max(-shi, dlo))
                   for (w, slo, shi), (_w, dlo, dhi) in zip(srooms, drooms)]
 
             def fits(q: int) -> bool:
-                return topic[q] != t and within(xs, q) and ts.keeps1(q, dst, src) and self._may(st, q, dst, src)
+                u = topic[q]
+                if u == t:
+                    return False
+                for w, qlo, qhi in xs:
+                    if not qlo <= 1.0 * w[q] <= qhi:
+                        return False
+                cu, bu = count[u], band[u]
+                if not (cu.get(dst, 0) > bu[0] and cu.get(src, 0) < bu[1]):
+                    return False
+                r = reps[q]
+                if src in r or q in unrepaired:
+                    return False
+                if (s_closed or s_disk is not None) and src not in orig[q]:
+                    if s_closed or peak[src] + size[q] > s_disk:
+                        return False
+                if s_nw is not None and not nw_in[src] + rate[q] <= s_nw:
+                    return False
+                return replaced(r, dst, src)
 
             for back in backs:
                 q = back.take(fits)
-                if q is not None and mover.try_moves(((p, src, dst), (q, dst, src)), ts, checked=True, hard=True):
+                if q is not None and try_moves(((p, src, dst), (q, dst, src)), ts, checked=True, hard=True):
                     made += 2
                     break
-            if st.budget.hit:
+            if budget.hit:
                 break
         return made
 
