@@ -300,6 +300,13 @@ def test_cancel_all_cancels_every_reassignment_whoever_started_it(sandbox, boots
         for b in (ids[4], ids[5]):
             for key in RATE_KEYS:
                 alter(bootstrap, "broker", str(b), key, "50000")
+        # each broker answers DescribeConfigs of itself with the rates it applies, and applies
+        # config changes in the order they were made: once both report their rates, both apply the
+        # topic's throttled-replica lists set before them, and 4 MB at 50 KB/s stays in flight
+        # for over a minute (a reassignment started earlier could finish before kops reads it)
+        wait_for(lambda: broker_throttles(bootstrap, ids[4:])
+                 == {b: dict.fromkeys(RATE_KEYS, "50000") for b in ids[4:]},
+                 30, 0.3, f"brokers {ids[4:]} to apply the other tool's throttle rates")
         c = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
         try:
             c.alter_partition_reassignments({KTP(theirs, 0): [ids[4], ids[5]]})
