@@ -47,7 +47,10 @@ def test_a_failed_log_dir_goes_offline_and_comes_back(jbod):
     topic = "jbod-failure"
     create_topic(bs, topic, partitions=6, rf=3, min_isr=2)  # one replica per rack: broker 1 holds all 6
     with Connection(bs, ClientConfig(), None, 10) as conn:
-        where = replica_log_dirs(conn, [BROKER], [topic])
+        # wait on the read itself: a CI run read no replica at all right after the creation (the
+        # partitions DescribeLogDirs asks for come from a metadata read that can still miss them)
+        where = wait_for(lambda: (w := replica_log_dirs(conn, [BROKER], [topic])) and len(w) == 6 and w,
+                         30, 0.3, f"DescribeLogDirs of broker {BROKER} to list its 6 replicas of {topic}")
         assert offline_log_dirs(conn, jbod.broker_ids) == {0: [], 1: [], 2: [], 3: []}
     on = {d: sorted(p for (_t, p, _b), r in where.items() if r["dir"] == d) for d in (dir0, dir1)}
     assert on[dir0] and on[dir1], f"Kafka spreads a broker's new replicas over its log dirs: {on}"
