@@ -46,6 +46,7 @@ class Engine(str, Enum):
 class Phase(str, Enum):
     migrate = "migrate"
     kraft = "kraft"
+    zookeeper = "zookeeper"
 
 
 class Security(str, Enum):
@@ -406,7 +407,10 @@ def restart(
         Phase | None,
         typer.Option("--phase", help="ZooKeeper -> KRaft migration: bring the broker back as a ZooKeeper broker in "
                                      "migration mode (migrate) or as a KRaft broker (kraft, once the metadata is "
-                                     "migrated); recorded in the sandbox's state. See `kops sandbox migration`."),
+                                     "migrated); Kafka's revert: a KRaft broker back in migration mode (migrate), "
+                                     "then, once the controllers are gone (`migration controllers-down`), a plain "
+                                     "ZooKeeper broker (zookeeper); recorded in the sandbox's state. See `kops "
+                                     "sandbox migration`."),
     ] = None,
     workdir: WorkdirOpt = None,
     timeout: TimeoutSOpt = None,
@@ -710,8 +714,10 @@ def fail_log_dir(
 migration_app = typer.Typer(
     help=("A ZooKeeper -> KRaft migration (KIP-866) of a ZooKeeper-mode sandbox (Kafka 3.7 - 3.9), step by step: "
           "controllers-up, `kops sandbox restart --broker B --phase migrate` for each broker, wait --state "
-          "MIGRATION, `restart --phase kraft` for each broker, finalize. rollback returns to ZooKeeper mode "
-          "before any broker runs as a KRaft broker."),
+          "MIGRATION, `restart --phase kraft` for each broker, finalize. Before finalize, Kafka's revert: "
+          "`restart --phase migrate` for each KRaft broker, controllers-down, /controller and /migration "
+          "deleted, `restart --phase zookeeper` for each broker -- or rollback, all of it at once from brokers "
+          "in migration mode."),
     no_args_is_help=True,
 )
 app.add_typer(migration_app, name="migration")
@@ -795,6 +801,21 @@ def migration_finalize(
     sb = _attach(workdir)
     sb.migration.finalize(stop_zookeeper=not keep_zookeeper, timeout_s=timeout)
     _migration_report(sb, c.json, f"migration finalized: the sandbox runs in {sb.mode} mode")
+
+
+@migration_app.command("controllers-down")
+@handle_errors
+@output_command
+def migration_controllers_down(c: Context, workdir: WorkdirOpt = None) -> None:
+    """Deprovision the KRaft controllers of a migration that is not finalized (Kafka's revert):
+    stopped, their data removed. Refused (exit 2) while a broker runs as a KRaft broker: restart
+    it with --phase migrate first. Then delete /controller and /migration (the zk-to-kraft-rollback
+    playbook does) and restart each broker with --phase zookeeper."""
+    sb = _attach(workdir)
+    sb.migration.stop_controllers()
+    _migration_report(sb, c.json, "KRaft controllers deprovisioned"
+                      + (f"; brokers in migration mode: {sorted(sb.config.broker_phases)}" if sb.config.broker_phases
+                         else "; no broker was in migration mode: the migration is over"))
 
 
 @migration_app.command("rollback")

@@ -82,6 +82,17 @@ def read_status(zk, *, finalized: bool = False) -> MigrationStatus:
     )
 
 
+def clear(zk) -> MigrationStatus:
+    """Kafka's revert of a migration that is not finalized: delete ``/controller`` (a ZooKeeper
+    broker becomes the controller) and ``/migration`` (a later migration starts over). What they
+    held (:func:`read_status` before the deletes)."""
+    before = read_status(zk)
+    for path in ("/controller", "/migration"):
+        if zk.exists(path):
+            zk.delete(path)
+    return before
+
+
 def _znode_json(zk, path: str) -> dict[str, Any] | None:
     from kazoo.exceptions import NoNodeError
 
@@ -102,5 +113,5 @@ def zk_cluster_id(zk) -> str | None:
     return str(doc["id"]) if doc and doc.get("id") else None
 
 
-__all__ = ["MIGRATION", "MigrationStatus", "NONE", "POST_MIGRATION", "PRE_MIGRATION", "STATES", "at_least",
+__all__ = ["MIGRATION", "MigrationStatus", "NONE", "POST_MIGRATION", "PRE_MIGRATION", "STATES", "at_least", "clear",
            "classify", "finalized_from", "read_status", "zk_cluster_id"]

@@ -33,7 +33,7 @@ MAX_LOG_DIRS = 8
 #: KRaft brokers with more than one log dir: Kafka 3.7 and later (KIP-858)
 KRAFT_JBOD = (3, 7)
 #: ZooKeeper -> KRaft migration of a sandbox (``SandboxConfig.migration``; kops.sandbox.migration)
-MIGRATIONS = (None, "migrating", "finalized")
+MIGRATIONS = (None, "migrating", "reverting", "finalized")
 #: a broker's phase in a migration: plain ZooKeeper broker, ZooKeeper broker in migration mode,
 #: KRaft broker
 BROKER_PHASES = ("zookeeper", "migrate", "kraft")
@@ -205,11 +205,13 @@ class SandboxConfig:
     extra_brokers: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # id -> {rack, port}
     removed_brokers: Sequence[int] = ()
     #: ZooKeeper -> KRaft migration (KIP-866, kops.sandbox.migration): None; "migrating" (mode
-    #: zookeeper: KRaft controllers in migration mode run next to ZooKeeper); "finalized" (mode
-    #: kraft: the cluster was migrated from ZooKeeper)
+    #: zookeeper: KRaft controllers in migration mode run next to ZooKeeper); "reverting" (mode
+    #: zookeeper: the controllers deprovisioned, brokers still in migration mode being rolled back
+    #: to plain ZooKeeper brokers); "finalized" (mode kraft: the cluster was migrated from ZooKeeper)
     migration: str | None = None
     #: during a migration, broker id -> "migrate" (ZooKeeper broker in migration mode) or "kraft"
-    #: (KRaft broker); a broker not named is a plain ZooKeeper broker
+    #: (KRaft broker); while reverting, the brokers still in migration mode; a broker not named is
+    #: a plain ZooKeeper broker
     broker_phases: Mapping[int, str] = field(default_factory=dict)
 
     # -- derived -----------------------------------------------------------------------------
@@ -348,7 +350,7 @@ class SandboxConfig:
         a Kafka that has both (3.7 - 3.9), local JVMs, not secured; brokers' phases known."""
         if self.migration not in MIGRATIONS:
             raise BadInput(f"migration {self.migration!r}: expected one of {', '.join(map(str, MIGRATIONS))}")
-        if self.migration == "migrating":
+        if self.migration in ("migrating", "reverting"):
             if self.mode != "zookeeper":
                 raise BadInput("a ZooKeeper -> KRaft migration starts from a ZooKeeper-mode sandbox")
             rel = dist.release(self.kafka_version)
@@ -365,8 +367,10 @@ class SandboxConfig:
         bad = {b: p for b, p in self.broker_phases.items() if p not in BROKER_PHASES[1:]}
         if bad:
             raise BadInput(f"broker phases {bad}: expected {' or '.join(BROKER_PHASES[1:])}")
-        if self.broker_phases and self.migration != "migrating":
+        if self.broker_phases and self.migration not in ("migrating", "reverting"):
             raise BadInput("brokers have migration phases only while KRaft controllers migrate the cluster")
+        if self.migration == "reverting" and "kraft" in self.broker_phases.values():
+            raise BadInput("while a migration is reverted (the controllers gone) no broker runs as a KRaft broker")
         unknown = sorted(set(self.broker_phases) - set(self.broker_ids))
         if unknown:
             raise BadInput(f"broker phases name brokers {unknown} that the sandbox does not have ({self.broker_ids})")
@@ -381,8 +385,10 @@ class SandboxConfig:
     def with_broker_phase(self, broker_id: int, phase: str) -> SandboxConfig:
         """This config with ``broker_id`` in migration ``phase`` (``kops sandbox restart --phase``),
         in Kafka's order: ``zookeeper`` -> ``migrate`` (once the KRaft controllers run in
-        migration mode) -> ``kraft``; the same phase again is a plain restart. BadInput for any
-        other step (back from ``migrate`` is :meth:`kops.sandbox.migration.SandboxMigration.rollback`)."""
+        migration mode) -> ``kraft``, and back before finalization (Kafka's revert): ``kraft`` ->
+        ``migrate`` while the controllers run, ``migrate`` -> ``zookeeper`` once they are
+        deprovisioned (``reverting``; the last broker back ends the migration). The same phase
+        again is a plain restart. BadInput for any other step."""
         if broker_id not in self.broker_ids:
             raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
         if phase not in BROKER_PHASES:
@@ -390,13 +396,19 @@ class SandboxConfig:
         now = self.broker_phase(broker_id)
         if phase == now:
             return self
+        if self.migration == "reverting":
+            if (now, phase) != ("migrate", "zookeeper"):
+                raise BadInput(f"broker {broker_id} is in phase {now}: the migration is being reverted (the KRaft "
+                               "controllers are gone), a broker in migration mode goes back with --phase zookeeper")
+            phases = {b: p for b, p in self.broker_phases.items() if b != broker_id}
+            return self.with_(broker_phases=phases, migration="reverting" if phases else None).validate()
         if self.migration != "migrating":
             raise BadInput(f"broker {broker_id} is a {now} broker and the sandbox is not migrating: start the KRaft "
                            "controllers first (`kops sandbox migration controllers-up`)")
-        allowed = {("zookeeper", "migrate"), ("migrate", "kraft")}
+        allowed = {("zookeeper", "migrate"), ("migrate", "kraft"), ("kraft", "migrate")}
         if (now, phase) not in allowed:
-            hint = ("; back to ZooKeeper mode is `kops sandbox migration rollback`" if now == "migrate"
-                    else "; restart it with --phase migrate first" if phase == "kraft" else "")
+            hint = ("; back to ZooKeeper mode: stop the controllers first (`kops sandbox migration controllers-down`)"
+                    if phase == "zookeeper" else "; restart it with --phase migrate first" if phase == "kraft" else "")
             raise BadInput(f"broker {broker_id} is in phase {now}: it cannot go to {phase}{hint}")
         phases = {**self.broker_phases, broker_id: phase}
         return self.with_(broker_phases=phases).validate()
@@ -696,7 +708,9 @@ class SandboxConfig:
                 "listeners": f"{self.listener_protocol}://{self.host}:{port}",
                 "advertised.listeners": f"{self.listener_protocol}://{self.host}:{port}",
             }
-            if phase == "migrate":  # KIP-866: a ZooKeeper broker that also registers with the KRaft quorum
+            # KIP-866: a ZooKeeper broker that also registers with the KRaft quorum (while reverting,
+            # its next start is without: Kafka's revert removes the settings, then rolls it)
+            if phase == "migrate" and self.migration == "migrating":
                 props |= {
                     "zookeeper.metadata.migration.enable": "true",
                     "controller.quorum.voters": self.quorum_voters,

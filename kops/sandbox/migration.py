@@ -13,9 +13,12 @@ The steps are Kafka's own (docs/ops.html, "ZooKeeper to KRaft Migration"), each 
 4. :meth:`SandboxMigration.finalize`: the controllers restarted without the migration settings
    (``POST_MIGRATION``); the sandbox is then a KRaft sandbox and ZooKeeper is stopped.
 
-Before step 4, :meth:`SandboxMigration.rollback` goes back to ZooKeeper mode from step 2 (the
-controllers deprovisioned, ``/controller`` and ``/migration`` deleted, the brokers rolled without
-the migration settings).
+Before step 4, Kafka's revert goes back to ZooKeeper mode ("Reverting to ZooKeeper mode during
+the migration"), verb by verb as the zk-to-kraft-rollback playbook's hooks call them: each KRaft
+broker restarted in phase ``migrate`` again; :meth:`SandboxMigration.stop_controllers` deprovisions
+the controllers (the sandbox is then ``reverting``); ``/controller`` and ``/migration`` deleted;
+each broker restarted in phase ``zookeeper`` (without the migration settings; the last one ends
+the migration). :meth:`SandboxMigration.rollback` does it all from step 2.
 
 Where the migration is is read from ZooKeeper (:func:`classify`): ``/migration`` (written by the
 active KRaft controller: its id, epochs and the offset of the migrated metadata in its log) and
@@ -227,7 +230,13 @@ class SandboxMigration:
             if new is not sb.config and phase == "kraft" and (now := self.status().state) != MIGRATION:
                 raise BadInput(f"the metadata is not migrated yet (migration state {now}): restart every broker "
                                "with --phase migrate and wait for MIGRATION before --phase kraft")
-        stopped = sb.stop(broker_id, timeout_s=stop_timeout_s or timeout_s)
+            # reverting, while no ZooKeeper broker is the controller (the first one back): its
+            # controlled shutdown waits for the KRaft controller, gone now ("Notifying KRaft of
+            # controlled shutdown"), until SIGKILL; once back as a plain ZooKeeper broker it becomes
+            # the controller and the next ones' shutdowns go to it
+            first_back = (sb.config.migration == "reverting" and phase == "zookeeper"
+                          and sb.config.broker_phase(broker_id) == "migrate" and self.status().controller not in sb.config.broker_ids)
+        stopped = sb.stop(broker_id, timeout_s=ROLLBACK_FIRST_STOP_S if first_back else stop_timeout_s or timeout_s)
         with st.updating():
             new = sb.config.with_broker_phase(broker_id, phase)
             if new is not sb.config:
@@ -338,16 +347,14 @@ class SandboxMigration:
             MigrationMode(st, sb.nodes, sb.log).wait_controllers([c], deadline, CONTROLLER_STARTED)
 
     # -- rollback (before finalization) ------------------------------------------------------------
-    def rollback(self, *, timeout_s: float | None = None) -> None:
-        """Back to ZooKeeper mode from brokers in migration mode (Kafka's "Reverting to ZooKeeper
-        mode during the migration", for the step "Enter Migration Mode on the brokers"): the
-        controllers are stopped and forgotten, ``/controller`` and ``/migration`` deleted, each
-        broker restarted without the migration settings (the first one is killed after
-        :data:`ROLLBACK_FIRST_STOP_S` of its controlled shutdown, which waits for the KRaft
-        controller that is gone; the next ones shut down through it, the new controller). BadInput once a broker runs as a KRaft
-        broker or the migration was finalized."""
+    def stop_controllers(self) -> None:
+        """Deprovision the KRaft controllers of a migration that is not finalized (Kafka's revert,
+        once no broker runs as a KRaft broker): stopped and forgotten, their data removed (a later
+        migration starts from an empty quorum). The brokers still in migration mode are then rolled
+        back one by one (``restart --phase zookeeper``; the sandbox is ``reverting`` until the last
+        one is); with none, the migration is over. BadInput for a KRaft broker left (restart it with
+        ``--phase migrate`` first) or a sandbox that is not migrating."""
         sb, st = self.sb, self.state
-        timeout_s = timeout_s or sb.config.start_timeout_s
         with st.lock():
             st.load()
             old = sb.config
@@ -356,33 +363,36 @@ class SandboxMigration:
                                "a finalized migration cannot be rolled back")
             kraft = [b for b in old.broker_ids if old.broker_phase(b) == "kraft"]
             if kraft:
-                raise BadInput(f"brokers {kraft} run as KRaft brokers: the sandbox rolls back only from brokers in "
-                               "migration mode (restart them with --phase migrate is not Kafka's procedure either)")
+                raise BadInput(f"brokers {kraft} run as KRaft brokers and need the controllers: restart each with "
+                               "--phase migrate first (Kafka's revert of the brokers' move to KRaft)")
             ctrls = [c for c in old.controller_ids if sb.nodes.running(c)]
             if ctrls:
                 sb.log(f"stopping KRaft controllers {ctrls} (deprovisioning the quorum)")
                 sb.nodes.signal_and_wait(ctrls, 15, time.monotonic() + old.stop_timeout_s, old.stop_timeout_s)
-            for c in old.controller_ids:  # deprovisioned: a later migration starts from an empty quorum
+            for c in old.controller_ids:
                 st.procs.pop(st.key(c), None)
                 shutil.rmtree(old.data_dir(c), ignore_errors=True)
             st.cluster_id = None
-            with self._zk() as zk:
-                before = read_status(zk)
-                sb.log(f"deleting /controller and /migration (was {json.dumps(before.migration_znode)})")
-                for path in ("/controller", "/migration"):
-                    if zk.exists(path):
-                        zk.delete(path)
-            migrating = [b for b in old.broker_ids if old.broker_phase(b) == "migrate"]
-            sb.config = old.with_(migration=None, broker_phases={}, controller_ports=None).validate()
+            phases = {b: p for b, p in old.broker_phases.items() if p == "migrate"}
+            sb.config = old.with_(migration="reverting" if phases else None, broker_phases=phases,
+                                  controller_ports=None).validate()
             write_node_configs(st, sb.nodes, sb.meta)
             st.save()
-        for i, b in enumerate(migrating):
-            # the first one's controlled shutdown waits for the KRaft controller, gone now ("Notifying
-            # KRaft of controlled shutdown"): it would wait until SIGKILL; once it is back as a plain
-            # ZooKeeper broker it becomes the controller and the others' shutdowns go to it
-            sb.stop(b, timeout_s=ROLLBACK_FIRST_STOP_S if i == 0 else timeout_s)
-            sb.start(b, timeout_s=timeout_s)
 
+    def rollback(self, *, timeout_s: float | None = None) -> None:
+        """Back to ZooKeeper mode from brokers in migration mode (Kafka's "Reverting to ZooKeeper
+        mode during the migration", for the step "Enter Migration Mode on the brokers"):
+        :meth:`stop_controllers`, ``/controller`` and ``/migration`` deleted, each broker
+        restarted in phase ``zookeeper``. BadInput once a broker runs as a KRaft broker or the
+        migration was finalized."""
+        from kops.cluster.migration import clear
+
+        self.stop_controllers()
+        with self._zk() as zk:
+            before = clear(zk)
+            self.sb.log(f"deleted /controller and /migration (was {json.dumps(before.migration_znode)})")
+        for b in [b for b in self.sb.config.broker_ids if self.sb.config.broker_phase(b) == "migrate"]:
+            self.restart(b, "zookeeper", timeout_s=timeout_s)
 
 def _next_port(cfg, chosen: list[int]) -> int:
     """The first port above the sandbox's ports and ``chosen`` that no process here listens on."""

@@ -85,11 +85,12 @@ def test_the_phases_go_in_kafkas_order_only(tmp_path):
         cfg.with_broker_phase(0, "kraft")
     m = cfg.with_broker_phase(0, "migrate")
     assert m.with_broker_phase(0, "migrate") is m
-    with pytest.raises(BadInput, match="`kops sandbox migration rollback`"):
+    with pytest.raises(BadInput, match="stop the controllers first .`kops sandbox migration controllers-down`"):
         m.with_broker_phase(0, "zookeeper")
     k = m.with_broker_phase(0, "kraft")
-    with pytest.raises(BadInput, match="cannot go to migrate"):
-        k.with_broker_phase(0, "migrate")
+    with pytest.raises(BadInput, match="cannot go to zookeeper"):
+        k.with_broker_phase(0, "zookeeper")
+    assert k.with_broker_phase(0, "migrate").broker_phases == {0: "migrate"}  # Kafka's revert of the KRaft roll
     with pytest.raises(BadInput, match="--phase 'broker'"):
         cfg.with_broker_phase(0, "broker")
     with pytest.raises(BadInput, match="no broker 7"):
@@ -160,3 +161,25 @@ def test_a_rollback_in_another_process_is_taken_over(tmp_path):
     other.state.save()
     mine.state.load()
     assert mine.config.migration is None and mine.config.controller_ids == [] and type(mine.meta) is ZooKeeperMode
+
+
+def test_a_revert_rolls_brokers_back_once_the_controllers_are_gone(tmp_path):
+    """``reverting`` (the controllers deprovisioned): the brokers still in migration mode are
+    written as plain ZooKeeper brokers (their next start is without the migration settings), go
+    back one by one with --phase zookeeper, and the last one ends the migration."""
+    m = _migrating(tmp_path).with_broker_phase(0, "migrate").with_broker_phase(2, "migrate")
+    rev = m.with_(migration="reverting", controller_ports=None).validate()
+    assert rev.controller_ids == [] and rev.broker_phase(0) == "migrate" and rev.broker_phase(1) == "zookeeper"
+    props = rev.broker_properties(0)
+    assert props["broker.id"] == "0" and not {"zookeeper.metadata.migration.enable", "controller.quorum.voters",
+                                              "controller.listener.names"} & set(props)
+    with pytest.raises(BadInput, match="goes back with --phase zookeeper"):
+        rev.with_broker_phase(1, "migrate")
+    with pytest.raises(BadInput, match="goes back with --phase zookeeper"):
+        rev.with_broker_phase(0, "kraft")
+    one = rev.with_broker_phase(0, "zookeeper")
+    assert one.migration == "reverting" and one.broker_phases == {2: "migrate"}
+    done = one.with_broker_phase(2, "zookeeper")
+    assert done.migration is None and done.broker_phases == {} and done.controller_ids == []
+    with pytest.raises(BadInput, match="no broker runs as a KRaft broker"):
+        m.with_broker_phase(2, "kraft").with_(migration="reverting").validate()
