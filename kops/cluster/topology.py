@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from kops.cluster import broker_configs as bcfg
 from kops.cluster import versions
 from kops.cluster.connection import AuthenticationError, Connection, mode_of_broker_configs
 from kops.errors import AuthorizationError, ClusterError, ClusterTimeout
@@ -125,7 +126,7 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
     topic_names = sorted(t for t in md.topics if wanted is None or t in wanted)
     alive_ids = sorted(brokers)
     if opts.with_configs:  # sent now, collected after the kafka-python calls below
-        broker_futures = _broker_configs_requests(conn, alive_ids)
+        broker_futures = bcfg.send(conn, alive_ids)
         topic_futures = _topic_configs_requests(conn, topic_names)
     reassign: dict[tuple[str, int], dict[str, list[int]]] = {}
     if opts.with_reassignments and topic_names:
@@ -173,7 +174,8 @@ def _read_admin(conn: Connection, opts: ReadOptions) -> Topology:
     inherited: list[str] = []
     kafka_cordoned: set[int] = set()
     if opts.with_configs:
-        broker_configs, mode, inherited, kafka_cordoned = _broker_configs_collect(conn, broker_futures)
+        broker_configs, mode, inherited, kafka_cordoned = _broker_configs_collect(
+            bcfg.collect(conn, broker_futures))
         topics = _with_topic_configs(conn, topics, topic_futures)
         if hasattr(conn, "kp_admin"):
             releases = {b.broker: b.kafka() for b in versions.read(conn, alive_ids).brokers if b.release is not None}
@@ -237,20 +239,6 @@ def offline_replicas(conn: Connection, topics: list[str]) -> dict[tuple[str, int
     return out
 
 
-def _broker_configs_requests(conn: Connection, broker_ids: list[int]) -> dict:
-    """DescribeConfigs of each broker, sent (futures by resource)."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    admin = conn.admin()
-    # librdkafka allows only one BROKER resource per DescribeConfigs call: one call each
-    futures: dict = {}
-    for b in broker_ids:
-        futures.update(
-            admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b))], request_timeout=conn.timeout_s)
-        )
-    return futures
-
-
 #: where a throttle rate a broker applies comes from, when it is not its own dynamic config
 INHERITED_SOURCES = {
     "STATIC_BROKER_CONFIG": "its server.properties",
@@ -269,8 +257,8 @@ def config_source(entry) -> str | None:
         return None
 
 
-def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, dict[str, str]], str | None, list[str],
-                                                                set[int]]:
+def _broker_configs_collect(answers: dict[int, Any]) -> tuple[dict[int, dict[str, str]], str | None, list[str],
+                                                          set[int]]:
     """Each broker's own dynamic throttle configs (DescribeConfigs source
     ``DYNAMIC_BROKER_CONFIG``: what kops sets, and records and restores when another tool set it),
     the cluster mode (:func:`mode_of_broker_configs`), and notes on the rates a broker applies from
@@ -284,8 +272,7 @@ def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, 
     cordoned: set[int] = set()
     inherited: dict[tuple[int, str], str] = {}  # (broker, config) -> note
     mode = None
-    for res, fut in futures.items():
-        entries = conn.wait(fut, f"describe configs of broker {res.name}")
+    for b, entries in answers.items():
         cfg = {}
         for name in BROKER_THROTTLE_CONFIGS:
             e = entries.get(name)
@@ -293,15 +280,15 @@ def _broker_configs_collect(conn: Connection, futures: dict) -> tuple[dict[int, 
                 continue
             source = config_source(e)
             if source in INHERITED_SOURCES:
-                inherited[(int(res.name), name)] = (
-                    f"broker {res.name}: {name}={e.value} from {INHERITED_SOURCES[source]}; it throttles the "
+                inherited[(b, name)] = (
+                    f"broker {b}: {name}={e.value} from {INHERITED_SOURCES[source]}; it throttles the "
                     "replicas topics list as throttled (kops' own rate overrides it while kops' moves run)")
             else:
                 cfg[name] = e.value
-        out[int(res.name)] = cfg
+        out[b] = cfg
         mode = mode_of_broker_configs(entries) or mode
         if _kafka_cordoned(entries.get(KAFKA_CORDON_CONFIG)):
-            cordoned.add(int(res.name))
+            cordoned.add(b)
     return out, mode, [inherited[k] for k in sorted(inherited)], cordoned
 
 
@@ -313,7 +300,7 @@ def _kafka_cordoned(entry) -> bool:
 
 def broker_throttle_configs(conn: Connection, broker_ids: list[int]) -> dict[int, dict[str, str]]:
     """The dynamic throttle configs each broker has applied (each broker answers for itself)."""
-    return _broker_configs_collect(conn, _broker_configs_requests(conn, list(broker_ids)))[0]
+    return _broker_configs_collect(bcfg.read(conn, list(broker_ids)))[0]
 
 
 def kafka_cordons(conn: Connection, broker_ids: list[int]) -> tuple[set[int], set[int]]:
@@ -321,12 +308,12 @@ def kafka_cordons(conn: Connection, broker_ids: list[int]) -> tuple[set[int], se
     among their configs) and those it cordons (``*``)."""
     known: set[int] = set()
     cordoned: set[int] = set()
-    for res, fut in _broker_configs_requests(conn, list(broker_ids)).items():
-        e = conn.wait(fut, f"describe configs of broker {res.name}").get(KAFKA_CORDON_CONFIG)
+    for b, entries in bcfg.read(conn, list(broker_ids)).items():
+        e = entries.get(KAFKA_CORDON_CONFIG)
         if e is not None:
-            known.add(int(res.name))
+            known.add(b)
         if _kafka_cordoned(e):
-            cordoned.add(int(res.name))
+            cordoned.add(b)
     return known, cordoned
 
 
