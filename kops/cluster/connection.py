@@ -31,6 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from kops.cluster import broker_configs
 from kops.cluster.config import ClientConfig, ZookeeperAuth
 from kops.cluster.redact import redact
 from kops.errors import AuthorizationError, BadInput, ClusterError, ClusterTimeout
@@ -623,13 +624,8 @@ class Connection:
         if self._mode is not None or not self.bootstrap_server:
             return self._mode
         try:
-            from confluent_kafka.admin import ConfigResource, ResourceType
-
-            cluster = self.describe_cluster()
-            res = ConfigResource(ResourceType.BROKER, str(cluster.nodes[0].id))
-            admin = self.admin()
-            fut = admin.describe_configs([res], request_timeout=self.timeout_s)[res]
-            entries = self.wait(fut, f"describe configs of broker {res.name}")
+            broker = self.describe_cluster().nodes[0].id
+            entries = broker_configs.read(self, [broker])[broker]
         except Exception:  # noqa: BLE001 - unknown mode: the caller goes on and finds out the usual way
             return None
         self._mode = mode_of_broker_configs(entries) or self._mode
