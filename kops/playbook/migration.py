@@ -26,7 +26,7 @@ import json
 from typing import Any
 
 from kops.cluster import migration as zkm
-from kops.errors import BadInput, ClusterError, KopsError
+from kops.errors import BadInput, ClusterError
 from kops.model import Topology
 from kops.playbook.state import RunContext, StepFailed
 from kops.playbook.registry import step
@@ -165,23 +165,16 @@ def snapshot_doc(topo: Topology, broker_configs: dict[int, dict[str, str]], acls
 
 # -- reads --------------------------------------------------------------------------------------
 def read_broker_configs(conn, ids: list[int], *, strict: bool = True) -> dict[int, dict[str, Any]]:
-    """broker -> {"mode", "ibp", "dynamic": {name: value}} from DescribeConfigs, one request per
-    broker (librdkafka takes one BROKER resource per call). ``strict``: a broker that does not
-    answer raises (a snapshot never records a broker's configs as empty); otherwise its mode is None."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
+    """broker -> {"mode", "ibp", "dynamic": {name: value}} from each broker's configs
+    (:func:`kops.cluster.broker_configs.read`). ``strict``: a broker that does not answer raises (a
+    snapshot never records a broker's configs as empty); otherwise its mode is None."""
+    from kops.cluster import broker_configs
     from kops.cluster.connection import mode_of_broker_configs
     from kops.cluster.topology import config_source
 
     out: dict[int, dict[str, Any]] = {}
-    for b in ids:
-        res = ConfigResource(ResourceType.BROKER, str(b))
-        try:
-            fut = conn.admin().describe_configs([res], request_timeout=conn.timeout_s)[res]
-            entries = conn.wait(fut, f"describe configs of broker {b}")
-        except KopsError:
-            if strict:
-                raise
+    for b, entries in broker_configs.read(conn, ids, strict=strict).items():
+        if entries is None:
             out[b] = {"mode": None, "ibp": None, "dynamic": {}}
             continue
         ibp = entries.get("inter.broker.protocol.version")
