@@ -26,6 +26,7 @@ import json
 from typing import Any
 
 from kops.cluster import migration as zkm
+from kops.cluster.acls import read_acls
 from kops.errors import BadInput, ClusterError
 from kops.model import Topology
 from kops.playbook.state import RunContext, StepFailed
@@ -186,26 +187,6 @@ def read_broker_configs(conn, ids: list[int], *, strict: bool = True) -> dict[in
                         and config_source(e) in DYNAMIC_SOURCES},
         }
     return out
-
-
-def read_acls(conn) -> tuple[list[list[str]], str]:
-    """Every ACL (DescribeAcls, any resource), or none with a note when the cluster has no
-    authorizer (SECURITY_DISABLED)."""
-    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
-                                       ResourceType)
-
-    flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
-                           AclPermissionType.ANY)
-    try:
-        bindings = conn.admin().describe_acls(flt, request_timeout=conn.timeout_s).result()
-    except Exception as e:  # noqa: BLE001 - told apart below
-        text = str(e)
-        if "SECURITY_DISABLED" in text or "No Authorizer" in text or "Security features are disabled" in text:
-            return [], "no authorizer configured (DescribeAcls: SECURITY_DISABLED): no ACLs"
-        raise conn.map_error(e, "describe ACLs") from None
-    acls = sorted([b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
-                   b.permission_type.name] for b in bindings)
-    return acls, f"{len(acls)} ACLs"
 
 
 def read_state(ctx: RunContext, topo: Topology | None = None) -> zkm.MigrationStatus:
