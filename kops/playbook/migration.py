@@ -347,10 +347,8 @@ def _clear_migration(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         if not conn.zookeeper:
             raise BadInput("clear_migration deletes znodes in ZooKeeper: pass --zookeeper HOST:PORT")
         zk = conn.zk(migrating=True)
-        st = zkm.read_status(zk)
         if ctx.dry_run:
+            st = zkm.read_status(zk)
             return {"summary": f"would delete /controller ({st.controller}) and /migration ({st.migration_znode})"}
-        for path in ("/controller", "/migration"):
-            if zk.exists(path):
-                zk.delete(path)
+        st = zkm.clear(zk)  # what they held
     return {"summary": f"deleted /controller (held by {st.controller}) and /migration", "was": st.to_dict()}
