@@ -207,8 +207,9 @@ def test_compare_snapshot_names_each_difference():
 
 
 def test_broker_configs_are_read_one_broker_per_request_and_a_silent_broker_is_not_read_as_empty():
-    """librdkafka takes one BROKER resource per DescribeConfigs call (several: _CONFLICT for all):
-    each broker is asked on its own; a snapshot (strict) refuses a broker that does not answer."""
+    """The migration's reads go through kops.cluster.broker_configs (one BROKER resource per
+    DescribeConfigs call: tests/unit/test_broker_configs.py): mode, ibp and dynamic configs per
+    broker; a snapshot (strict) refuses a broker that does not answer."""
     from types import SimpleNamespace
 
     from confluent_kafka.admin import ConfigSource
@@ -247,3 +248,64 @@ def test_broker_configs_are_read_one_broker_per_request_and_a_silent_broker_is_n
     assert got[2]["mode"] is None
     with pytest.raises(ClusterError):
         pm.read_broker_configs(Conn(), [0, 1, 2])
+
+
+class _Zk:
+    """The znodes a kazoo client would hold (exists / delete / get)."""
+
+    def __init__(self, nodes: dict[str, bytes]):
+        self.nodes = dict(nodes)
+
+    def exists(self, path):
+        return path in self.nodes
+
+    def delete(self, path):
+        del self.nodes[path]
+
+    def get(self, path):
+        from kazoo.exceptions import NoNodeError
+
+        if path not in self.nodes:
+            raise NoNodeError(path)
+        return self.nodes[path], None
+
+
+def test_clear_deletes_controller_and_migration_znodes_that_exist_and_says_what_they_held():
+    zk = _Zk({"/controller": b'{"brokerid": 3000}', "/migration": b"{}", "/brokers": b""})
+    before = zkm.clear(zk)
+    assert set(zk.nodes) == {"/brokers"}
+    assert (before.state, before.controller, before.migration_znode) == (zkm.PRE_MIGRATION, 3000, {})
+    zk = _Zk({"/migration": b"{}"})
+    assert zkm.clear(zk).controller is None and zk.nodes == {}
+    assert zkm.clear(_Zk({})).state == zkm.NONE
+
+
+def test_clear_migration_step_deletes_through_the_cluster_adapter_and_reports_what_was_there():
+    from types import SimpleNamespace
+
+    from kops.playbook.registry import REGISTRY
+
+    zk = _Zk({"/controller": json.dumps({"brokerid": 3000, "kraftControllerEpoch": 2}).encode(),
+              "/migration": json.dumps({"kraft_metadata_offset": 40}).encode()})
+
+    class Conn:
+        zookeeper = "zk:2181"
+
+        def zk(self, migrating=False):
+            assert migrating
+            return zk
+
+    @contextmanager
+    def connection():
+        yield Conn()
+
+    ctx = SimpleNamespace(topology_file=None, dry_run=True, connection=connection)
+    got = REGISTRY["clear_migration"]({}, ctx)
+    assert got == {"summary": "would delete /controller (3000) and /migration ({'kraft_metadata_offset': 40})"}
+    assert set(zk.nodes) == {"/controller", "/migration"}
+    ctx.dry_run = False
+    got = REGISTRY["clear_migration"]({}, ctx)
+    assert got["summary"] == "deleted /controller (held by 3000) and /migration"
+    assert got["was"] == {"state": zkm.MIGRATION, "controller": 3000, "kraft_controller_epoch": 2,
+                          "migration_znode": {"kraft_metadata_offset": 40}}
+    assert zk.nodes == {}
