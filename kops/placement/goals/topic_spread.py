@@ -219,7 +219,8 @@ class TopicSpreadGoal(PlanGoal):
         back (one that gains too, else one that keeps its own topic), the nearest in size that
         the rooms take (the disk band). Partners: the broker's rack first (always rack-safe), then
         :data:`PARTNERS` others, from a place that moves on every round; rounds repeat while they
-        make progress."""
+        make progress, and a pass that moved anything starts again as a fresh plan of its result
+        would, until such a start moves nothing (the plan is its own fixed point)."""
         st = mover.st
         made = 0
         # brokers a whole round found nothing for, each with the brokers its pairs looked at
@@ -239,7 +240,7 @@ class TopicSpreadGoal(PlanGoal):
         # first round moved nothing leaves a result a fresh plan's first round moves nothing in,
         # so moves nothing at all in (each move takes the topics' sum off the bands one nearer:
         # the passes end; bounded by the brokers besides)
-        for cycle in range(len(st.allowed)):
+        for _cycle in range(len(st.allowed)):
             start = made
             stuck.clear()
             looked.clear()
