@@ -219,7 +219,8 @@ class TopicSpreadGoal(PlanGoal):
         back (one that gains too, else one that keeps its own topic), the nearest in size that
         the rooms take (the disk band). Partners: the broker's rack first (always rack-safe), then
         :data:`PARTNERS` others, from a place that moves on every round; rounds repeat while they
-        make progress."""
+        make progress, and a pass that moved anything starts again as a fresh plan of its result
+        would, until such a start moves nothing (the plan is its own fixed point)."""
         st = mover.st
         made = 0
         # brokers a whole round found nothing for, each with the brokers its pairs looked at
@@ -234,42 +235,54 @@ class TopicSpreadGoal(PlanGoal):
         looked: dict[int, dict[int, None]] = {}  # (stuck, or to be tried again: what its pairs looked at)
         again: dict[int, dict[int, None]] = {}  # (the partners to try first)
         log = self._log = []
-        for turn in range(ROUNDS):
-            before = made
-            weight = {b: len(self.over[b]) + len(self.under[b]) for b in st.allowed}
-            for a in sorted((b for b in st.allowed if weight[b] and b not in stuck), key=lambda b: (-weight[b], b)):
-                got, idle = made, 0
-                seen = {a: None}
-                first = list(again.pop(a, ()))
-                looked.pop(a, None)
-                partners = first + [b for b in self._partners(st, a, turn) if b not in first]
-                for i, b in enumerate(partners):
-                    # (the partners that changed are all tried: the idle ones count after them)
-                    if not (self.over[a] or self.under[a]) or (idle >= IDLE and i >= len(first)):
-                        break
-                    seen[b] = None
-                    step = self._pair(mover, a, b)
-                    made += step
-                    idle = 0 if step else idle + 1
-                    if step:
-                        touched = {a, b}
-                        for p in log:
-                            touched.update(st.reps[p])
-                        log.clear()
-                        for x, xs in looked.items():
-                            if x != a and not touched.isdisjoint(xs):
-                                stuck.discard(x)
-                                redo = again.setdefault(x, {})
-                                for y in xs:
-                                    if y != x and (x in touched or y in touched):
-                                        redo[y] = None
-                    if st.budget.hit:
-                        self._log = None
-                        return made
-                if made == got:
-                    stuck.add(a)
-                    looked[a] = seen
-            if made == before:
+        # rounds until one makes no move, then again as a fresh plan of the result would start
+        # (nothing stuck, nothing to try first, round 0's partners): a pass that ends after its
+        # first round moved nothing leaves a result a fresh plan's first round moves nothing in,
+        # so moves nothing at all in (each move takes the topics' sum off the bands one nearer:
+        # the passes end; bounded by the brokers besides)
+        for _cycle in range(len(st.allowed)):
+            start = made
+            stuck.clear()
+            looked.clear()
+            again.clear()
+            for turn in range(ROUNDS):
+                before = made
+                weight = {b: len(self.over[b]) + len(self.under[b]) for b in st.allowed}
+                for a in sorted((b for b in st.allowed if weight[b] and b not in stuck), key=lambda b: (-weight[b], b)):
+                    got, idle = made, 0
+                    seen = {a: None}
+                    first = list(again.pop(a, ()))
+                    looked.pop(a, None)
+                    partners = first + [b for b in self._partners(st, a, turn) if b not in first]
+                    for i, b in enumerate(partners):
+                        # (the partners that changed are all tried: the idle ones count after them)
+                        if not (self.over[a] or self.under[a]) or (idle >= IDLE and i >= len(first)):
+                            break
+                        seen[b] = None
+                        step = self._pair(mover, a, b)
+                        made += step
+                        idle = 0 if step else idle + 1
+                        if step:
+                            touched = {a, b}
+                            for p in log:
+                                touched.update(st.reps[p])
+                            log.clear()
+                            for x, xs in looked.items():
+                                if x != a and not touched.isdisjoint(xs):
+                                    stuck.discard(x)
+                                    redo = again.setdefault(x, {})
+                                    for y in xs:
+                                        if y != x and (x in touched or y in touched):
+                                            redo[y] = None
+                        if st.budget.hit:
+                            self._log = None
+                            return made
+                    if made == got:
+                        stuck.add(a)
+                        looked[a] = seen
+                if made == before:
+                    break
+            if made == start:
                 break
         self._log = None
         return made
