@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from kops.placement.goals.base import Move, Mover, PlanGoal, within
+from kops.placement.goals.base import Move, Mover, PlanGoal
 from kops.placement.goals.leadership import Counts, Leadership
 from kops.placement.goals.measure import Assignment, Evaluation, off_band
 from kops.placement.state import PlacementState
@@ -223,69 +223,73 @@ class TopicSpreadGoal(PlanGoal):
         would, until such a start moves nothing (the plan is its own fixed point)."""
         st = mover.st
         made = 0
+        self._log = []
+        # passes of rounds until one makes no move, then again as a fresh plan of the result would
+        # start (nothing stuck, nothing to try first, round 0's partners): a pass that ends after
+        # its first round moved nothing leaves a result a fresh plan's first round moves nothing
+        # in, so moves nothing at all in (each move takes the topics' sum off the bands one
+        # nearer: the passes end; bounded by the brokers besides)
+        for _cycle in range(len(st.allowed)):
+            moved, hit = self._pass(mover)
+            made += moved
+            if hit or not moved:
+                break
+        self._log = None
+        return made
+
+    def _pass(self, mover: Mover) -> tuple[int, bool]:
+        """Rounds of pairs from a fresh start, until one makes no move: (moves made, whether the
+        plan's budget was hit)."""
+        st = mover.st
+        made = 0
         # brokers a whole round found nothing for, each with the brokers its pairs looked at
         # (itself and its partners, in order): not tried again until a move changes one of those
         # (the brokers of a moved partition's list: their cells, rooms and partitions); then its
         # next round pairs it first with the partners that changed (all of them where it changed
         # itself), whatever the round's partners are. A broker left stuck after such a change may
         # have a move a fresh plan of the result makes (a replica onto it lifts it above the
-        # replica counts' floor, one off its partner makes room there): the plan would not be its
-        # own fixed point, nor a bounded step that reports it is complete
+        # replica counts' floor, one off its partner makes room there): the next pass tries it
         stuck: set[int] = set()
         looked: dict[int, dict[int, None]] = {}  # (stuck, or to be tried again: what its pairs looked at)
         again: dict[int, dict[int, None]] = {}  # (the partners to try first)
-        log = self._log = []
-        # rounds until one makes no move, then again as a fresh plan of the result would start
-        # (nothing stuck, nothing to try first, round 0's partners): a pass that ends after its
-        # first round moved nothing leaves a result a fresh plan's first round moves nothing in,
-        # so moves nothing at all in (each move takes the topics' sum off the bands one nearer:
-        # the passes end; bounded by the brokers besides)
-        for _cycle in range(len(st.allowed)):
-            start = made
-            stuck.clear()
-            looked.clear()
-            again.clear()
-            for turn in range(ROUNDS):
-                before = made
-                weight = {b: len(self.over[b]) + len(self.under[b]) for b in st.allowed}
-                for a in sorted((b for b in st.allowed if weight[b] and b not in stuck), key=lambda b: (-weight[b], b)):
-                    got, idle = made, 0
-                    seen = {a: None}
-                    first = list(again.pop(a, ()))
-                    looked.pop(a, None)
-                    partners = first + [b for b in self._partners(st, a, turn) if b not in first]
-                    for i, b in enumerate(partners):
-                        # (the partners that changed are all tried: the idle ones count after them)
-                        if not (self.over[a] or self.under[a]) or (idle >= IDLE and i >= len(first)):
-                            break
-                        seen[b] = None
-                        step = self._pair(mover, a, b)
-                        made += step
-                        idle = 0 if step else idle + 1
-                        if step:
-                            touched = {a, b}
-                            for p in log:
-                                touched.update(st.reps[p])
-                            log.clear()
-                            for x, xs in looked.items():
-                                if x != a and not touched.isdisjoint(xs):
-                                    stuck.discard(x)
-                                    redo = again.setdefault(x, {})
-                                    for y in xs:
-                                        if y != x and (x in touched or y in touched):
-                                            redo[y] = None
-                        if st.budget.hit:
-                            self._log = None
-                            return made
-                    if made == got:
-                        stuck.add(a)
-                        looked[a] = seen
-                if made == before:
-                    break
-            if made == start:
+        log = self._log
+        for turn in range(ROUNDS):
+            before = made
+            weight = {b: len(self.over[b]) + len(self.under[b]) for b in st.allowed}
+            for a in sorted((b for b in st.allowed if weight[b] and b not in stuck), key=lambda b: (-weight[b], b)):
+                got, idle = made, 0
+                seen = {a: None}
+                first = list(again.pop(a, ()))
+                looked.pop(a, None)
+                partners = first + [b for b in self._partners(st, a, turn) if b not in first]
+                for i, b in enumerate(partners):
+                    # (the partners that changed are all tried: the idle ones count after them)
+                    if not (self.over[a] or self.under[a]) or (idle >= IDLE and i >= len(first)):
+                        break
+                    seen[b] = None
+                    step = self._pair(mover, a, b)
+                    made += step
+                    idle = 0 if step else idle + 1
+                    if step:
+                        touched = {a, b}
+                        for p in log:
+                            touched.update(st.reps[p])
+                        log.clear()
+                        for x, xs in looked.items():
+                            if x != a and not touched.isdisjoint(xs):
+                                stuck.discard(x)
+                                redo = again.setdefault(x, {})
+                                for y in xs:
+                                    if y != x and (x in touched or y in touched):
+                                        redo[y] = None
+                    if st.budget.hit:
+                        return made, True
+                if made == got:
+                    stuck.add(a)
+                    looked[a] = seen
+            if made == before:
                 break
-        self._log = None
-        return made
+        return made, False
 
     def _partners(self, st: PlacementState, a: int, turn: int) -> list[int]:
         """The brokers ``a`` is paired with in round ``turn``: its rack's, then others."""
