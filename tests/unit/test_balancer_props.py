@@ -320,6 +320,23 @@ def test_no_needless_reorder(data):
         assert any(a > b for a, b in zip(spreads(alt), now)), (tp, res.before[tp], r, natural)
 
 
+def _topo(racks: dict[int, str], **topics) -> Topology:
+    """Brokers in their racks and topics given as lists of replica lists (partition = index)."""
+    return Topology(brokers=tuple(Broker(b, r) for b, r in racks.items()),
+                    topics=tuple(Topic(n, tuple(Partition(n, i, r) for i, r in enumerate(rs))) for n, rs in topics.items()))
+
+
+def _stepped(topo: Topology, goal: Goal, k: int) -> Topology:
+    """The cluster after bounded steps of at most ``k`` moves, run until one says complete."""
+    cur = topo
+    for _ in range(100):
+        step = plan(cur, goal, max_moves=k)
+        cur = step.topology_after(cur)
+        if step.complete:
+            return cur
+    pytest.fail("bounded runs did not converge")
+
+
 def test_bounded_steps_reach_the_one_shot_balance_where_racks_pin_a_broker():
     """Hypothesis found it: rack r1 has one broker (3), every RF-4 partition needs it, and broker
     8 can take nothing more; the one-shot plan ends at spread 3, nightly steps of 2 moves stopped
@@ -329,16 +346,9 @@ def test_bounded_steps_reach_the_one_shot_balance_where_racks_pin_a_broker():
     t0 = [(0, 0)] * 6 + [(4, 4)] * 3 + [(0, 1), (4, 4)]
     t1 = [(4, 4)] * 3 + [(0, 0), (3, 1)]
     t2 = [(0, 0, 2, 3)] * 2 + [(0, 1, 2, 3)] * 5 + [(0, 0, 2, 3), (3, 3, 1, 5)]
-    topics = tuple(Topic(n, tuple(Partition(n, i, r) for i, r in enumerate(rs))) for n, rs in (("t0", t0), ("t1", t1), ("t2", t2)))
-    topo = Topology(brokers=tuple(Broker(b, r) for b, r in racks.items()), topics=topics)
+    topo = _topo(racks, t0=t0, t1=t1, t2=t2)
     full = plan(topo, Goal("rebalance"))
-    cur = topo
-    for _ in range(100):
-        step = plan(cur, Goal("rebalance"), max_moves=2)
-        cur = step.topology_after(cur)
-        if step.complete:
-            break
-    final = plan(cur, Goal("rebalance"))
+    final = plan(_stepped(topo, Goal("rebalance"), 2), Goal("rebalance"))
     assert final.report["replicas_moved"] == 0
     assert final.report["balance"]["replica_spread_after"] <= full.report["balance"]["replica_spread_after"] == 3
 
@@ -358,18 +368,9 @@ def test_a_complete_bounded_step_leaves_nothing_for_a_full_plan(t0, t2):
     moves nothing."""
     racks = {b: f"r{b % 3}" for b in range(9)}
     t1 = [(0, 0, 2)] * 5 + [(0, 0, 1), (0, 1, 2)] + [(0, 0, 1)] * 3
-    topics = tuple(Topic(n, tuple(Partition(n, i, r) for i, r in enumerate(rs))) for n, rs in (("t0", t0), ("t1", t1), ("t2", t2)))
-    topo = Topology(brokers=tuple(Broker(b, r) for b, r in racks.items()), topics=topics)
+    topo = _topo(racks, t0=t0, t1=t1, t2=t2)
     goal = Goal("decommission", brokers=(8,))
-    cur = topo
-    for _ in range(100):
-        step = plan(cur, goal, max_moves=1)
-        cur = step.topology_after(cur)
-        if step.complete:
-            break
-    else:
-        pytest.fail("bounded runs did not converge")
-    assert plan(cur, goal, compare_kafka=False).report["replicas_moved"] == 0
+    assert plan(_stepped(topo, goal, 1), goal, compare_kafka=False).report["replicas_moved"] == 0
     # the full plan is its own fixed point too
     once = plan(topo, goal).topology_after(topo)
     assert plan(once, goal, compare_kafka=False).changes == {}
@@ -392,7 +393,6 @@ def test_a_plan_of_a_plans_result_moves_nothing_where_a_partner_changed():
     assert plan(once, Goal("rebalance"), compare_kafka=False).changes == {}
 
 
-
 def test_a_complete_bounded_step_leaves_nothing_where_idle_pairs_cut_a_broker_short():
     """Hypothesis found it (seed 108971800974352550612241614975531532981): two-level racks,
     decommissioning broker 36 in steps of 2 moves, the last step (complete: the full plan of its
@@ -408,26 +408,12 @@ def test_a_complete_bounded_step_leaves_nothing_where_idle_pairs_cut_a_broker_sh
           (17, 33, 10, 35), (31, 17, 35, 22), (22, 36, 31, 35), (0, 0, 33, 35), (22, 22, 17, 35)]
     t1 = [(36, 0, 35), (33, 0, 31), (0, 31, 10), (17, 10, 31), (35, 10, 17), (31, 10, 35), (31, 36, 10),
           (17, 22, 33), (0, 10, 36), (22, 31, 17), (36, 33, 0), (22, 17, 31)]
-    topics = tuple(Topic(n, tuple(Partition(n, i, r) for i, r in enumerate(rs))) for n, rs in (("t0", t0), ("t1", t1)))
-    topo = Topology(brokers=tuple(Broker(b, r) for b, r in racks.items()), topics=topics)
+    topo = _topo(racks, t0=t0, t1=t1)
     goal = Goal("decommission", brokers=(36,))
-    cur = topo
-    for _ in range(100):
-        step = plan(cur, goal, max_moves=2)
-        cur = step.topology_after(cur)
-        if step.complete:
-            break
-    else:
-        pytest.fail("bounded runs did not converge")
-    assert plan(cur, goal, compare_kafka=False).changes == {}
+    assert plan(_stepped(topo, goal, 2), goal, compare_kafka=False).changes == {}
     once = plan(topo, goal).topology_after(topo)
     assert plan(once, goal, compare_kafka=False).changes == {}
 
-
-
-def _topo(racks: dict[int, str], **topics) -> Topology:
-    return Topology(brokers=tuple(Broker(b, r) for b, r in racks.items()),
-                    topics=tuple(Topic(n, tuple(Partition(n, i, r) for i, r in enumerate(rs))) for n, rs in topics.items()))
 
 
 @pytest.mark.xfail(strict=True, reason="known planner defect (seed 2793916447): the last bounded step says complete "
