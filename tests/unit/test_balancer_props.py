@@ -415,7 +415,6 @@ def test_a_complete_bounded_step_leaves_nothing_where_idle_pairs_cut_a_broker_sh
     assert plan(once, goal, compare_kafka=False).changes == {}
 
 
-
 @pytest.mark.xfail(strict=True, reason="known planner defect (seed 2793916447): the last bounded step says complete "
                                        "but a fresh plan of its result still moves a replica")
 def test_known_defect_a_complete_bounded_step_leaves_a_move_for_the_next_plan():
