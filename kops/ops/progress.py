@@ -18,6 +18,12 @@ from kops.errors import BadInput, ClusterError
 
 T = TypeVar("T")
 
+#: a wait ends on cluster errors only once they have lasted this long in a row (as well as
+#: ``max_errors`` ticks): a ZooKeeper-mode controller that dies leaves the cluster without one
+#: until its ZooKeeper session expires (``zookeeper.session.timeout.ms``, 18 s by default) and a
+#: successor has loaded the cluster's state -- controller-bound reads (ListPartitionReassignments)
+#: fail all that time, at any poll interval
+ERROR_GRACE_S = 45.0
 
 def poll(
     tick: Callable[[], T],
@@ -26,12 +32,14 @@ def poll(
     interval_s: float = 2.0,
     timeout_s: float | None = None,
     max_errors: int = 10,
+    error_grace_s: float = ERROR_GRACE_S,
     wake: Callable[[], bool] | None = None,
     wake_interval_s: float = 0.25,
 ) -> tuple[T | None, bool]:
     """Run ``tick`` until ``done``; returns (last result, finished). Never waits past
     ``timeout_s`` (None = until done). ``BadInput`` and non-cluster errors are not retried;
-    :class:`ClusterError` is retried ``max_errors`` times in a row.
+    :class:`ClusterError` is retried until it has been raised ``max_errors`` times in a row and
+    for ``error_grace_s`` (:data:`ERROR_GRACE_S`) since the first of them.
 
     Ticks *start* every ``interval_s``: a tick's own duration counts toward the interval, so a
     slow cluster does not stretch the period. Between ticks ``wake()`` — a cheap check, e.g.
@@ -46,7 +54,7 @@ def poll(
         stop_never,
     )
 
-    errors = {"n": 0, "last": None}
+    errors: dict[str, Any] = {"n": 0, "since": None}
     last: dict[str, Any] = {"value": None}
     started = {"t": time.monotonic()}
 
@@ -56,13 +64,14 @@ def poll(
             value = tick()
         except BadInput:
             raise
-        except ClusterError as e:
+        except ClusterError:
             errors["n"] += 1
-            errors["last"] = e
-            if errors["n"] >= max_errors:
+            if errors["since"] is None:
+                errors["since"] = started["t"]
+            if errors["n"] >= max_errors and time.monotonic() - errors["since"] >= error_grace_s:
                 raise
             return False, last["value"]
-        errors["n"] = 0
+        errors["n"], errors["since"] = 0, None
         last["value"] = value
         return done(value), value
 
@@ -121,7 +130,7 @@ def poll_while_progressing(
         return n == 0 or now - best["at"] >= quiet_s
 
     # max_errors=1: a read that fails ends the wait with its error, as a single read would
-    value, _ = poll(tick, done, interval_s=interval_s, timeout_s=timeout_s, max_errors=1)
+    value, _ = poll(tick, done, interval_s=interval_s, timeout_s=timeout_s, max_errors=1, error_grace_s=0)
     return value  # type: ignore[return-value]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 
 import pytest
 
@@ -131,7 +132,30 @@ def test_poll_retries_cluster_errors_and_times_out():
     value, finished = poll(lambda: 0, lambda v: False, interval_s=0.05, timeout_s=0.2)
     assert not finished and value == 0
     with pytest.raises(ClusterError):
-        poll(lambda: (_ for _ in ()).throw(ClusterError("always")), lambda v: True, interval_s=0.001, max_errors=3)
+        poll(lambda: (_ for _ in ()).throw(ClusterError("always")), lambda v: True, interval_s=0.001, max_errors=3,
+             error_grace_s=0)
+
+
+def test_poll_rides_out_errors_for_the_grace_however_many_ticks_fail():
+    """A ZooKeeper controller failover leaves no controller for the brokers' session timeout:
+    at a short poll interval far more than ``max_errors`` ticks fail, and the wait goes on until
+    the errors have lasted ``error_grace_s``; then the error ends it."""
+    calls = itertools.count()
+    t0 = time.monotonic()
+
+    def failover():
+        n = next(calls)
+        if time.monotonic() - t0 < 0.3:
+            raise ClusterError("NodeNotReadyError: 5")
+        return n
+
+    value, finished = poll(failover, lambda v: True, interval_s=0.01, max_errors=3, error_grace_s=1.0)
+    assert finished and value > 3  # more than max_errors ticks failed before the answer
+    t1 = time.monotonic()
+    with pytest.raises(ClusterError):
+        poll(lambda: (_ for _ in ()).throw(ClusterError("always")), lambda v: True, interval_s=0.01,
+             max_errors=3, error_grace_s=0.5)
+    assert time.monotonic() - t1 >= 0.5
 
 
 def test_line_reporter_prints_on_change(capsys):
