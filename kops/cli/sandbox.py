@@ -421,11 +421,14 @@ def restart(
 
         kops playbook run rolling-restart --param restart_command='kops sandbox restart --broker {broker}'
 
-    A broker that is not running is started. Exit 1 when it does not stop or start in time; exit
-    2 for a --phase out of the migration's order (nothing changed)."""
+    A broker that is not running is started; while a migration is reverted, a broker still in
+    migration mode comes back as a plain ZooKeeper broker (as with --phase zookeeper). Exit 1
+    when it does not stop or start in time; exit 2 for a --phase out of the migration's order
+    (nothing changed)."""
     sb = _attach(workdir)
-    if phase is not None:
-        was_running = sb.migration.restart(broker, phase.value, timeout_s=timeout)
+    to = phase.value if phase is not None else sb.config.restart_phase(broker)
+    if to is not None:
+        was_running = sb.migration.restart(broker, to, timeout_s=timeout)
     else:
         was_running = bool(sb.stop(broker, timeout_s=timeout))
         sb.start(broker, timeout_s=timeout)

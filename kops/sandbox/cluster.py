@@ -214,7 +214,7 @@ class Sandbox:
                  "log_dir": str(cfg.log_dir(b)), "data_dir": str(cfg.data_dir(b)),
                  "data_dirs": [str(d) for d in cfg.data_dirs(b)],
                  **({"failed_log_dirs": failed} if (failed := self._failed_log_dirs(b)) else {}),
-                 **({"phase": cfg.broker_phase(b)} if cfg.migration in ("migrating", "reverting") else {})}
+                 **({"phase": cfg.broker_phase(b)} if cfg.in_migration else {})}
                 for b in self.broker_ids
             ],
             **({"migration": cfg.migration} if cfg.migration else {}),

@@ -350,7 +350,7 @@ class SandboxConfig:
         a Kafka that has both (3.7 - 3.9), local JVMs, not secured; brokers' phases known."""
         if self.migration not in MIGRATIONS:
             raise BadInput(f"migration {self.migration!r}: expected one of {', '.join(map(str, MIGRATIONS))}")
-        if self.migration in ("migrating", "reverting"):
+        if self.in_migration:
             if self.mode != "zookeeper":
                 raise BadInput("a ZooKeeper -> KRaft migration starts from a ZooKeeper-mode sandbox")
             rel = dist.release(self.kafka_version)
@@ -367,7 +367,7 @@ class SandboxConfig:
         bad = {b: p for b, p in self.broker_phases.items() if p not in BROKER_PHASES[1:]}
         if bad:
             raise BadInput(f"broker phases {bad}: expected {' or '.join(BROKER_PHASES[1:])}")
-        if self.broker_phases and self.migration not in ("migrating", "reverting"):
+        if self.broker_phases and not self.in_migration:
             raise BadInput("brokers have migration phases only while KRaft controllers migrate the cluster")
         if self.migration == "reverting" and "kraft" in self.broker_phases.values():
             raise BadInput("while a migration is reverted (the controllers gone) no broker runs as a KRaft broker")
@@ -375,12 +375,26 @@ class SandboxConfig:
         if unknown:
             raise BadInput(f"broker phases name brokers {unknown} that the sandbox does not have ({self.broker_ids})")
 
+    @property
+    def in_migration(self) -> bool:
+        """KRaft controllers migrate the cluster or a migration is being reverted: the brokers
+        have migration phases (:meth:`broker_phase`)."""
+        return self.migration in ("migrating", "reverting")
+
     def broker_phase(self, broker_id: int) -> str:
         """``zookeeper``, ``migrate`` (ZooKeeper broker in migration mode) or ``kraft`` (KRaft
         broker: mode kraft, or restarted as one during a migration)."""
         if self.mode == "kraft":
             return "kraft"
         return self.broker_phases.get(broker_id, "zookeeper")
+
+    def restart_phase(self, broker_id: int) -> str | None:
+        """The phase a plain restart (no ``--phase``) brings ``broker_id`` back in: while a
+        migration is reverted, a broker in migration mode starts without the migration settings,
+        as a plain ZooKeeper broker (``zookeeper``, recorded as such); otherwise None (unchanged)."""
+        if self.migration == "reverting" and self.broker_phase(broker_id) == "migrate":
+            return "zookeeper"
+        return None
 
     def with_broker_phase(self, broker_id: int, phase: str) -> SandboxConfig:
         """This config with ``broker_id`` in migration ``phase`` (``kops sandbox restart --phase``),

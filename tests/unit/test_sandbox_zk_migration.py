@@ -177,7 +177,10 @@ def test_a_revert_rolls_brokers_back_once_the_controllers_are_gone(tmp_path):
         rev.with_broker_phase(1, "migrate")
     with pytest.raises(BadInput, match="goes back with --phase zookeeper"):
         rev.with_broker_phase(0, "kraft")
-    one = rev.with_broker_phase(0, "zookeeper")
+    # a plain restart (no --phase) of a broker in migration mode is its step back, recorded
+    assert [rev.restart_phase(b) for b in (0, 1, 2)] == ["zookeeper", None, "zookeeper"]
+    assert m.restart_phase(0) is None  # while migrating a plain restart keeps the phase
+    one = rev.with_broker_phase(0, rev.restart_phase(0))
     assert one.migration == "reverting" and one.broker_phases == {2: "migrate"}
     done = one.with_broker_phase(2, "zookeeper")
     assert done.migration is None and done.broker_phases == {} and done.controller_ids == []
