@@ -331,15 +331,24 @@ class TopicSpreadGoal(PlanGoal):
         return made
 
     def _replicas(self, st: PlacementState, src: int, dst: int, topics: set[int]) -> list[int]:
-        """A replica on src of each of ``topics`` that dst does not hold (whether it may go,
-        rack-safe and within the limits, is checked when tried)."""
-        by_topic, reps = self.by_topic(src), st.reps
+        """A replica on src of each of ``topics`` that dst does not hold, the first that may go
+        rack-safe where there is one (the first one found may be one only another partition's
+        list lets go; whether it fits the limits is checked when tried)."""
+        by_topic, reps, replaced = self.by_topic(src), st.reps, st.racks.safety.replaced
         out = []
         for t in topics:
+            first = None
             for p in by_topic.get(t, ()):
-                if dst not in reps[p]:
-                    out.append(p)
-                    break
+                r = reps[p]
+                if dst not in r:
+                    if replaced(r, src, dst):
+                        out.append(p)
+                        break
+                    if first is None:
+                        first = p
+            else:
+                if first is not None:
+                    out.append(first)
         return out
 
     @staticmethod
