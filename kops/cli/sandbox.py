@@ -439,6 +439,63 @@ def restart(
 @app.command()
 @handle_errors
 @output_command
+def upgrade(
+    c: Context,
+    kafka_version: Annotated[
+        str, typer.Option("--kafka-version", help="The Kafka version to run (from Maven Central; e.g. 4.4.0).")],
+    broker: Annotated[
+        int | None, typer.Option("--broker", click_type=params.BROKER, help="The broker to upgrade and restart.")
+    ] = None,
+    controllers: Annotated[
+        bool, typer.Option("--controllers", help="The KRaft controllers instead, one at a time, each started and "
+                                                 "caught up with the quorum before the next.")
+    ] = False,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Upgrade one broker, or the KRaft controllers, to another Kafka version (local JVMs): the
+    new version's jars are fetched first, then each node is stopped gracefully and started on
+    them with its config and data; the sandbox records which node runs which Kafka. Only the
+    binaries change: the metadata.version stays until the upgrade playbook (or `kops cluster
+    features upgrade`) raises it, and until then the same verb takes a node back. These are the
+    sandbox's hooks for the upgrade playbook:
+
+    \b
+        kops playbook run upgrade -p release_version=4.4
+          -p controllers_command='kops sandbox upgrade --controllers --kafka-version 4.4.0'
+          -p upgrade_command='kops sandbox upgrade --broker {broker} --kafka-version 4.4.0'
+
+    Exit 2 (nothing changed) for a version that cannot run the sandbox's mode (ZooKeeper mode up
+    to 3.9, KRaft from 3.7), the docker engine, or a ZooKeeper -> KRaft migration in progress;
+    exit 1 when a node does not stop, start or catch up in time."""
+    from kops.errors import BadInput
+
+    if (broker is None) == (not controllers):
+        raise BadInput("name one broker (--broker B) or the controllers (--controllers)")
+    sb = _attach(workdir)
+    if controllers:
+        done = sb.upgrade.controllers(kafka_version, timeout_s=timeout)
+        extra = {"controllers": done, "kafka_version": kafka_version}
+        if c.json:
+            emit_json({"action": "upgrade", **extra, "processes": _status_rows(sb)})
+            return
+        out_console().print(f"KRaft controllers {', '.join(map(str, done)) or '(none: all ran it already)'} "
+                            f"restarted on Kafka {kafka_version}, each caught up with the quorum", soft_wrap=True)
+        _render_status(_status_rows(sb))
+        return
+    was_running = sb.upgrade.broker(broker, kafka_version, timeout_s=timeout)  # type: ignore[arg-type]
+    if c.json:
+        emit_json({"action": "upgrade", "brokers": [broker], "kafka_version": kafka_version,
+                   "was_running": was_running, "processes": _status_rows(sb)})
+        return
+    out_console().print(f"broker {broker} {'restarted' if was_running else 'started'} on Kafka {kafka_version}",
+                        soft_wrap=True)
+    _render_status(_status_rows(sb))
+
+
+@app.command()
+@handle_errors
+@output_command
 def add(
     c: Context,
     broker: Annotated[int, typer.Option("--broker", click_type=params.BROKER, help="Id of the new broker (not in use).")],

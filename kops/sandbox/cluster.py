@@ -214,11 +214,13 @@ class Sandbox:
                  "log_dir": str(cfg.log_dir(b)), "data_dir": str(cfg.data_dir(b)),
                  "data_dirs": [str(d) for d in cfg.data_dirs(b)],
                  **({"failed_log_dirs": failed} if (failed := self._failed_log_dirs(b)) else {}),
-                 **({"phase": cfg.broker_phase(b)} if cfg.in_migration else {})}
+                 **({"phase": cfg.broker_phase(b)} if cfg.in_migration else {}),
+                 "kafka_version": cfg.version_of(b)}
                 for b in self.broker_ids
             ],
             **({"migration": cfg.migration} if cfg.migration else {}),
-            "controllers": [{"id": c, "address": f"{cfg.host}:{cfg.controller_port(c)}"} for c in self.controller_ids],
+            "controllers": [{"id": c, "address": f"{cfg.host}:{cfg.controller_port(c)}",
+                             "kafka_version": cfg.version_of(c)} for c in self.controller_ids],
             **self.nodes.describe(),
         }
 
@@ -499,6 +501,14 @@ class Sandbox:
         from kops.sandbox.migration import SandboxMigration
 
         return SandboxMigration(self)
+
+    @property
+    def upgrade(self):
+        """The rolling-upgrade verbs (:class:`kops.sandbox.upgrade.SandboxUpgrade`): a broker or the
+        KRaft controllers restarted on another Kafka version's jars."""
+        from kops.sandbox.upgrade import SandboxUpgrade
+
+        return SandboxUpgrade(self)
 
     # -- grow / shrink ---------------------------------------------------------------------------
     def add(self, broker_id: int, rack: str, *, port: int | None = None, timeout_s: float | None = None) -> int:

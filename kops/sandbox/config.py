@@ -213,6 +213,9 @@ class SandboxConfig:
     #: (KRaft broker); while reverting, the brokers still in migration mode; a broker not named is
     #: a plain ZooKeeper broker
     broker_phases: Mapping[int, str] = field(default_factory=dict)
+    #: node (broker or KRaft controller) -> the Kafka version it runs where it is not
+    #: ``kafka_version``: a rolling upgrade of the binaries (``kops sandbox upgrade``), node by node
+    node_versions: Mapping[int, str] = field(default_factory=dict)
 
     # -- derived -----------------------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -246,6 +249,11 @@ class SandboxConfig:
         except (TypeError, ValueError):
             raise BadInput(f"broker phases {self.broker_phases!r}: expected broker id -> phase") from None
         object.__setattr__(self, "broker_phases", dict(sorted(phases.items())))
+        try:
+            versions = {int(n): str(v) for n, v in dict(self.node_versions or {}).items()}
+        except (TypeError, ValueError):
+            raise BadInput(f"node versions {self.node_versions!r}: expected node id -> Kafka version") from None
+        object.__setattr__(self, "node_versions", dict(sorted(versions.items())))
 
     def validate(self) -> SandboxConfig:
         """Raise :class:`BadInput` naming every problem; return self."""
@@ -301,6 +309,7 @@ class SandboxConfig:
                 raise BadInput(f"{len(self.controller_ports)} controller ports for {self.controllers} controllers")
         self._validate_membership()
         self._validate_migration()
+        self._validate_node_versions()
         self.rack_map  # validates racks
         ports = self.all_ports()
         for name, p in ports.items():
@@ -331,6 +340,35 @@ class SandboxConfig:
                 f"proves in its version matrix); Kafka {self.kafka_version} runs in ZooKeeper mode: leave "
                 "--mode kraft out"
             )
+
+    def _validate_node_versions(self) -> None:
+        """Nodes upgraded to another Kafka (``kops sandbox upgrade``): brokers or KRaft controllers
+        of this sandbox, local JVMs, not during a ZooKeeper -> KRaft migration, each version one
+        that runs the sandbox's mode."""
+        if not self.node_versions:
+            return
+        if self.engine != "jvm":
+            raise BadInput("upgrading a node's Kafka runs local JVMs only (engine jvm): the containers' image "
+                           "holds one Kafka")
+        if self.in_migration:
+            raise BadInput("a node's Kafka is upgraded before or after a ZooKeeper -> KRaft migration, not during it")
+        unknown = sorted(set(self.node_versions) - set(self.broker_ids) - set(self.controller_ids))
+        if unknown:
+            raise BadInput(f"node versions name nodes {unknown} that the sandbox does not have (brokers "
+                           f"{self.broker_ids}, controllers {self.controller_ids})")
+        for node, version in self.node_versions.items():
+            self.with_(kafka_version=version, node_versions={}, release_version=None)._validate_version()
+
+    def version_of(self, node: str | int) -> str:
+        """The Kafka version ``node`` runs: its own after an upgrade, else the sandbox's."""
+        if isinstance(node, int):
+            return self.node_versions.get(node, self.kafka_version)  # type: ignore[return-value]
+        return self.kafka_version  # type: ignore[return-value]
+
+    @property
+    def versions(self) -> list[str]:
+        """Every Kafka version the sandbox's nodes run (the sandbox's first)."""
+        return list(dict.fromkeys([self.kafka_version, *self.node_versions.values()]))  # type: ignore[list-item]
 
     def _validate_log_dirs(self) -> None:
         """1 to :data:`MAX_LOG_DIRS` log dirs per broker; more than one in KRaft mode needs Kafka
@@ -648,7 +686,12 @@ class SandboxConfig:
 
     @property
     def log4j_file(self) -> Path:
-        return self.config_dir / dist.log4j_resource(self.kafka_version)
+        return self.log4j_file_of(self.kafka_version)
+
+    def log4j_file_of(self, version: str) -> Path:
+        """The logging configuration of a node running Kafka ``version`` (log4j 1 up to 3.x,
+        log4j2 from 4.0: files of other names, so that both live in the config dir)."""
+        return self.config_dir / dist.log4j_resource(version)
 
     # -- generated contents --------------------------------------------------------------------
     def zookeeper_properties(self) -> dict[str, str]:
@@ -795,8 +838,9 @@ class SandboxConfig:
 
         heap = parse_heap(self.zk_heap if node == "zookeeper" else self.heap)
         log_dir = self.log_dir(node)
+        version = self.version_of(node)
         logging = [
-            dist.log4j_flag(self.kafka_version, self.log4j_file),
+            dist.log4j_flag(version, self.log4j_file_of(version)),
             f"-Dkops.state.change.level={self.state_change_log_level.upper()}",
         ]
         main = ZOOKEEPER_MAIN if node == "zookeeper" else BROKER_MAIN
@@ -830,6 +874,7 @@ class SandboxConfig:
         d["extra_brokers"] = {str(b): dict(e) for b, e in self.extra_brokers.items()}
         d["removed_brokers"] = list(self.removed_brokers)
         d["broker_phases"] = {str(b): p for b, p in self.broker_phases.items()}
+        d["node_versions"] = {str(n): v for n, v in self.node_versions.items()}
         d["data_disk_mb"] = {str(b): mb for b, mb in self.data_disk_mb.items()}
         d["broker_ports"] = list(self.broker_ports) if self.broker_ports is not None else None
         d["controller_ports"] = list(self.controller_ports) if self.controller_ports is not None else None

@@ -25,7 +25,8 @@ def write_node_configs(state: SandboxState, nodes: Nodes, meta: MetadataMode) ->
     written 0600."""
     cfg = state.config
     cfg.config_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(dist.resource_path(dist.log4j_resource(cfg.kafka_version)), cfg.log4j_file)
+    for version in cfg.versions:  # (the nodes upgraded to another Kafka: its logging configuration too)
+        shutil.copyfile(dist.resource_path(dist.log4j_resource(version)), cfg.log4j_file_of(version))
     for n in state.base_nodes():
         what = "ZooKeeper" if n == "zookeeper" else f"KRaft controller {n}"
         cfg.properties_file(n).write_text(render_properties(

@@ -125,7 +125,11 @@ class LocalNodes(Nodes):
     def _start(self, node: Node, classpath: str) -> dict[str, Any]:
         cfg = self.state.config
         is_broker = node != "zookeeper" and node not in cfg.controller_ids
-        cds, claim = dist.cds_flags(cfg.kafka_version, may_dump=is_broker)
+        version = cfg.version_of(node)
+        if version != cfg.kafka_version:  # a node upgraded to another Kafka: its own jars
+            dist.ensure_kafka(version, log=self.log)
+            classpath = dist.kafka_classpath(version)
+        cds, claim = dist.cds_flags(version, may_dump=is_broker)
         cmd = cfg.jvm_command(node, java=dist.java_executable(), classpath=classpath, cds=cds)
         env = dict(os.environ)
         for k in ("KAFKA_OPTS", "KAFKA_HEAP_OPTS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"):
@@ -155,7 +159,8 @@ class LocalNodes(Nodes):
                 self.log(f"{self.state.key(n)} did not stop within {timeout_s:.0f}s: SIGKILL")
                 procs.terminate(left, marker=self.marker(n), timeout_s=10.0, kill=True)
         if pids:
-            dist.finalize_cds(self.state.config.kafka_version)
+            for version in self.state.config.versions:
+                dist.finalize_cds(version)
 
 
 __all__ = ["LocalNodes", "Nodes"]

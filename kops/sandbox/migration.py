@@ -40,15 +40,14 @@ from kops.errors import BadInput, ClusterError
 from kops.sandbox import procs
 from kops.sandbox.configs import write_node_configs
 from kops.sandbox.modes import ZooKeeperMode
-from kops.sandbox.readiness import fail_if_exited, failure_details, startup_complete, wait_metadata
+from kops.sandbox.readiness import fail_if_exited, failure_details, startup_complete, wait_controllers, wait_metadata
 from kops.sandbox.state import Node
 
 #: a rollback's first broker: SIGKILL after this long in its controlled shutdown (no controller answers it)
 ROLLBACK_FIRST_STOP_S = 15.0
-#: what a ZooKeeper broker and a KRaft broker log once started; what a KRaft controller logs
+#: what a ZooKeeper broker and a KRaft broker log once started
 ZK_BROKER_STARTED = "[KafkaServer id={id}] started"
 KRAFT_BROKER_STARTED = "[BrokerServer id={id}] Transition from STARTING to STARTED"
-CONTROLLER_STARTED = "[KafkaRaftServer nodeId={id}] Kafka Server started"
 #: what every controller logs (controller.log) once the migration is finalized (FeatureControlManager
 #: replays the record)
 FINALIZED_LINE = "changing the migration state from MIGRATION to POST_MIGRATION"
@@ -90,7 +89,7 @@ class MigrationMode(ZooKeeperMode):
                  f"{st.cluster_id})")
         for c in ctrls:
             self.nodes.launch(c, classpath)
-        self.wait_controllers(ctrls, deadline, CONTROLLER_STARTED)
+        wait_controllers(self.state, self.nodes, ctrls, deadline)
         while True:
             with self._zk(10.0) as zk:
                 if read_status(zk).state != NONE:
@@ -99,21 +98,6 @@ class MigrationMode(ZooKeeperMode):
                 raise ClusterError("the KRaft controllers started but none wrote /migration in ZooKeeper in time",
                                    details=failure_details(cfg, ctrls[0]))
             time.sleep(0.3)
-
-    def wait_controllers(self, ctrls: list[int], deadline: float, needle: str) -> None:
-        """Wait until each of ``ctrls`` logged ``needle`` (``{id}``: its id) since its launch."""
-        cfg = self.config
-        todo = list(ctrls)
-        while todo:
-            todo = [c for c in todo if not startup_complete(self.state, c, needle.format(id=c))]
-            for c in todo:
-                if not self.nodes.running(c):
-                    raise ClusterError(f"KRaft controller {c} exited during start-up",
-                                       details=[self.nodes.why_not_running(c), *failure_details(cfg, c)])
-            if todo and time.monotonic() > deadline:
-                raise ClusterError(f"KRaft controllers {todo} did not start in time", details=failure_details(cfg, todo[0]))
-            if todo:
-                time.sleep(0.3)
 
     def startup_complete(self, broker_id: int) -> bool:
         kraft = self.config.broker_phase(broker_id) == "kraft"
@@ -344,7 +328,7 @@ class SandboxMigration:
             sb.log(f"restarting KRaft controller {c} without the migration settings")
             sb.nodes.signal_and_wait([c], 15, t_end, cfg.stop_timeout_s)
             sb.nodes.launch(c, classpath)
-            MigrationMode(st, sb.nodes, sb.log).wait_controllers([c], deadline, CONTROLLER_STARTED)
+            wait_controllers(st, sb.nodes, [c], deadline)
 
     # -- rollback (before finalization) ------------------------------------------------------------
     def stop_controllers(self) -> None:

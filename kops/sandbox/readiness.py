@@ -14,6 +14,9 @@ from kops.sandbox.config import SandboxConfig
 from kops.sandbox.nodes import log_time
 from kops.sandbox.state import Node, SandboxState
 
+#: what a KRaft controller logs once started (Kafka 3.x and 4.x)
+CONTROLLER_STARTED = "[KafkaRaftServer nodeId={id}] Kafka Server started"
+
 
 def failure_details(config: SandboxConfig, node: Node, lines: int = 25) -> list[str]:
     """The first error of the node's last run (the cause, above any stack trace) and the tails of
@@ -101,4 +104,24 @@ def fail_if_exited(running: Callable[[Node], bool], config: SandboxConfig, broke
             )
 
 
-__all__ = ["fail_if_exited", "failure_details", "startup_complete", "wait_metadata"]
+def wait_controllers(state: SandboxState, nodes: Any, ctrls: list[int], deadline: float,
+                     needle: str = CONTROLLER_STARTED) -> None:
+    """Wait until each of ``ctrls`` logged ``needle`` (``{id}``: its id) since its launch;
+    ClusterError for one that exited or not in time (``nodes``: the engine's
+    :class:`kops.sandbox.hosts.Nodes`)."""
+    cfg = state.config
+    todo = list(ctrls)
+    while todo:
+        todo = [c for c in todo if not startup_complete(state, c, needle.format(id=c))]
+        for c in todo:
+            if not nodes.running(c):
+                raise ClusterError(f"KRaft controller {c} (Kafka {cfg.version_of(c)}) exited during start-up",
+                                   details=[nodes.why_not_running(c), *failure_details(cfg, c)])
+        if todo and time.monotonic() > deadline:
+            raise ClusterError(f"KRaft controllers {todo} did not start in time", details=failure_details(cfg, todo[0]))
+        if todo:
+            time.sleep(0.3)
+
+
+__all__ = ["CONTROLLER_STARTED", "fail_if_exited", "failure_details", "startup_complete", "wait_controllers",
+           "wait_metadata"]

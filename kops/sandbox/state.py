@@ -102,6 +102,17 @@ class SandboxState:
         if (probe.extra_brokers, probe.removed_brokers) != (cfg.extra_brokers, cfg.removed_brokers):
             self.config = probe
         self._adopt_migration(recorded)
+        self._adopt_versions(recorded)
+
+    def _adopt_versions(self, recorded: dict[str, Any]) -> None:
+        """Nodes upgraded to another Kafka since this object was made (``kops sandbox upgrade``
+        in another process, a playbook's hook): the same sandbox's nodes run what was recorded."""
+        cfg = self.config
+        if recorded.get("kafka_version") != cfg.kafka_version:
+            return
+        versions = {int(n): str(v) for n, v in (recorded.get("node_versions") or {}).items()}
+        if versions != dict(cfg.node_versions):
+            self.config = cfg.with_(node_versions=versions)
 
     def _adopt_migration(self, recorded: dict[str, Any]) -> None:
         """A ZooKeeper -> KRaft migration moved on in another process (``kops sandbox migration

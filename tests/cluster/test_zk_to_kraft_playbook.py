@@ -1,4 +1,4 @@
-"""ZooKeeper -> KRaft on a real 3-broker, 3-rack Kafka 3.9.2 ZooKeeper sandbox. First a migration
+"""ZooKeeper -> KRaft, then Kafka 4, on a real 3-broker, 3-rack Kafka 3.9.2 ZooKeeper sandbox. First a migration
 attempt through the sandbox's own verbs (``kops sandbox migration ...``, ``kops sandbox restart
 --phase ...``, each in a process of its own), taken to dual write and the first broker of the
 second roll, is rolled back to ZooKeeper mode by the zk-to-kraft-rollback playbook (Kafka's revert
@@ -8,7 +8,9 @@ operator's systemd/Ansible hooks would be), under an acks=all producer: every ph
 kops reads (the quorum, ZooKeeper's /migration, the brokers' configs), the snapshot taken before
 is compared after the brokers' roll, and no acknowledged message is lost. kops is SIGKILLed once
 in dual write (the second roll's first broker restarted as a KRaft broker) and ``--resume`` finishes
-without running a finished step again. The pause before finalization is passed with --yes."""
+without running a finished step again. The pause before finalization is passed with --yes.
+Last, the migrated cluster is upgraded to Kafka 4 by the upgrade playbook (``kops sandbox upgrade``
+as its hooks) and its metadata.version raised."""
 
 from __future__ import annotations
 
@@ -300,3 +302,53 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
     print(f"zk-to-kraft playbook: {took:.1f}s (killed at kraft.{first}.restart done, resumed; stuck ISR recovered: "
           f"{recovered}); {len(prod.acked)} acked, {prod.failed} failed deliveries; {durations}")
     assert (tmp_path / "playbook-runs" / f"{rep['run_id']}.json").is_file()
+
+
+#: the Kafka the migrated cluster is upgraded to (its jars are the ones the 4.4 tests use)
+UPGRADE_TO, UPGRADE_RELEASE = "4.4.0", "4.4"
+
+
+def _metadata_version(bs: str) -> dict:
+    r = kops("cluster", "features", "describe", "--bootstrap-server", bs, "--output", "json")
+    assert r.returncode == 0, r.stderr
+    return next(f for f in json.loads(r.stdout)["features"] if f["name"] == "metadata.version")
+
+
+def test_the_migrated_cluster_is_upgraded_to_kafka_4_by_the_upgrade_playbook(zk39, tmp_path):
+    """After the migration (the test above): Kafka 3.9.2 -> 4.4.0 by the upgrade playbook with the
+    sandbox's verbs as hooks -- the 3 controllers one at a time, each caught up before the next,
+    then broker by broker with its leadership moved off and back -- and metadata.version raised
+    from 3.9 once the controller validated it, under the acks=all producer: nothing lost."""
+    sb = zk39
+    sb.state.load()
+    if sb.config.migration != "finalized":
+        pytest.fail("needs the migrated cluster of test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox")
+    bs = sb.bootstrap_servers
+    mv = _metadata_version(bs)
+    assert mv["finalized_release"] == "3.9-IV0" and mv["supported_max_release"].startswith("3.9"), mv
+    verb = f"{shlex.quote(sys.executable)} -m kops sandbox upgrade --kafka-version {UPGRADE_TO} " \
+           f"--workdir {shlex.quote(str(sb.workdir))}"
+    args = ["playbook", "run", "upgrade", "--bootstrap-server", bs, "--yes", "--output", "json",
+            "-p", f"release_version={UPGRADE_RELEASE}", "-p", f"controllers_command={verb} --controllers",
+            "-p", f"upgrade_command={verb} --broker {{broker}}", "-p", "gate_timeout=3m", "-p", "catch_up_timeout=3m"]
+    create_topic(bs, "upgraded", partitions=6, rf=3, min_isr=2)
+    t0 = time.monotonic()
+    with Producing(bs, topic="upgraded") as prod:
+        r = kops(*args, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
+    took = time.monotonic() - t0
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
+    by = {s["id"]: s for s in json.loads(r.stdout)["steps"]}
+    assert all(s["status"] == "done" for s in by.values()), [s for s in by.values() if s["status"] != "done"]
+    assert [by[f"each.{b}.upgrade"]["status"] for b in sb.broker_ids] == ["done"] * len(sb.broker_ids)
+    assert "3.9-IV0" in by["raise"]["summary"] and UPGRADE_RELEASE in by["raise"]["summary"], by["raise"]
+    # every node runs the new Kafka, as the sandbox recorded and as the cluster says
+    sb.state.load()
+    assert {n: sb.config.version_of(n) for n in [*sb.controller_ids, *sb.broker_ids]} == \
+        dict.fromkeys([*sb.controller_ids, *sb.broker_ids], UPGRADE_TO)
+    mv = _metadata_version(bs)
+    assert mv["finalized_release"].startswith(UPGRADE_RELEASE) and mv["finalized"] == mv["supported_max"], mv
+    assert len(prod.acked) > 100
+    got = _consume_all(bs, prod.acked, topic="upgraded")
+    assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
+    print(f"upgrade 3.9.2 -> {UPGRADE_TO} after the migration: {took:.1f}s; {len(prod.acked)} acked, "
+          f"{prod.failed} failed deliveries")
