@@ -425,8 +425,10 @@ def restart(
     migration mode comes back as a plain ZooKeeper broker (as with --phase zookeeper). Exit 1
     when it does not stop or start in time; exit 2 for a --phase out of the migration's order
     (nothing changed)."""
+    from kops.sandbox.migration import plain_restart_phase
+
     sb = _attach(workdir)
-    to = phase.value if phase is not None else sb.config.restart_phase(broker)
+    to = phase.value if phase is not None else plain_restart_phase(sb.config, broker)
     if to is not None:
         was_running = sb.migration.restart(broker, to, timeout_s=timeout)
     else:

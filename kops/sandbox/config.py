@@ -426,14 +426,6 @@ class SandboxConfig:
             return "kraft"
         return self.broker_phases.get(broker_id, "zookeeper")
 
-    def restart_phase(self, broker_id: int) -> str | None:
-        """The phase a plain restart (no ``--phase``) brings ``broker_id`` back in: while a
-        migration is reverted, a broker in migration mode starts without the migration settings,
-        as a plain ZooKeeper broker (``zookeeper``, recorded as such); otherwise None (unchanged)."""
-        if self.migration == "reverting" and self.broker_phase(broker_id) == "migrate":
-            return "zookeeper"
-        return None
-
     def with_broker_phase(self, broker_id: int, phase: str) -> SandboxConfig:
         """This config with ``broker_id`` in migration ``phase`` (``kops sandbox restart --phase``),
         in Kafka's order: ``zookeeper`` -> ``migrate`` (once the KRaft controllers run in

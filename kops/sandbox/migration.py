@@ -156,6 +156,15 @@ class MigrationMode(ZooKeeperMode):
             raise ClusterError(f"KRaft controllers {down} of the migration are not running; run `kops sandbox up`")
 
 
+def plain_restart_phase(cfg: Any, broker_id: int) -> str | None:
+    """The phase a plain restart (no ``--phase``) brings ``broker_id`` back in: while a
+    migration is reverted, a broker in migration mode starts without the migration settings,
+    as a plain ZooKeeper broker (``zookeeper``, recorded as such); otherwise None (unchanged)."""
+    if cfg.migration == "reverting" and cfg.broker_phase(broker_id) == "migrate":
+        return "zookeeper"
+    return None
+
+
 class SandboxMigration:
     """The migration verbs of one sandbox (see the module doc); ``sb.migration``."""
 
