@@ -157,13 +157,37 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path)
         assert _cli(sb, "restart", "--broker", "0", "--phase", "kraft")["phase"] == "kraft"  # the second roll begun
         r = kops("sandbox", "migration", "controllers-down", "--workdir", str(sb.workdir))
         assert r.returncode == 2 and "run as KRaft brokers" in r.stderr, r.stderr  # broker 0 needs them
-        rb = kops("playbook", "run", "zk-to-kraft-rollback", "--bootstrap-server", bs, "--zookeeper", zk,
-                  "--yes", "--output", "json",
-                  "-p", f"migrate_command={verb} restart --broker {{broker}} --phase migrate --workdir {wd}",
-                  "-p", f"controllers_stop_command={verb} migration controllers-down --workdir {wd}",
-                  "-p", f"zookeeper_command={verb} restart --broker {{broker}} --phase zookeeper --workdir {wd}",
-                  "-p", "gate_timeout=3m", "-p", "restart_timeout=5m", "-p", "catch_up_timeout=90s",
-                  env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
+        to_zookeeper = f"{verb} restart --broker {{broker}} --phase zookeeper --workdir {wd}"
+        run = ["playbook", "run", "zk-to-kraft-rollback", "--bootstrap-server", bs, "--zookeeper", zk,
+               "--yes", "--output", "json",
+               "-p", f"migrate_command={verb} restart --broker {{broker}} --phase migrate --workdir {wd}",
+               "-p", f"controllers_stop_command={verb} migration controllers-down --workdir {wd}",
+               "-p", f"zookeeper_command={to_zookeeper}",
+               "-p", "gate_timeout=3m", "-p", "restart_timeout=5m", "-p", "catch_up_timeout=90s"]
+        stuck = None
+        for _attempt in range(2):
+            rb = kops(*run, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
+            if rb.returncode == 0 or stuck is not None:
+                break
+            # Kafka 3.9.2 (1 run in 3 here): the broker still in migration mode that becomes the
+            # ZooKeeper controller once the KRaft controllers are gone loses its AlterPartition
+            # thread ("A metric named ... alter-partition-metrics ... already exists" when it
+            # switches controllers), so the partitions it leads never take the broker just rolled
+            # back into their ISR. The in_sync gate stops the run and names that leader; the
+            # operator takes it back to ZooKeeper mode now with the same hook and resumes
+            # (docs/kraft-migration.md) -- as this test does
+            rep = json.loads(rb.stdout)
+            failed = [s for s in rep["steps"] if s["status"] == "failed"]
+            assert len(failed) == 1 and failed[0]["id"].startswith("to-zookeeper.") \
+                and failed[0]["id"].endswith(".back"), (failed, rb.stderr[-4000:])
+            err = failed[0]["error"]
+            assert "out of ISR (of partitions led by brokers [" in err, err
+            stuck = (failed[0]["id"], json.loads(err.split("led by brokers ")[1].split(")")[0]))
+            for b in stuck[1]:
+                h = subprocess.run(to_zookeeper.replace("{broker}", str(b)), shell=True, capture_output=True,
+                                   text=True, timeout=300)
+                assert h.returncode == 0, h.stderr
+            run = [*run[:3], "--resume", rep["run_id"], *run[3:10]]  # (the params are the run's)
         took = time.monotonic() - t0
     assert rb.returncode == 0, (rb.stdout[-3000:], rb.stderr[-4000:])
     rep = json.loads(rb.stdout)
@@ -182,8 +206,8 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path)
     assert len(prod.acked) > 100
     got = _consume_all(bs, prod.acked, ROLLED_BACK)
     assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
-    print(f"migration attempt and rollback playbook: {took:.1f}s; {len(prod.acked)} acked, {prod.failed} failed "
-          f"deliveries; {[(s['id'], s['duration_s']) for s in rep['steps'] if '.' not in s['id']]}")
+    print(f"migration attempt and rollback playbook: {took:.1f}s (stuck ISR recovered: {stuck}); {len(prod.acked)} "
+          f"acked, {prod.failed} failed deliveries; {[(s['id'], s['duration_s']) for s in rep['steps'] if '.' not in s['id']]}")
 
 
 def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
