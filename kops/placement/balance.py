@@ -5,7 +5,9 @@ Targets are ``floor(T/n)`` and ``ceil(T/n)`` of the total over the allowed broke
 broker's share of it). Repeatedly the most loaded broker gives one replica to the least-loaded
 broker that can take one of its partitions rack-safely and within the limits -- only when the move
 is *useful* (it brings both toward the target; by weight, it overshoots neither), so in an
-unconstrained cluster the number of moves equals the lower bound. Then the same inside every rack
+unconstrained cluster the number of moves equals the lower bound; where rack rules hold some
+brokers above the band (so that the others cannot all reach it), also to a broker below the band
+from one at least two above it, evening those below it among themselves. Then the same inside every rack
 (moves inside a rack never break rack-safety). For ``add-brokers`` the destinations are the new
 brokers only. Negative results per (broker, destination rack) are cached and invalidated by the
 broker's generation counter. Pure.
@@ -111,10 +113,12 @@ class Balancer:
         made = 0
 
         def useful(ls: int, ld: int) -> bool:  # (by count; weighted: excess() of src > 0 > of dst)
-            # into the band [floor, ceil]; or, where rack rules keep some broker out of reach, any
-            # move from above the band that narrows the gap by two (the heap offers the least
-            # loaded destinations first, so an unconstrained cluster never gets here)
-            return (ls > ceil_ and ld < ceil_) or (ls > floor_ and ld < floor_) or (ls > ceil_ and ls - ld >= 2)
+            # into the band [floor, ceil]; or, where rack rules keep some brokers out of reach
+            # (held above the band, so that the others cannot all reach it), any move from above
+            # the band, or to a broker below it, that narrows the gap by two (the heap offers the
+            # least loaded destinations first, so an unconstrained cluster never gets here)
+            return (ls > ceil_ and ld < ceil_) or (ls > floor_ and ld < floor_) or \
+                ((ls > ceil_ or ld < floor_) and ls - ld >= 2)
 
         while maxheap:
             negl, src = heapq.heappop(maxheap)
@@ -122,8 +126,12 @@ class Balancer:
                 continue
             ls = load[src]
             exc_src = excess(src, total, n) if bytes_mode else 0
-            if (exc_src <= 0) if bytes_mode else (ls <= floor_):
+            if bytes_mode and exc_src <= 0:
                 break  # nobody above the target: balanced
+            # by count: nobody above the band and nobody two below src (below the band only where
+            # rack rules hold other brokers above it: even those that can move among themselves)
+            if not bytes_mode and ls <= floor_ and ls - min(load[b] for b in members) < 2:
+                break
             scans = [0]
             choice: list[tuple[int, int]] = []
             # an RF-1 partition hands its leadership to where it goes and no reordering can give

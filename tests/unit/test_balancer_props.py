@@ -427,19 +427,16 @@ def test_a_complete_bounded_step_leaves_no_move_for_the_next_plan():
     _check_bounded_steps(topo, goal, plan(topo, goal), 3)
 
 
-@pytest.mark.xfail(strict=True, reason="known planner defect (seed 198839168): bounded steps end at a replica "
-                                       "spread of 7 where the one-shot plan reaches 6")
-def test_known_defect_bounded_steps_end_less_balanced_than_the_one_shot_plan():
+def test_bounded_steps_end_as_balanced_as_the_one_shot_plan_where_racks_hold_brokers_above_the_band():
     """Hypothesis found it (seed 198839168, shrunk): two-level racks (dc0: r0, r1, r2; dc1: r0),
     RF 4 lists that repeat a broker (repaired by the plan), decommissioning broker 6 in steps of 3
-    moves. Every step is safe and monotone (spread 20 -> 17 -> ... -> 7), but the last one says
+    moves. Every step was safe and monotone (spread 20 -> 17 -> ... -> 7), but the last one said
     complete at replica counts {0: 6, 1: 12, 2: 8, 3: 12, 4: 7, 5: 5} (spread 7), while the
-    one-shot plan ends at 6 (broker 4 at 6, 5 at 6). Diagnosed: brokers 1 and 3 are dc1's only
-    brokers and rack safety holds them at 12 (two of every partition's four replicas), above the
-    band (floor/ceil of the mean, 8-9), so the other brokers cannot all reach it; the replica-count
-    goal measures the distance outside the band, and moving t1-0 from broker 4 (7) to broker 5 (5)
-    takes one from 1 to 2 below and the other from 3 to 2: no gain, refused by broker 4's room.
-    The fix is a band of what rack safety lets each broker reach (not done yet)."""
+    one-shot plan ended at 6. Brokers 1 and 3 are dc1's only brokers and rack safety holds them at
+    12 (two of every partition's four replicas), above the band (floor/ceil of the mean, 8-9), so
+    the others cannot all reach it -- and phase 2 moved only from brokers above the band or into
+    it, so brokers below it were never evened among themselves. It now also moves to a broker
+    below the band from one at least two above it."""
     topo = _topo({0: "/dc0/r0", 1: "/dc1/r0", 2: "/dc0/r1", 3: "/dc1/r0", 4: "/dc0/r2", 5: "/dc0/r0", 6: "/dc0/r0"},
                  t0=[(0, 0, 2, 3)] * 5 + [(4, 4, 1, 6), (0, 0, 4, 2)], t1=[(4,), (1,)],
                  t2=[(4, 0, 1, 6), (0, 0, 2, 4), (0, 0, 1, 5), (0, 0, 2, 3), (0, 0, 1, 3)])
