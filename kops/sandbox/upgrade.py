@@ -101,6 +101,9 @@ class SandboxUpgrade:
             while True:
                 try:
                     q = read_quorum(conn)
+                except ClusterError as e:
+                    q, last = None, e.message
+                if q is not None:
                     voter = next((v for v in q.voters if v.id == c), None)
                     if voter is None:
                         raise ClusterError(f"KRaft controller {c} is not a voter of the quorum "
@@ -108,10 +111,6 @@ class SandboxUpgrade:
                     if q.leader >= 0 and q.lag(voter) == 0:
                         return
                     last = f"leader {q.leader}, its lag {q.lag(voter)}"
-                except ClusterError as e:
-                    if "is not a voter" in e.message:
-                        raise
-                    last = e.message
                 if time.monotonic() > deadline:
                     raise ClusterError(f"KRaft controller {c} did not catch up with the quorum in time ({last})")
                 time.sleep(0.5)
