@@ -429,6 +429,8 @@ def _render_goals(con, goals: dict) -> None:
                        escape(v["unit"]))
         con.print(gt)
     for g, v in shown.items():
+        if v.get("rack_bound"):
+            con.print(f"{g}: rack safety allows no spread below {v['bound']} ({escape('; '.join(v['rack_bound']))})")
         if v.get("why"):
             forced = f" (forced by {', '.join(v['forced_by'])})" if v.get("forced_by") else ""
             con.print(f"{g} is worse{forced}: {escape(v['why'])}")

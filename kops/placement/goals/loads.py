@@ -14,15 +14,17 @@ from brokers above the band to the least used and filling those below it from th
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections import defaultdict
+from collections import Counter, defaultdict
 from itertools import chain
 from operator import itemgetter
 from collections.abc import Sequence
 from typing import Any
 
 from kops.placement.capacity import disk_capacity, shared_disks
+from kops.placement.feasible import count_band
 from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, band, within
 from kops.placement.goals.measure import Evaluation, count_bound, off_band, spread
+from kops.placement.racks import RackTree
 from kops.placement.state import PlacementState
 
 __all__ = ["DiskUsageGoal", "Load", "NwInUsageGoal", "ReplicasGoal"]
@@ -488,9 +490,16 @@ def count_figures(goal: str, ev: Evaluation, slot: int | None) -> dict:
     n = len(ev.ids)
     lo, hi = (total // n, -(-total // n)) if n else (0, 0)
     bound = count_bound(total, n)
+    forcing: tuple[str, ...] = ()
+    if slot is None and n:  # replicas: rack safety may keep some brokers above or below the band
+        rfs = Counter(len(r) for r in ev.assignment("after", True).values())
+        tree = RackTree.build({b: ev.topo.rack_of(b) for b in ev.ids})
+        feasible = count_band(tree, ev.ids, rfs)
+        bound, forcing = max(bound, feasible.bound), feasible.forcing
     return ev.figures(goal, "spread (max - min per broker)", int(spread(cb.values())), int(spread(ca.values())),
                       bound, met=spread(ca.values()) <= max(bound, 1), off_band_before=int(off_band(cb.values(), lo, hi)),
-                      off_band_after=int(off_band(ca.values(), lo, hi)))
+                      off_band_after=int(off_band(ca.values(), lo, hi)),
+                      rack_bound=list(forcing[:5]) + ([f"... {len(forcing) - 5} more"] if len(forcing) > 5 else []))
 
 
 def _fmt(x: float) -> float:
