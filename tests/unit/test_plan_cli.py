@@ -122,3 +122,18 @@ def test_infeasible_goal_exits_2_naming_partitions_and_racks(runner, tmp_path):
     assert res.exit_code == 2 and "not in the cluster" in res.stderr
     res = run(runner, "rebalance", "--topology", topo, "--max-bytes", "lots")
     assert res.exit_code == 2 and "--max-bytes" in res.stderr
+
+
+def test_replicas_goal_met_where_rack_safety_forces_the_spread_and_names_the_racks(runner, tmp_path):
+    # racks a, a, b, b, c and RF 3: every partition has a replica on broker 4 (rack c's only one)
+    parts = [(p % 2, 2 + (p // 2) % 2, 4) for p in range(40)]
+    parts[:6] = [(0, 2, 4)] * 6  # brokers 0 and 2 start above their share
+    topo = snapshot(tmp_path, dict(enumerate("aabbc")), {"t": parts})
+    res = run(runner, "rebalance", "--topology", topo, "--output", "json")
+    assert res.exit_code == 0, res.stderr
+    rep = json.loads(res.stdout)["report"]
+    replicas = rep["goals"]["replicas"]
+    assert (replicas["before"], replicas["after"], replicas["bound"], replicas["status"]) == (23, 20, 20, "met")
+    assert "rack c (1 broker) holds at least 40" in replicas["rack_bound"]
+    text = run(runner, "rebalance", "--topology", topo)
+    assert "replicas: rack safety allows no spread below 20" in text.stderr
