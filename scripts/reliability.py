@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Write docs/reliability.md from the fault suite's own results (nothing typed by hand).
 
-    ./scripts/test.sh tests/faults            # runs the scenarios, writes build/fault-results.json
+    ./scripts/test.sh tests/faults tests/cluster/test_zk_to_kraft_playbook.py   # writes build/fault-results.json
     .venv/bin/python scripts/reliability.py   # -> docs/reliability.md
     .venv/bin/python scripts/reliability.py --check   # what CI runs after the suite
 
 ``--results FILE [FILE ...]`` reads other results files (``$KOPS_FAULT_RESULTS`` of a run); with
 several, a later file's row replaces an earlier one's for the same test (a re-run of some scenarios);
 ``--output FILE`` writes elsewhere. ``--check`` writes nothing and exits 1 when the results or the
-table are wrong: a scenario of the suite (every test in tests/faults that records a row) missing,
+table are wrong: a scenario of the suite (every test in SCENARIO_PATHS that records a row) missing,
 failed, with an acknowledged message lost or a throttle left, or run on other code than this
 commit's (the results' rows, and the table's "Written from" line).
 """
@@ -29,8 +29,13 @@ sys.path.insert(0, str(ROOT))
 
 from scripts import provenance  # noqa: E402
 
-#: the code a row's figures depend on (the fault suite's ``record`` fixture stamps each row)
-CODE_PATHS = ("kops", "tests/faults", "pyproject.toml")
+#: the code a row's figures depend on (the ``record`` fixture, tests/recording.py, stamps each row)
+CODE_PATHS = ("kops", "tests/faults", "tests/recording.py", "tests/sampling.py",
+              "tests/cluster/test_zk_to_kraft_playbook.py", "pyproject.toml")
+#: where the scenarios are: the fault lab, and the cluster tests that record a row
+SCENARIO_PATHS = ("tests/faults", "tests/cluster/test_zk_to_kraft_playbook.py")
+#: the modes of the runbook tests' rows: the migration, and the migrated cluster's upgrade
+MIGRATION, UPGRADED = "zookeeper -> kraft", "kraft, migrated"
 #: the marker of the line that names the commit the table was written from
 COMMIT_LINE = "Written from kops commit "
 
@@ -44,7 +49,7 @@ def code_id(rev: str = "HEAD") -> str:
 
 
 def scenarios() -> list[str]:
-    """The suite's scenarios: the node ids of the tests in tests/faults that ask for ``record``
+    """The suite's scenarios: the node ids of the tests in SCENARIO_PATHS that ask for ``record``
     (collected by pytest, so a new or renamed scenario is known without a list to keep)."""
     import pytest
 
@@ -59,7 +64,7 @@ def scenarios() -> list[str]:
     with contextlib.redirect_stdout(out):
         # (--junitxml: not over the suite's build/junit.xml, which pyproject's addopts names)
         rc = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "--junitxml", os.devnull, "--rootdir", str(ROOT),
-                          str(ROOT / "tests" / "faults")], plugins=[grab])
+                          *(str(ROOT / p) for p in SCENARIO_PATHS)], plugins=[grab])
     if rc != 0 or not grab.ids:
         raise SystemExit(f"error: cannot collect the fault suite's scenarios (pytest exit {rc}):\n{out.getvalue()[-2000:]}")
     return grab.ids
@@ -68,12 +73,14 @@ def scenarios() -> list[str]:
 HEADER = """# Reliability: kops under real faults
 
 Written by `scripts/reliability.py` from the results of the fault suite (`tests/faults/`), which
-runs each scenario on the containerised sandbox (`kops sandbox up --engine docker`: {clusters},
-each node in its own container) while an idempotent `acks=all` producer and a consumer run on
-RF 3 topics over the 3 racks with `min.insync.replicas=2`. Regenerate with:
+runs each scenario on the containerised sandbox (`kops sandbox up --engine docker`, each node in
+its own container), and of the ZooKeeper -> KRaft -> Kafka 4 runbook tests
+(`tests/cluster/test_zk_to_kraft_playbook.py`, on a sandbox of local processes), while an
+idempotent `acks=all` producer and a consumer run on RF 3 topics over the 3 racks with
+`min.insync.replicas=2`. The clusters: {clusters}. Regenerate with:
 
 ```bash
-./scripts/test.sh tests/faults                # writes build/fault-results.json
+./scripts/test.sh tests/faults tests/cluster/test_zk_to_kraft_playbook.py   # writes build/fault-results.json
 .venv/bin/python scripts/reliability.py       # writes this file
 .venv/bin/python scripts/reliability.py --check   # CI: every scenario there, passed, of this code
 ```
@@ -90,7 +97,11 @@ test's result (every assertion of the scenario, not only these columns).
 
 """
 CLUSTERS = {"zookeeper": "ZooKeeper and 6 Kafka {v} brokers in racks a,a,b,b,c,c",
-            "kraft": "a KRaft quorum of 3 controllers and 6 Kafka {v} brokers in racks a,a,b,b,c,c"}
+            "kraft": "a KRaft quorum of 3 controllers and 6 Kafka {v} brokers in racks a,a,b,b,c,c",
+            MIGRATION: "ZooKeeper and 3 Kafka {v} brokers in racks a,b,c migrated to a KRaft quorum of 3 "
+                       "controllers (mode zookeeper -> kraft)",
+            UPGRADED: "the migrated cluster (3 KRaft controllers, 3 brokers) upgraded from Kafka {v} (mode kraft, "
+                      "migrated)"}
 
 
 def run_commit(doc: dict) -> str:

@@ -10,7 +10,11 @@ is compared after the brokers' roll, and no acknowledged message is lost. kops i
 in dual write (the second roll's first broker restarted as a KRaft broker) and ``--resume`` finishes
 without running a finished step again. The pause before finalization is passed with --yes.
 Last, the migrated cluster is upgraded to Kafka 4 by the upgrade playbook (``kops sandbox upgrade``
-as its hooks) and its metadata.version raised."""
+as its hooks) and its metadata.version raised.
+
+While each playbook runs, a sampler reads the metadata every 0.3 s: no partition of the produced
+topic is ever offline or under min ISR (it pauses while the test itself restarts a broker, the
+documented remedy for a Kafka 3.9.2 fault). Each test records its row of docs/reliability.md."""
 
 from __future__ import annotations
 
@@ -27,8 +31,10 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from scripts.reliability import MIGRATION, UPGRADED
 from tests.cluster.kafka_helpers import admin, create_topic, kops
 from tests.cluster.sandboxes import own_sandbox
+from tests.sampling import Sampler
 
 pytestmark = pytest.mark.cluster
 
@@ -122,7 +128,30 @@ def _wait_for_kill_point(proc: subprocess.Popen, home) -> dict | None:
     return None
 
 
-def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path):
+def _stuck_leaders(r: subprocess.CompletedProcess, loop: str) -> tuple[str, list[int], str]:
+    """A run stopped by Kafka 3.9.2's stuck ISR (below): the failed step (the in_sync gate after a
+    broker of ``loop`` came back), the leaders it names, and the run's id."""
+    assert r.stdout.strip(), r.stderr[-4000:]
+    rep = json.loads(r.stdout)
+    failed = [s for s in rep["steps"] if s["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["id"].startswith(loop) and failed[0]["id"].endswith(".back"), \
+        (failed, r.stderr[-4000:])
+    err = failed[0]["error"]
+    assert "out of ISR (of partitions led by brokers [" in err, err
+    return failed[0]["id"], json.loads(err.split("led by brokers ")[1].split(")")[0]), rep["run_id"]
+
+
+def _sampled(sampler: Sampler) -> str:
+    return (f"{sampler.samples} metadata samples during the playbook (at most {sampler.max_gap_s:.1f} s apart), "
+            f"{len(sampler.bad)} offline/under-min-ISR")
+
+
+def _assert_sampled(sampler: Sampler) -> None:
+    assert sampler.samples > 20 and sampler.max_gap_s < 15, (sampler.samples, sampler.max_gap_s)
+    assert sampler.bad == [], sampler.bad[:10]
+
+
+def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path, record):
     """Controllers in migration mode, every broker rolled into migration mode (the metadata
     migrated: MIGRATION, a KRaft controller holds /controller), the second roll begun (broker 0 a
     KRaft broker); then the zk-to-kraft-rollback playbook, with the sandbox's verbs as its hooks,
@@ -164,31 +193,38 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path)
                "-p", f"controllers_stop_command={verb} migration controllers-down --workdir {wd}",
                "-p", f"zookeeper_command={to_zookeeper}",
                "-p", "gate_timeout=3m", "-p", "restart_timeout=5m", "-p", "catch_up_timeout=90s"]
-        stuck = None
-        for _attempt in range(2):
-            rb = kops(*run, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
-            if rb.returncode == 0 or stuck is not None:
-                break
-            # Kafka 3.9.2 (1 run in 3 here): the broker still in migration mode that becomes the
-            # ZooKeeper controller once the KRaft controllers are gone loses its AlterPartition
-            # thread ("A metric named ... alter-partition-metrics ... already exists" when it
-            # switches controllers), so the partitions it leads never take the broker just rolled
-            # back into their ISR. The in_sync gate stops the run and names that leader; the
-            # operator takes it back to ZooKeeper mode now with the same hook and resumes
-            # (docs/kraft-migration.md) -- as this test does
-            rep = json.loads(rb.stdout)
-            failed = [s for s in rep["steps"] if s["status"] == "failed"]
-            assert len(failed) == 1 and failed[0]["id"].startswith("to-zookeeper.") \
-                and failed[0]["id"].endswith(".back"), (failed, rb.stderr[-4000:])
-            err = failed[0]["error"]
-            assert "out of ISR (of partitions led by brokers [" in err, err
-            stuck = (failed[0]["id"], json.loads(err.split("led by brokers ")[1].split(")")[0]))
-            for b in stuck[1]:
-                h = subprocess.run(to_zookeeper.replace("{broker}", str(b)), shell=True, capture_output=True,
-                                   text=True, timeout=300)
-                assert h.returncode == 0, h.stderr
-            run = [*run[:3], "--resume", rep["run_id"], *run[3:10]]  # (the params are the run's)
+        stuck, exits = None, []
+        t_playbook = time.monotonic()
+        with Sampler(bs, [ROLLED_BACK]) as sampler:
+            for _attempt in range(2):
+                rb = kops(*run, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
+                exits.append(rb.returncode)
+                if rb.returncode == 0 or stuck is not None:
+                    break
+                # Kafka 3.9.2 (1 run in 3 here): the broker still in migration mode that becomes the
+                # ZooKeeper controller once the KRaft controllers are gone loses its AlterPartition
+                # thread ("A metric named ... alter-partition-metrics ... already exists" when it
+                # switches controllers), so the partitions it leads never take the broker just rolled
+                # back into their ISR. The in_sync gate stops the run and names that leader; the
+                # operator takes it back to ZooKeeper mode now with the same hook and resumes
+                # (docs/kraft-migration.md) -- as this test does
+                stuck = _stuck_leaders(rb, "to-zookeeper.")
+                with sampler.paused():  # the test's own restarts, not the playbook's
+                    for b in stuck[1]:
+                        h = subprocess.run(to_zookeeper.replace("{broker}", str(b)), shell=True, capture_output=True,
+                                           text=True, timeout=300)
+                        assert h.returncode == 0, h.stderr
+                run = [*run[:3], "--resume", stuck[2], *run[3:10]]  # (the params are the run's)
+        playbook_s = time.monotonic() - t_playbook
         took = time.monotonic() - t0
+    got = _consume_all(bs, prod.acked, ROLLED_BACK)
+    record(scenario="ZooKeeper -> KRaft migration taken to dual write and the second roll, then rolled back by "
+                    "`playbook run zk-to-kraft-rollback` (sandbox hooks)",
+           mode=MIGRATION, kafka_version="3.9.2", acknowledged=len(prod.acked), lost=len(prod.acked - got),
+           failed_sends=prod.failed, kops_exit=" -> ".join(map(str, exits)), kops_s=round(playbook_s, 1),
+           detail=_sampled(sampler) + (f"; Kafka 3.9.2's stuck ISR at {stuck[0]}, leader(s) {stuck[1]} rolled back "
+                                      "by the test, then --resume" if stuck else ""))
+    _assert_sampled(sampler)
     assert rb.returncode == 0, (rb.stdout[-3000:], rb.stderr[-4000:])
     rep = json.loads(rb.stdout)
     by = {s["id"]: s for s in rep["steps"]}
@@ -204,13 +240,12 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path)
     assert d.returncode == 0 and json.loads(d.stdout)["mode"] == "zookeeper", d.stderr
     assert _layout(bs)[ROLLED_BACK] == before[ROLLED_BACK]
     assert len(prod.acked) > 100
-    got = _consume_all(bs, prod.acked, ROLLED_BACK)
     assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
-    print(f"migration attempt and rollback playbook: {took:.1f}s (stuck ISR recovered: {stuck}); {len(prod.acked)} "
+    print(f"migration attempt and rollback playbook: {took:.1f}s (stuck ISR recovered: {stuck[:2] if stuck else None}); {len(prod.acked)} "
           f"acked, {prod.failed} failed deliveries; {[(s['id'], s['duration_s']) for s in rep['steps'] if '.' not in s['id']]}")
 
 
-def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
+def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path, record):
     from kops.sandbox.procs import free_ports
 
     sb = zk39
@@ -242,9 +277,9 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
     assert sb.controller_id() in sb.broker_ids  # still a ZooKeeper controller
 
     t0 = time.monotonic()
-    recovered, killed = None, None
+    recovered, killed, exits = None, None, []
     resume = [*args[:3], "--bootstrap-server", bs, "--zookeeper", zk, "--yes", "--output", "json"]
-    with Producing(bs) as prod:
+    with Producing(bs) as prod, Sampler(bs, [TOPIC]) as sampler:
         run = [*args, "--yes"]
         for _attempt in range(4):
             # kops is SIGKILLed once, in the most delicate place: the metadata migrated (dual
@@ -258,11 +293,13 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
                 if hit is not None:
                     proc.send_signal(signal.SIGKILL)
                     proc.communicate(timeout=60)
+                    exits.append(proc.returncode)
                     killed = hit
                     run = [*resume[:3], "--resume", hit["run_id"], *resume[3:]]
                     continue
             out, err = proc.communicate(timeout=1800)
             r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            exits.append(r.returncode)
             if r.returncode == 0:
                 break
             # Kafka 3.9.2 (seen in 1 of the first 2 runs that got there): the broker that is the ZooKeeper controller when the
@@ -270,21 +307,24 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
             # so the replicas it leads do not take the last restarted broker back into the ISR. The
             # in_sync gate stops the run there and names that leader; the operator restarts it with the
             # same hook and resumes -- as this test does (docs/kraft-migration.md)
-            assert r.stdout.strip(), r.stderr[-4000:]
-            rep = json.loads(r.stdout)
-            failed = [s for s in rep["steps"] if s["status"] == "failed"]
-            assert recovered is None and len(failed) == 1 and failed[0]["id"].startswith("migrate.") \
-                and failed[0]["id"].endswith(".back"), (failed, r.stderr[-4000:])
-            err = failed[0]["error"]
-            assert "out of ISR (of partitions led by brokers [" in err, err
-            leaders = json.loads(err.split("led by brokers ")[1].split(")")[0])
-            for b in leaders:
-                h = subprocess.run(hooks["migrate_command"].replace("{broker}", str(b)), shell=True,
-                                   capture_output=True, text=True, timeout=300)
-                assert h.returncode == 0, h.stderr
-            recovered = (failed[0]["id"], leaders)
-            run = [*resume[:3], "--resume", rep["run_id"], *resume[3:]]
+            assert recovered is None, (recovered, r.stderr[-4000:])
+            step, leaders, run_id = _stuck_leaders(r, "migrate.")
+            with sampler.paused():  # the test's own restarts, not the playbook's
+                for b in leaders:
+                    h = subprocess.run(hooks["migrate_command"].replace("{broker}", str(b)), shell=True,
+                                       capture_output=True, text=True, timeout=300)
+                    assert h.returncode == 0, h.stderr
+            recovered = (step, leaders)
+            run = [*resume[:3], "--resume", run_id, *resume[3:]]
         took = time.monotonic() - t0
+    got = _consume_all(bs, prod.acked)
+    record(scenario="ZooKeeper -> KRaft migration by `playbook run zk-to-kraft` (sandbox hooks), kops SIGKILLed "
+                    "in dual write, then --resume; finalized",
+           mode=MIGRATION, kafka_version="3.9.2", acknowledged=len(prod.acked), lost=len(prod.acked - got),
+           failed_sends=prod.failed, kops_exit=" -> ".join(map(str, exits)), kops_s=round(took, 1),
+           detail=_sampled(sampler) + (f"; Kafka 3.9.2's stuck ISR at {recovered[0]}, leader(s) {recovered[1]} "
+                                      "restarted by the test, then --resume" if recovered else ""))
+    _assert_sampled(sampler)
     assert killed is not None, "kops was never killed: the run ended before the second roll's first restart"
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
     rep = json.loads(r.stdout)
@@ -305,7 +345,6 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path):
     topo = json.loads(d.stdout)
     assert topo["mode"] == "kraft" and topo["controller"] in (1000, 1001, 1002)
     assert len(prod.acked) > 100
-    got = _consume_all(bs, prod.acked)
     assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
     # after finalization the rollback is refused before any change (here ZooKeeper is stopped too)
     rb = kops("playbook", "run", "zk-to-kraft-rollback", "--bootstrap-server", bs, "--zookeeper", zk,
@@ -338,7 +377,7 @@ def _metadata_version(bs: str) -> dict:
     return next(f for f in json.loads(r.stdout)["features"] if f["name"] == "metadata.version")
 
 
-def test_the_migrated_cluster_is_upgraded_to_kafka_4_by_the_upgrade_playbook(zk39, tmp_path):
+def test_the_migrated_cluster_is_upgraded_to_kafka_4_by_the_upgrade_playbook(zk39, tmp_path, record):
     """After the migration (the test above): Kafka 3.9.2 -> 4.4.0 by the upgrade playbook with the
     sandbox's verbs as hooks -- the 3 controllers one at a time, each caught up before the next,
     then broker by broker with its leadership moved off and back -- and metadata.version raised
@@ -357,9 +396,16 @@ def test_the_migrated_cluster_is_upgraded_to_kafka_4_by_the_upgrade_playbook(zk3
             "-p", f"upgrade_command={verb} --broker {{broker}}", "-p", "gate_timeout=3m", "-p", "catch_up_timeout=3m"]
     create_topic(bs, "upgraded", partitions=6, rf=3, min_isr=2)
     t0 = time.monotonic()
-    with Producing(bs, topic="upgraded") as prod:
+    with Producing(bs, topic="upgraded") as prod, Sampler(bs, ["upgraded"]) as sampler:
         r = kops(*args, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
     took = time.monotonic() - t0
+    got = _consume_all(bs, prod.acked, topic="upgraded")
+    record(scenario=f"the migrated cluster upgraded to Kafka {UPGRADE_TO} by `playbook run upgrade` (sandbox hooks: "
+                    "controllers, then brokers one at a time), metadata.version raised",
+           mode=UPGRADED, kafka_version=f"3.9.2 -> {UPGRADE_TO}", acknowledged=len(prod.acked),
+           lost=len(prod.acked - got), failed_sends=prod.failed, kops_exit=r.returncode, kops_s=round(took, 1),
+           detail=_sampled(sampler))
+    _assert_sampled(sampler)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
     by = {s["id"]: s for s in json.loads(r.stdout)["steps"]}
     assert all(s["status"] == "done" for s in by.values()), [s for s in by.values() if s["status"] != "done"]
@@ -372,7 +418,6 @@ def test_the_migrated_cluster_is_upgraded_to_kafka_4_by_the_upgrade_playbook(zk3
     mv = _metadata_version(bs)
     assert mv["finalized_release"].startswith(UPGRADE_RELEASE) and mv["finalized"] == mv["supported_max"], mv
     assert len(prod.acked) > 100
-    got = _consume_all(bs, prod.acked, topic="upgraded")
     assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
     print(f"upgrade 3.9.2 -> {UPGRADE_TO} after the migration: {took:.1f}s; {len(prod.acked)} acked, "
           f"{prod.failed} failed deliveries")

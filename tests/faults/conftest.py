@@ -6,10 +6,8 @@
 - ``dsandbox``: ZooKeeper + 6 brokers (racks a,a,b,b,c,c) in containers on a network of their
   own, ports published on 127.0.0.1 (free ports), image built locally or reused
   (:mod:`kops.sandbox.image`); removed at the end of the session.
-- ``record``: what a scenario measured (messages acknowledged / lost, kops' exit codes, time to
-  recover, throttles left); written to ``$KOPS_FAULT_RESULTS`` (default
-  ``build/fault-results.json``) with the test's outcome, from which
-  ``scripts/reliability.py`` writes docs/reliability.md.
+- ``record``: what a scenario measured, a row of docs/reliability.md (tests/recording.py), with
+  the mode and Kafka version of the sandbox it ran on.
 
 Every scenario must leave the cluster as it found it: brokers started, faults healed, its
 topics deleted.
@@ -17,49 +15,30 @@ topics deleted.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import time
-from pathlib import Path
 
 import pytest
 
 from kops.errors import KopsError
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def results_file() -> Path:
-    return Path(os.environ.get("KOPS_FAULT_RESULTS") or ROOT / "build" / "fault-results.json")
-
-
-#: what a row's figures depend on: a results file or table from older code is stale
-CODE_PATHS = ("kops", "tests/faults", "pyproject.toml")
-
-
-def _append(row: dict) -> None:
-    f = results_file()
-    f.parent.mkdir(parents=True, exist_ok=True)
-    doc = json.loads(f.read_text()) if f.exists() else {"results": []}
-    doc["results"].append(row)
-    f.write_text(json.dumps(doc, indent=2) + "\n")
-
-
-def _row(nodeid: str) -> dict:
-    from scripts.provenance import code_commit
-
-    return {"test": nodeid, "commit": code_commit(*CODE_PATHS),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _fresh_results():
-    """A run starts a new results file before any set-up, so a run whose set-up fails leaves no
-    older rows to be rendered again (``KOPS_FAULT_RESULTS_APPEND=1`` keeps the old rows)."""
-    f = results_file()
-    if f.exists() and not os.environ.get("KOPS_FAULT_RESULTS_APPEND"):
-        f.unlink()
+def _fresh_results(fresh_results):
+    """The results file starts anew before any of the lab's set-ups (tests/recording.py)."""
+
+
+@pytest.fixture
+def record(record, request):
+    """tests/recording.py's ``record``, with the mode and Kafka version of the containerised
+    sandbox the scenario runs on."""
+    for name in ("dsandbox_kraft", "dsandbox"):
+        if name in request.fixturenames:
+            sb = request.getfixturevalue(name)
+            record(mode=sb.mode, kafka_version=sb.kafka_version)
+            break
+    return record
 
 
 @pytest.hookimpl(trylast=True)
@@ -70,19 +49,6 @@ def pytest_collection_modifyitems(session, config, items):
     if kraft:
         ids = {id(i) for i in kraft}
         items[:] = [i for i in items if id(i) not in ids] + kraft
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    if rep.when == "call":
-        item._fault_outcome = rep.outcome  # read by the ``record`` fixture's teardown
-    elif rep.when == "setup" and rep.failed and "record" in getattr(item, "fixturenames", ()):
-        # the scenario never ran (its sandbox did not come up): a row that says so
-        row = _row(item.nodeid)
-        row.update(outcome="error", detail=f"set-up failed: {str(rep.longrepr).strip().splitlines()[-1][:300]}")
-        _append(row)
 
 
 @pytest.fixture(scope="session")
@@ -161,26 +127,3 @@ def dbootstrap(dsandbox) -> str:
 def kops_home(tmp_path, monkeypatch):
     monkeypatch.setenv("KOPS_HOME", str(tmp_path / "kops-home"))
     return tmp_path / "kops-home"
-
-
-@pytest.fixture
-def record(request):
-    """``record(scenario=..., workload=WorkloadResult, kops_exit=..., ...)``: kept and written
-    with the test's outcome when the test ends, with the code's commit and the mode and Kafka
-    version of the sandbox the test ran on."""
-    rec = _row(request.node.nodeid)
-    for name in ("dsandbox_kraft", "dsandbox"):
-        if name in request.fixturenames:
-            sb = request.getfixturevalue(name)
-            rec.update(mode=sb.mode, kafka_version=sb.kafka_version)
-            break
-
-    def add(**kw):
-        w = kw.pop("workload", None)
-        if w is not None:
-            rec.update({"acknowledged": w.acknowledged, "lost": w.lost, "read": w.read, "failed_sends": w.failed})
-        rec.update(kw)
-
-    yield add
-    rec["outcome"] = getattr(request.node, "_fault_outcome", "error")
-    _append(rec)
