@@ -141,9 +141,16 @@ def _stuck_leaders(r: subprocess.CompletedProcess, loop: str) -> tuple[str, list
     return failed[0]["id"], json.loads(err.split("led by brokers ")[1].split(")")[0]), rep["run_id"]
 
 
-def _sampled(sampler: Sampler) -> str:
-    return (f"{sampler.samples} metadata samples during the playbook (at most {sampler.max_gap_s:.1f} s apart), "
-            f"{len(sampler.bad)} offline/under-min-ISR")
+def _record(record, scenario: str, mode: str, version: str, prod: Producing, got: set[bytes], sampler: Sampler,
+            exits: list[int], seconds: float, stuck: tuple | None = None) -> None:
+    """The test's row of docs/reliability.md: the playbook's exit codes (run after run) and time,
+    what was acknowledged and lost, what the sampler saw, and the stuck ISR the test mended."""
+    detail = (f"{sampler.samples} metadata samples during the playbook (at most {sampler.max_gap_s:.1f} s apart), "
+              f"{len(sampler.bad)} offline/under-min-ISR")
+    if stuck:
+        detail += f"; Kafka 3.9.2's stuck ISR at {stuck[0]}: leader(s) {stuck[1]} restarted by the test, then --resume"
+    record(scenario=scenario, mode=mode, kafka_version=version, acknowledged=len(prod.acked), lost=len(prod.acked - got),
+           failed_sends=prod.failed, kops_exit=" -> ".join(map(str, exits)), kops_s=round(seconds, 1), detail=detail)
 
 
 def _assert_sampled(sampler: Sampler) -> None:
@@ -218,12 +225,9 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
         playbook_s = time.monotonic() - t_playbook
         took = time.monotonic() - t0
     got = _consume_all(bs, prod.acked, ROLLED_BACK)
-    record(scenario="ZooKeeper -> KRaft migration taken to dual write and the second roll, then rolled back by "
-                    "`playbook run zk-to-kraft-rollback` (sandbox hooks)",
-           mode=MIGRATION, kafka_version="3.9.2", acknowledged=len(prod.acked), lost=len(prod.acked - got),
-           failed_sends=prod.failed, kops_exit=" -> ".join(map(str, exits)), kops_s=round(playbook_s, 1),
-           detail=_sampled(sampler) + (f"; Kafka 3.9.2's stuck ISR at {stuck[0]}, leader(s) {stuck[1]} rolled back "
-                                      "by the test, then --resume" if stuck else ""))
+    _record(record, "ZooKeeper -> KRaft migration taken to dual write and the second roll, then rolled back by "
+                    "`playbook run zk-to-kraft-rollback` (sandbox hooks)", MIGRATION, "3.9.2", prod, got, sampler,
+            exits, playbook_s, stuck)
     _assert_sampled(sampler)
     assert rb.returncode == 0, (rb.stdout[-3000:], rb.stderr[-4000:])
     rep = json.loads(rb.stdout)
@@ -318,12 +322,9 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path, r
             run = [*resume[:3], "--resume", run_id, *resume[3:]]
         took = time.monotonic() - t0
     got = _consume_all(bs, prod.acked)
-    record(scenario="ZooKeeper -> KRaft migration by `playbook run zk-to-kraft` (sandbox hooks), kops SIGKILLed "
-                    "in dual write, then --resume; finalized",
-           mode=MIGRATION, kafka_version="3.9.2", acknowledged=len(prod.acked), lost=len(prod.acked - got),
-           failed_sends=prod.failed, kops_exit=" -> ".join(map(str, exits)), kops_s=round(took, 1),
-           detail=_sampled(sampler) + (f"; Kafka 3.9.2's stuck ISR at {recovered[0]}, leader(s) {recovered[1]} "
-                                      "restarted by the test, then --resume" if recovered else ""))
+    _record(record, "ZooKeeper -> KRaft migration by `playbook run zk-to-kraft` (sandbox hooks), kops SIGKILLed "
+                    "in dual write, then --resume; finalized", MIGRATION, "3.9.2", prod, got, sampler, exits, took,
+            recovered)
     _assert_sampled(sampler)
     assert killed is not None, "kops was never killed: the run ended before the second roll's first restart"
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
@@ -400,11 +401,9 @@ def test_the_migrated_cluster_is_upgraded_to_kafka_4_by_the_upgrade_playbook(zk3
         r = kops(*args, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
     took = time.monotonic() - t0
     got = _consume_all(bs, prod.acked, topic="upgraded")
-    record(scenario=f"the migrated cluster upgraded to Kafka {UPGRADE_TO} by `playbook run upgrade` (sandbox hooks: "
-                    "controllers, then brokers one at a time), metadata.version raised",
-           mode=UPGRADED, kafka_version=f"3.9.2 -> {UPGRADE_TO}", acknowledged=len(prod.acked),
-           lost=len(prod.acked - got), failed_sends=prod.failed, kops_exit=r.returncode, kops_s=round(took, 1),
-           detail=_sampled(sampler))
+    _record(record, f"the migrated cluster upgraded to Kafka {UPGRADE_TO} by `playbook run upgrade` (sandbox hooks: "
+                    "controllers, then brokers one at a time), metadata.version raised", UPGRADED,
+            f"3.9.2 -> {UPGRADE_TO}", prod, got, sampler, [r.returncode], took)
     _assert_sampled(sampler)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
     by = {s["id"]: s for s in json.loads(r.stdout)["steps"]}
