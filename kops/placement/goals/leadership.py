@@ -233,7 +233,10 @@ class LedBy:
             reps = self.reps
             for q in self.lead.get(a, ()):
                 for x in reps[q][1:]:
-                    by.setdefault(x, set()).add(q)
+                    s = by.get(x)
+                    if s is None:  # (not ``setdefault``: no new set per follower)
+                        s = by[x] = set()
+                    s.add(q)
         return by.get(f, default)
 
     def add(self, p: int, r: Sequence[int]) -> None:
@@ -289,7 +292,7 @@ class Counts:
         for (t, b), c in self.count.items():
             if b in ids:
                 lo, hi = self.bands[t]
-                out += max(0.0, c - hi) + max(0.0, lo - c)
+                out += (c - hi if c > hi else 0.0) + (lo - c if lo > c else 0.0)  # (as :meth:`dist`)
                 held[t] += 1
         return out + sum((len(ids) - held[t]) * lo for t, (lo, _hi) in self.bands.items())
 

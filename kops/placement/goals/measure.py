@@ -5,7 +5,7 @@ computed once and shared) and the shape of a goal's figures (:func:`figures`). P
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
@@ -126,9 +126,14 @@ def count_bound(total: int, n: int) -> int:
     return 0 if n == 0 or total % n == 0 else 1
 
 
-def off_band(values: Iterable[float], lo: float, hi: float) -> float:
+def off_band(values: Collection[float], lo: float, hi: float) -> float:
     """How far ``values`` are outside ``[lo, hi]``, summed (0: every one within it)."""
-    return sum(max(0.0, v - hi) + max(0.0, lo - v) for v in values)
+    if not lo <= hi:  # (no band, or not a number: every term as it is)
+        return sum(max(0.0, v - hi) + max(0.0, lo - v) for v in values)
+    # (the same terms and sum: one side's term is 0.0 where the other's is not; a value within the
+    # band, or not a number, adds 0.0 and is skipped -- the sum started at 0.0, a float as it was)
+    return sum((v - hi + 0.0 if v > hi else lo - v + 0.0 for v in values if v > hi or v < lo),
+               0.0 if values else 0)
 
 
 def added(assign: Assignment, other: Assignment, ids: Sequence[int],

@@ -92,7 +92,8 @@ class TopicSpreadGoal(PlanGoal):
         n = self.n
         out = 0
         for c, (lo, hi) in zip(self.count, self.band):
-            out += sum(max(0, x - hi) + max(0, lo - x) for x in c.values()) + (n - len(c)) * lo
+            # (integers: a count within the band adds 0, one above it only x - hi, below only lo - x)
+            out += sum(x - hi if x > hi else lo - x for x in c.values() if x > hi or x < lo) + (n - len(c)) * lo
         return out
 
     def deltas(self, moves: Sequence[Move]) -> dict[tuple[int, int], int]:
@@ -107,40 +108,43 @@ class TopicSpreadGoal(PlanGoal):
         """Partition ``p`` left the brokers ``gone`` and came to ``came`` (:meth:`PlacementState.move`)."""
         t = self.topic[p]
         c, (lo, hi), allowed, by_topic = self.count[t], self.band[t], self.allowed, self._by_topic
+        over, full, spare, under = self.over, self.full, self.spare, self.under
         if self._log is not None:
             self._log.append(p)
+        off = 0  # (the change of :attr:`off`, added once)
         for b in gone:
             if b in allowed:
-                x = c[b]
+                x = c.get(b, 0)
                 # (one off a cell above the band brings it nearer; at or below the floor, further)
-                self.off += (x <= lo) - (x > hi)
+                off += (x <= lo) - (x > hi)
                 c[b] = x - 1
                 # its place in b's sets (x -> x - 1: it may leave over / spare / full, join under)
                 if x == hi + 1:
-                    self.over[b].discard(t)
+                    over[b].discard(t)
                 elif x == hi:
-                    self.full[b].discard(t)
+                    full[b].discard(t)
                 if x == lo + 1:
-                    self.spare[b].discard(t)
+                    spare[b].discard(t)
                 elif x == lo:
-                    self.under[b].add(t)
+                    under[b].add(t)
                 if b in by_topic:
                     by_topic[b][t].remove(p)
         for b in came:
             if b in allowed:
-                x = c[b]
-                self.off += (x >= hi) - (x < lo)
+                x = c.get(b, 0)
+                off += (x >= hi) - (x < lo)
                 c[b] = x + 1
                 if x == hi:
-                    self.over[b].add(t)
+                    over[b].add(t)
                 elif x == hi - 1:
-                    self.full[b].add(t)
+                    full[b].add(t)
                 if x == lo:
-                    self.spare[b].add(t)
+                    spare[b].add(t)
                 elif x == lo - 1:
-                    self.under[b].discard(t)
+                    under[b].discard(t)
                 if b in by_topic:
                     by_topic[b][t].append(p)
+        self.off += off
 
     def _cell(self, t: int, b: int, x: int) -> None:
         """Topic ``t``'s cell on broker ``b`` now holds ``x``: its place in b's sets."""
@@ -520,11 +524,13 @@ def _topic_counts(assign: Assignment, ids: set[int]) -> tuple[dict[str, Counter[
             rt, lt, last = reps.get(t), leads.get(t), t
             if rt is None:
                 rt, lt = reps[t], leads[t] = Counter(), Counter()
-        if r[0] in ids:
-            lt[r[0]] += 1
+        # (``get``, not ``+=``: a broker new to the topic without a call of ``Counter.__missing__``)
+        a = r[0]
+        if a in ids:
+            lt[a] = lt.get(a, 0) + 1
         for b in r:
             if b in ids:
-                rt[b] += 1
+                rt[b] = rt.get(b, 0) + 1
     return reps, leads
 
 
