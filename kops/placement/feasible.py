@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kops.placement.racks import RackTree
+from kops.placement.racks import RackTree, domains_under
 
 __all__ = ["CountBand", "child_bounds", "count_band", "leaf_bounds"]
 
@@ -56,12 +56,9 @@ def leaf_bounds(tree: RackTree, rf: int) -> dict[tuple[str, ...], tuple[int, int
     partition of ``rf`` replicas it holds, level by level from the top."""
     bounds: dict[tuple[str, ...], tuple[int, int]] = {(): (rf, rf)}
     for level in range(tree.depth):
-        kids: dict[tuple[str, ...], list[tuple[str, ...]]] = defaultdict(list)
-        for dom in sorted(tree.capacity[level]):
-            kids[dom[:-1]].append(dom)
         cap = tree.capacity[level]
         nxt: dict[tuple[str, ...], tuple[int, int]] = {}
-        for parent, children in kids.items():
+        for parent, children in domains_under(tree, level + 1).items():
             a, b = bounds[parent]
             caps = [cap[c] for c in children]
             for r in range(a, b + 1):

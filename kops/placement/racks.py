@@ -116,7 +116,8 @@ class RackTree:
         return rack_violation(replicas, self)
 
 
-def _children(tree: RackTree, level: int) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
+def domains_under(tree: RackTree, level: int) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
+    """The domains of ``tree``'s level ``level`` (1 = the top) grouped by their parent domain."""
     out: dict[tuple[str, ...], list[tuple[str, ...]]] = defaultdict(list)
     for dom in tree.capacity[level - 1]:
         out[dom[:-1]].append(dom)
@@ -136,7 +137,7 @@ def rack_violation(replicas: Sequence[int], tree: RackTree) -> str | None:
     for level in range(1, tree.depth + 1):
         counts = Counter(tree.level_of[level - 1][b] for b in replicas)
         cap = tree.capacity[level - 1]
-        for parent, kids in _children(tree, level).items():
+        for parent, kids in domains_under(tree, level).items():
             if len(kids) < 2:
                 continue
             used = [counts.get(k, 0) for k in kids]

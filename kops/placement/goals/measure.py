@@ -130,10 +130,14 @@ def off_band(values: Collection[float], lo: float, hi: float) -> float:
     """How far ``values`` are outside ``[lo, hi]``, summed (0: every one within it)."""
     if not lo <= hi:  # (no band, or not a number: every term as it is)
         return sum(max(0.0, v - hi) + max(0.0, lo - v) for v in values)
-    # (the same terms and sum: one side's term is 0.0 where the other's is not; a value within the
-    # band, or not a number, adds 0.0 and is skipped -- the sum started at 0.0, a float as it was)
-    return sum((v - hi + 0.0 if v > hi else lo - v + 0.0 for v in values if v > hi or v < lo),
-               0.0 if values else 0)
+    # a value within the band adds nothing, so only the others are summed (a float, 0 for none)
+    total = 0.0 if values else 0
+    for v in values:
+        if v > hi:
+            total += v - hi
+        elif v < lo:
+            total += lo - v
+    return total
 
 
 def added(assign: Assignment, other: Assignment, ids: Sequence[int],
