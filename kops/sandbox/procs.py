@@ -184,9 +184,23 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+def port_range() -> tuple[int, int]:
+    """Where :func:`free_ports` draws from: ``$KOPS_PORT_RANGE`` (``LO-HI``, e.g. ``20000-26143``:
+    two test processes side by side each get a range of their own, so neither takes a port the
+    other chose and has not bound yet), else the 12,288 ports below the kernel's ephemeral range."""
+    env = os.environ.get("KOPS_PORT_RANGE")
+    if env:
+        lo_s, sep, hi_s = env.partition("-")
+        if not (sep and lo_s.strip().isdigit() and hi_s.strip().isdigit() and 1024 <= int(lo_s) < int(hi_s) <= 65535):
+            raise ValueError(f"KOPS_PORT_RANGE={env!r}: expected LO-HI with 1024 <= LO < HI <= 65535")
+        return int(lo_s), int(hi_s)
+    hi = _ephemeral_range()[0]
+    return max(1024, hi - 12288), hi
+
+
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports that are free right now, below the kernel's ephemeral range (kept open
-    until all are chosen so they differ).
+    """``n`` distinct ports that are free right now, from :func:`port_range` (below the kernel's
+    ephemeral range; kept open until all are chosen so they differ).
 
     Below it because a client that connects again and again to a port of that range where nothing
     listens yet (a probe waiting for ZooKeeper, kazoo retrying through a restart) can be given that
@@ -195,8 +209,7 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     choice if no port below the range is free."""
     import random
 
-    hi = _ephemeral_range()[0]
-    lo = max(1024, hi - 12288)
+    lo, hi = port_range()
     socks: list[socket.socket] = []
     try:
         for port in random.sample(range(lo, hi), min(max(0, hi - lo), 64 * n + 64)):

@@ -310,11 +310,12 @@ def test_process_identity_and_terminate(tmp_path):
     assert "kops sandbox: starting" in (tmp_path / "out").read_text()
 
 
-def test_free_ports_and_port_in_use():
+def test_free_ports_and_port_in_use(monkeypatch):
     """(No check that a port is still free after free_ports returned: another process may take
     it in between — what the sandbox's own busy-port check is for.)"""
     import socket
 
+    monkeypatch.delenv("KOPS_PORT_RANGE", raising=False)
     ports = procs.free_ports(5)
     lo = procs._ephemeral_range()[0]
     # below the range outgoing connections take their local ports from (no self-connect can take them)
@@ -324,6 +325,18 @@ def test_free_ports_and_port_in_use():
         s.listen()
         taken = s.getsockname()[1]
         assert procs.port_in_use("127.0.0.1", taken)
+
+
+def test_free_ports_from_the_range_kops_port_range_names(monkeypatch):
+    """Two test processes side by side (scripts/test.sh) draw from ranges of their own."""
+    monkeypatch.setenv("KOPS_PORT_RANGE", "21000-21040")
+    for _ in range(20):
+        ports = procs.free_ports(4)
+        assert len(set(ports)) == 4 and all(21000 <= p < 21040 for p in ports), ports
+    for bad in ("21000", "21040-21000", "80-2000", "a-b", "21000-70000"):
+        monkeypatch.setenv("KOPS_PORT_RANGE", bad)
+        with pytest.raises(ValueError, match="KOPS_PORT_RANGE"):
+            procs.free_ports(1)
 
 
 def test_tail(tmp_path: Path):
