@@ -282,18 +282,18 @@ class Sandbox:
                     "ports in use by another process (another sandbox? pick other ports with "
                     "--zookeeper-port/--base-port or stop it): " + ", ".join(busy)
                 )
-            classpath = self.nodes.prepare() if missing else ""
             if missing:
+                self.nodes.prepare()
                 self._write_configs()
             deadline = time.monotonic() + timeout_s
             try:
                 t0 = time.monotonic()
-                self.meta.start_base(missing, classpath, deadline)
+                self.meta.start_base(missing, deadline)
                 brokers = [n for n in missing if n in self.broker_ids]
                 if brokers:
                     self.log(f"starting brokers {brokers} (racks {', '.join(f'{b}={self.racks[b]}' for b in brokers)})")
                 for b in brokers:
-                    self.nodes.launch(b, classpath)
+                    self.nodes.launch(b)
                 self.meta.wait_registered(self.broker_ids, deadline, since=st.launched_ms(brokers))  # type: ignore[arg-type]
                 self.log(f"sandbox ready in {time.monotonic() - t0:.1f}s: {self.bootstrap_servers}")
             except BaseException:
@@ -487,10 +487,10 @@ class Sandbox:
                     if procs.port_in_use(self.config.host, self.broker_port(b))]
             if busy:
                 raise ClusterError("ports in use by another process: " + ", ".join(busy))
-            classpath = self.nodes.prepare()
+            self.nodes.prepare()
             self.log(f"starting brokers {todo}")
             for b in todo:
-                self.nodes.launch(b, classpath)
+                self.nodes.launch(b)
             self.meta.wait_registered(todo, time.monotonic() + timeout_s, since=st.launched_ms(todo))
         return todo
 
@@ -540,13 +540,13 @@ class Sandbox:
             kept = self.config.data_dir(broker_id).exists()
             self.config = new_cfg
             try:
-                classpath = self.nodes.prepare()
+                self.nodes.prepare()
                 self._write_configs()
                 self.meta.prepare_broker(broker_id)
                 st.save()
                 self.log(f"adding broker {broker_id} (rack {new_cfg.rack_map[broker_id]}, port {port})"
                          + (" with the data it had" if kept else ""))
-                self.nodes.launch(broker_id, classpath)
+                self.nodes.launch(broker_id)
                 self.meta.wait_registered([broker_id], time.monotonic() + timeout_s, since=st.launched_ms([broker_id]))
             except BaseException:
                 self._stop_started_now()

@@ -311,17 +311,16 @@ class ContainerNodes(Nodes):
         return tuple(self.hostname(f"broker-{b}") for b in self.config.broker_ids)
 
     # -- processes as containers --------------------------------------------------------------------
-    def prepare(self) -> str:
-        from kops.sandbox import image as img
-
+    def prepare(self) -> None:
         dist.ensure_kafka(self.config.kafka_version, log=self.log)
         for b in self.config.data_disk_mb:
             self._mount_disk(b)  # before anything is written into the data dir (KRaft: meta.properties)
         self.image()
-        return f"{img.KAFKA_LIBS}/*"
 
-    def _start(self, node: Node, classpath: str) -> dict[str, Any]:
+    def _start(self, node: Node) -> dict[str, Any]:
         from testcontainers.core.container import DockerContainer
+
+        from kops.sandbox import image as img
 
         cfg = self.config
         key = self.state.key(node)
@@ -330,7 +329,7 @@ class ContainerNodes(Nodes):
         old = self._container(node)
         if old is not None:
             old.remove(force=True)
-        cmd = cfg.jvm_command(node, java="java", classpath=classpath)
+        cmd = cfg.jvm_command(node, java="java", classpath=f"{img.KAFKA_LIBS}/*")
         dns = cfg.config_dir / "jvm-dns.security"
         dns.write_text(DNS_CACHE)
         cmd.insert(1, f"-Djava.security.properties={dns}")

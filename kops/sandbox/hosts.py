@@ -31,13 +31,13 @@ class Nodes:
         self.log = log
 
     # -- what each engine does -----------------------------------------------------------------------
-    def prepare(self) -> str:
-        """Make ready what a launch needs (Kafka's jars; an image); returns the classpath a node
-        runs with."""
+    def prepare(self) -> None:
+        """Make ready what a launch needs (Kafka's jars; an image)."""
         raise NotImplementedError
 
-    def _start(self, node: Node, classpath: str) -> dict[str, Any]:
-        """Start the node's process; return its identity for the state file (``pid`` ...)."""
+    def _start(self, node: Node) -> dict[str, Any]:
+        """Start the node's process (on the Kafka version the configuration gives it); return its
+        identity for the state file (``pid`` ...)."""
         raise NotImplementedError
 
     def running(self, node: Node) -> bool:
@@ -89,7 +89,7 @@ class Nodes:
         """What identifies the node's process: its properties file on its command line."""
         return str(self.state.config.properties_file(node))
 
-    def launch(self, node: Node, classpath: str) -> int:
+    def launch(self, node: Node) -> int:
         """Start ``node`` and record it (pid, launch time, where its server.log ended before);
         returns its pid."""
         st, cfg = self.state, self.state.config
@@ -98,7 +98,7 @@ class Nodes:
                 d.mkdir(parents=True, exist_ok=True)
         server_log = cfg.log_dir(node) / "server.log"
         log_offset = server_log.stat().st_size if server_log.exists() else 0
-        identity = self._start(node, classpath)
+        identity = self._start(node)
         st.procs[st.key(node)] = {
             **identity,
             "launched_ms": int(time.time() * 1000),
@@ -117,18 +117,15 @@ class LocalNodes(Nodes):
 
     kind = "jvm"
 
-    def prepare(self) -> str:
-        version = self.state.config.kafka_version
-        dist.ensure_kafka(version, log=self.log)
-        return dist.kafka_classpath(version)
+    def prepare(self) -> None:
+        dist.ensure_kafka(self.state.config.kafka_version, log=self.log)
 
-    def _start(self, node: Node, classpath: str) -> dict[str, Any]:
+    def _start(self, node: Node) -> dict[str, Any]:
         cfg = self.state.config
         is_broker = node != "zookeeper" and node not in cfg.controller_ids
-        version = cfg.version_of(node)
-        if version != cfg.kafka_version:  # a node upgraded to another Kafka: its own jars
-            dist.ensure_kafka(version, log=self.log)
-            classpath = dist.kafka_classpath(version)
+        version = cfg.version_of(node)  # (a node upgraded to another Kafka runs its own jars)
+        dist.ensure_kafka(version, log=self.log)
+        classpath = dist.kafka_classpath(version)
         cds, claim = dist.cds_flags(version, may_dump=is_broker)
         cmd = cfg.jvm_command(node, java=dist.java_executable(), classpath=classpath, cds=cds)
         env = dict(os.environ)

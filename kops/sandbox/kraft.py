@@ -36,7 +36,7 @@ class KraftMode(MetadataMode):
     def base_properties(self, node: Node) -> dict[str, str]:
         return self.config.controller_properties(int(node))
 
-    def start_base(self, missing: list[Node], classpath: str, deadline: float) -> None:
+    def start_base(self, missing: list[Node], deadline: float) -> None:
         st, cfg = self.state, self.config
         if st.cluster_id is None:
             st.cluster_id = new_cluster_id()
@@ -47,7 +47,7 @@ class KraftMode(MetadataMode):
         if ctrls:
             self.log(f"starting KRaft controllers {ctrls} ({cfg.quorum_voters})")
         for c in ctrls:
-            self.nodes.launch(c, classpath)
+            self.nodes.launch(c)
 
     def prepare_broker(self, broker_id: int) -> None:
         self._write_broker_meta(broker_id)

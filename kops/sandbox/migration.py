@@ -66,13 +66,13 @@ class MigrationMode(ZooKeeperMode):
             return self.config.zookeeper_properties()
         return self.config.controller_properties(int(node))
 
-    def start_base(self, missing: list[Node], classpath: str, deadline: float) -> None:
-        super().start_base(missing, classpath, deadline)
+    def start_base(self, missing: list[Node], deadline: float) -> None:
+        super().start_base(missing, deadline)
         ctrls = [n for n in missing if n in self.config.controller_ids]
         if ctrls:
-            self.start_controllers(ctrls, classpath, deadline)  # type: ignore[arg-type]
+            self.start_controllers(ctrls, deadline)  # type: ignore[arg-type]
 
-    def start_controllers(self, ctrls: list[int], classpath: str, deadline: float) -> None:
+    def start_controllers(self, ctrls: list[int], deadline: float) -> None:
         """Format the controllers' storage with the ZooKeeper cluster's id (once), start them and
         wait until they started and the active one wrote ``/migration``."""
         from kops.sandbox.kraft import KraftMode
@@ -88,7 +88,7 @@ class MigrationMode(ZooKeeperMode):
         self.log(f"starting KRaft controllers {ctrls} in migration mode ({cfg.quorum_voters}; cluster id "
                  f"{st.cluster_id})")
         for c in ctrls:
-            self.nodes.launch(c, classpath)
+            self.nodes.launch(c)
         wait_controllers(self.state, self.nodes, ctrls, deadline)
         while True:
             with self._zk(10.0) as zk:
@@ -271,10 +271,10 @@ class SandboxMigration:
                 raise BadInput(f"controller ports {busy} are in use on {new.host}; pick others")
             sb.config = new
             try:
-                classpath = sb.nodes.prepare()
+                sb.nodes.prepare()
                 write_node_configs(st, sb.nodes, sb.meta)
                 st.save()
-                sb.meta.start_controllers(new.controller_ids, classpath, time.monotonic() + timeout_s)  # type: ignore[attr-defined]
+                sb.meta.start_controllers(new.controller_ids, time.monotonic() + timeout_s)  # type: ignore[attr-defined]
             except BaseException:  # as before: no controller, no quorum data (their logs stay)
                 sb.nodes.discard(list(st.started_now))
                 for c in new.controller_ids:
@@ -331,12 +331,12 @@ class SandboxMigration:
     def _roll_controllers(self, deadline: float) -> None:
         """Restart the controllers one at a time with their properties as written now."""
         sb, st, cfg = self.sb, self.state, self.sb.config
-        classpath = sb.nodes.prepare()
+        sb.nodes.prepare()
         t_end = time.monotonic() + cfg.stop_timeout_s
         for c in cfg.controller_ids:
             sb.log(f"restarting KRaft controller {c} without the migration settings")
             sb.nodes.signal_and_wait([c], 15, t_end, cfg.stop_timeout_s)
-            sb.nodes.launch(c, classpath)
+            sb.nodes.launch(c)
             wait_controllers(st, sb.nodes, [c], deadline)
 
     # -- rollback (before finalization) ------------------------------------------------------------

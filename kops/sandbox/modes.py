@@ -42,7 +42,7 @@ class MetadataMode:
         """``<node>.properties`` of a node of :meth:`SandboxState.base_nodes`."""
         raise NotImplementedError
 
-    def start_base(self, missing: list[Node], classpath: str, deadline: float) -> None:
+    def start_base(self, missing: list[Node], deadline: float) -> None:
         """Start the missing ones of the nodes the brokers need, and wait until they serve."""
         raise NotImplementedError
 
@@ -112,13 +112,13 @@ class ZooKeeperMode(MetadataMode):
 
         return probe.zk_client(self.config.zookeeper_connect or "", timeout_s=timeout_s, sasl=zk_sasl(self.config))
 
-    def start_base(self, missing: list[Node], classpath: str, deadline: float) -> None:
+    def start_base(self, missing: list[Node], deadline: float) -> None:
         from kops.sandbox import probe
 
         cfg = self.config
         if "zookeeper" in missing:
             self.log(f"starting ZooKeeper on {cfg.host}:{cfg.zookeeper_port}")
-            self.nodes.launch("zookeeper", classpath)
+            self.nodes.launch("zookeeper")
         while not probe.zk_ruok(cfg.host, cfg.zookeeper_port):
             if not self.nodes.running("zookeeper"):
                 raise ClusterError("ZooKeeper exited during start-up",

@@ -85,7 +85,7 @@ class SandboxUpgrade:
                     sb.config = self._with_version([c], version)
                     write_node_configs(st, sb.nodes, sb.meta)
                     st.save()
-                    sb.nodes.launch(c, "")  # (its own jars: Nodes picks them by its version)
+                    sb.nodes.launch(c)  # (its own jars: Nodes picks them by its version)
                     done.append(c)
             wait_controllers(st, sb.nodes, [c], deadline)
             self._wait_caught_up(c, deadline)

@@ -75,7 +75,7 @@ def test_describe_shows_the_quorum_and_health_flags_a_lost_voter(quorum3):
     behind = {v["id"]: v for v in json.loads(r.stdout)["quorum"]["voters"]}[lost]
     assert behind["lag"] > 0 and behind["behind_s"] > 10, behind
 
-    sb.nodes.launch(lost, sb.nodes.prepare())  # back: it catches up, and the flag goes
+    sb.nodes.launch(lost)  # back: it catches up, and the flag goes
     wait_for(lambda: _health(sb)[0] == 0, 90, 1.0, f"controller {lost} to catch up and the quorum to be healthy")
 
     # the active controller killed: another is elected, and the one killed never fetches from it
