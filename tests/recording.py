@@ -8,11 +8,13 @@ tests/conftest.py for the fault lab and the cluster tests that record a row).
   docs/reliability.md. A test whose set-up failed gets a row that says so.
 - ``fresh_results``: a run starts a new results file before the first set-up of a test that
   records (a run whose set-up fails leaves no older rows to be rendered again;
-  ``KOPS_FAULT_RESULTS_APPEND=1`` keeps the old rows).
+  ``KOPS_FAULT_RESULTS_APPEND=1`` keeps the old rows; scripts/test.sh removes the file itself and
+  sets it, as its two processes both record rows).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -28,11 +30,17 @@ def results_file() -> Path:
 
 
 def _append(row: dict) -> None:
+    """Add ``row`` to the results file (under a lock, replaced whole: the two test processes of
+    scripts/test.sh both record rows)."""
     f = results_file()
     f.parent.mkdir(parents=True, exist_ok=True)
-    doc = json.loads(f.read_text()) if f.exists() else {"results": []}
-    doc["results"].append(row)
-    f.write_text(json.dumps(doc, indent=2) + "\n")
+    with open(f.with_name(f.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        doc = json.loads(f.read_text()) if f.exists() else {"results": []}
+        doc["results"].append(row)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, f)
 
 
 def _row(nodeid: str) -> dict:

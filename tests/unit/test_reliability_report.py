@@ -84,3 +84,30 @@ def test_the_scenarios_are_the_fault_suites_tests_that_record_a_row():
     assert "tests/cluster/test_zk_to_kraft_playbook.py::test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox" in ids
     # tests without a row (the compose file, the secured cluster) are not scenarios
     assert not any("test_compose" in i or "test_security_docker" in i for i in ids)
+
+
+def _append_rows(path: str, who: int, n: int) -> None:
+    import os
+
+    os.environ["KOPS_FAULT_RESULTS"] = path
+    from tests import recording
+
+    for i in range(n):
+        recording._append({"test": f"p{who}::row{i}"})
+
+
+def test_two_processes_recording_rows_at_once_lose_none(tmp_path):
+    """scripts/test.sh runs two test processes side by side, both of which may record rows."""
+    import json
+    import multiprocessing
+
+    path = str(tmp_path / "fault-results.json")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_append_rows, args=(path, who, 60)) for who in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    rows = [r["test"] for r in json.loads(Path(path).read_text())["results"]]
+    assert sorted(rows) == sorted(f"p{w}::row{i}" for w in (1, 2) for i in range(60))
