@@ -40,9 +40,11 @@ results=${KOPS_FAULT_RESULTS:-build/fault-results.json}
 export KOPS_FAULT_RESULTS_APPEND=1
 KOPS_PORT_RANGE="$lo-$mid" "${pytest[@]}" tests/faults --junitxml=build/junit-faults.xml > build/test-faults.log 2>&1 &
 bg=$!
-trap 'kill "$bg" 2>/dev/null || true' INT TERM
+KOPS_PORT_RANGE="$mid-$eph" "${pytest[@]}" --ignore=tests/faults &
+fg=$!
+trap 'kill "$bg" "$fg" 2>/dev/null || true' INT TERM  # (stopped, both stop: their watchdogs clean up)
 rc=0
-KOPS_PORT_RANGE="$mid-$eph" "${pytest[@]}" --ignore=tests/faults || rc=$?
+wait "$fg" || rc=$?
 bg_rc=0
 wait "$bg" || bg_rc=$?
 echo "==================== the fault lab (build/test-faults.log) ===================="

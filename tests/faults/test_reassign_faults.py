@@ -132,8 +132,13 @@ def test_destination_broker_killed_mid_move_then_resume(dsandbox, dbootstrap, tm
             stalled_s = round(time.monotonic() - t_fault, 1)
             doc = json.loads(out)
             sb.start(broker=dest)
+            # resumed as from another host: a KOPS_HOME of its own, empty (no local journal; the
+            # execution is found in the cluster's)
+            other_host = tmp_path / "another-host"
+            other_host.mkdir()
             r = kops("reassign", "resume", "--poll-interval", "1", "--timeout", str(EXEC_TIMEOUT),
-                     "--bootstrap-server", bs, "--output", "json", timeout=EXEC_TIMEOUT + 60)
+                     "--bootstrap-server", bs, "--output", "json", timeout=EXEC_TIMEOUT + 60,
+                     env={"KOPS_HOME": str(other_host)})
             recover_s = wait_recovered(bs, t_fault)
             w.wait_acknowledged(100)
             res = w.finish()
@@ -411,8 +416,9 @@ def test_kops_host_cut_off_mid_execute_then_resume(dsandbox, dbootstrap, tmp_pat
     in flight (every node drops this host; the nodes still reach each other, so the moves go on
     under their throttles). kops ends at its --timeout, not after each read's own timeouts and
     retries (minutes per poll before: a cut-off run must not hang), exit 3, saying the cluster
-    stopped answering and naming the throttles it could not lift. Healed, `resume` drives the execution to the
-    end: the plan's target, every throttle lifted, nothing lost. The cut is checked: the host
+    stopped answering and naming the throttles it could not lift. Healed, `resume` -- run as from
+    another host, with a KOPS_HOME of its own that holds no journal -- finds the execution in the
+    cluster's journal and drives it to the end: the plan's target, every throttle lifted, nothing lost. The cut is checked: the host
     reaches no broker."""
     sb, bs = dsandbox, dbootstrap
     work = workload_topics(bs)
@@ -436,13 +442,18 @@ def test_kops_host_cut_off_mid_execute_then_resume(dsandbox, dbootstrap, tmp_pat
             finally:
                 sb.faults.heal()
             wait_for(lambda: not _host_cut_off(bs), 60, 0.5, "the host to reach the cluster again")
+            # resumed as from another host: a KOPS_HOME of its own, empty (no local journal; the
+            # execution is found in the cluster's)
+            other_host = tmp_path / "another-host"
+            other_host.mkdir()
             r = kops("reassign", "resume", "--poll-interval", "1", "--timeout", str(EXEC_TIMEOUT),
-                     "--bootstrap-server", bs, "--output", "json", timeout=EXEC_TIMEOUT + 60)
+                     "--bootstrap-server", bs, "--output", "json", timeout=EXEC_TIMEOUT + 60,
+                     env={"KOPS_HOME": str(other_host)})
             recover_s = wait_recovered(bs, t_fault)
             w.wait_acknowledged(100)
             res = w.finish()
         record(scenario="j. the host running `reassign execute --wait` cut off from the cluster mid-move; "
-                        "healed, `resume`",
+                        "healed, `resume` from another host (a KOPS_HOME of its own)",
                workload=res, kops_exit=f"execute {rc}, resume {r.returncode}", recover_s=recover_s,
                kops_s=round(run.elapsed, 1),
                detail=f"cut with {left} moves in flight; kops (--timeout {CUT_TIMEOUT}) ended {ended_s} s after "
