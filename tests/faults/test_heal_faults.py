@@ -76,14 +76,16 @@ def _back_within_grace(sb, bootstrap: str, broker: int) -> dict:
     What the runs said, for the scenario's row."""
     before = assignment(bootstrap)
     sb.stop(broker=broker, kill=True)
-    wait_for(lambda: broker not in _registered(bootstrap), 60, 0.5, f"broker {broker} gone from the metadata")
     watching = []
-    for _ in range(2):
-        code, doc, err = _heal_step(bootstrap, grace="5m")
-        assert code == 0 and doc["status"] == "watching" and not doc.get("replicas_moved"), (doc, err[-2000:])
-        assert _anomaly(doc, f"broker_failure/{broker}")["state"] == "in_grace", doc
-        watching.append(doc)
-    sb.start(broker=broker)
+    try:
+        wait_for(lambda: broker not in _registered(bootstrap), 60, 0.5, f"broker {broker} gone from the metadata")
+        for _ in range(2):
+            code, doc, err = _heal_step(bootstrap, grace="5m")
+            assert code == 0 and doc["status"] == "watching" and not doc.get("replicas_moved"), (doc, err[-2000:])
+            assert _anomaly(doc, f"broker_failure/{broker}")["state"] == "in_grace", doc
+            watching.append(doc)
+    finally:
+        sb.start(broker=broker)  # (back whatever happened: the next scenarios need every broker)
     wait_for(lambda: broker in _registered(bootstrap) and fully_replicated(bootstrap), 120, 0.5,
              f"broker {broker} back in every ISR")
     code, doc, err = _heal_step(bootstrap, grace="5m")

@@ -35,11 +35,13 @@ def test_active_kraft_controller_killed_mid_execute(dsandbox_kraft, tmp_path, ko
         active = sb.active_controller()
         assert active in sb.controller_ids, active
         sb.faults.stop_node(active, kill=True)
-        new = wait_for(lambda: (c := sb.active_controller()) not in (None, active) and c, 60, 0.5,
-                       "another controller to lead the metadata quorum")
-        left = moving()  # answered under the new quorum leader, before the old one is back
+        try:
+            new = wait_for(lambda: (c := sb.active_controller()) not in (None, active) and c, 60, 0.5,
+                           "another controller to lead the metadata quorum")
+            left = moving()  # answered under the new quorum leader, before the old one is back
+        finally:
+            sb.faults.start_node(active)  # (back whatever happened: the next scenarios need the quorum)
         assert left > 0, "the kill landed after the moves had finished"
-        sb.faults.start_node(active)
         return f"controller {active} killed with {left} moves in flight, {new} took over"
 
     # 24 MB a partition (~24 s of moving): killing a KRaft controller and seeing another lead takes
@@ -128,9 +130,11 @@ def test_leader_rebalance_during_a_kraft_controller_failover(dsandbox_kraft, tmp
             running_at_kill = run.proc.poll() is None
             sb.faults.stop_node(active, kill=True)
             t_fault = time.monotonic()
-            new = wait_for(lambda: (c := sb.active_controller()) not in (None, active) and c, 60, 0.5,
-                           "another controller to lead the metadata quorum")
-            sb.faults.start_node(active)
+            try:
+                new = wait_for(lambda: (c := sb.active_controller()) not in (None, active) and c, 60, 0.5,
+                               "another controller to lead the metadata quorum")
+            finally:
+                sb.faults.start_node(active)  # (back whatever happened: the next scenarios need the quorum)
             rc, out, err = run.finish(240)
             codes = f"first run {rc}"
             if rc != 0:
