@@ -24,30 +24,32 @@ if [ $# -gt 0 ] || [ -n "${KOPS_TEST_SERIAL:-}" ]; then
   exec "${pytest[@]}" "$@"
 fi
 # The whole suite, in two halves side by side (most of both is waiting on Kafka, not CPU): the
-# fault lab's containerised clusters in the background, its output in build/test-faults.log
-# (printed when it ends, times in build/junit-faults.xml); the unit, cluster and version-matrix
-# tests in front (build/junit.xml). Both record rows of docs/reliability.md into one
-# build/fault-results.json (the fault lab's and the ZooKeeper -> KRaft runbook's; started afresh
-# here, appended to under a lock). They share the Kafka download cache (locked per version) and
-# nothing else: each draws its clusters' ports from its own half of the 12,288 ports below the
-# kernel's ephemeral range (KOPS_PORT_RANGE), so neither takes a port the other chose and has not
-# bound yet. KOPS_TEST_SERIAL=1: one process, one part after the other.
+# scenarios of docs/reliability.md -- the fault lab's containerised clusters and the ZooKeeper ->
+# KRaft runbook -- in the background, their output in build/test-faults.log (printed when they
+# end, times in build/junit-faults.xml); the unit, cluster and version-matrix tests in front
+# (build/junit.xml). The rows go to build/fault-results.json (started afresh here, appended to
+# under a lock: a test of the front half may record one too). The halves share the Kafka download
+# cache (locked per version) and nothing else: each draws its clusters' ports from its own half
+# of the 12,288 ports below the kernel's ephemeral range (KOPS_PORT_RANGE), so neither takes a
+# port the other chose and has not bound yet. KOPS_TEST_SERIAL=1: one process, one part after
+# the other.
 eph=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 lo=$(( eph - 12288 < 1024 ? 1024 : eph - 12288 )); mid=$(( (lo + eph) / 2 ))
 mkdir -p build
 results=${KOPS_FAULT_RESULTS:-build/fault-results.json}
 [ -n "${KOPS_FAULT_RESULTS_APPEND:-}" ] || rm -f "$results"
 export KOPS_FAULT_RESULTS_APPEND=1
-KOPS_PORT_RANGE="$lo-$mid" "${pytest[@]}" tests/faults --junitxml=build/junit-faults.xml > build/test-faults.log 2>&1 &
+scenarios=(tests/faults tests/cluster/test_zk_to_kraft_playbook.py)
+KOPS_PORT_RANGE="$lo-$mid" "${pytest[@]}" "${scenarios[@]}" --junitxml=build/junit-faults.xml > build/test-faults.log 2>&1 &
 bg=$!
-KOPS_PORT_RANGE="$mid-$eph" "${pytest[@]}" --ignore=tests/faults &
+KOPS_PORT_RANGE="$mid-$eph" "${pytest[@]}" --ignore=tests/faults --ignore=tests/cluster/test_zk_to_kraft_playbook.py &
 fg=$!
 trap 'kill "$bg" "$fg" 2>/dev/null || true' INT TERM  # (stopped, both stop: their watchdogs clean up)
 rc=0
 wait "$fg" || rc=$?
 bg_rc=0
 wait "$bg" || bg_rc=$?
-echo "==================== the fault lab (build/test-faults.log) ===================="
+echo "==================== the fault lab and the runbook (build/test-faults.log) ===================="
 cat build/test-faults.log
-echo "unit, cluster and version-matrix tests: exit $rc; the fault lab: exit $bg_rc"
+echo "unit, cluster and version-matrix tests: exit $rc; the fault lab and the runbook: exit $bg_rc"
 [ "$rc" = 0 ] && [ "$bg_rc" = 0 ]
