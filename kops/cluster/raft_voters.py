@@ -66,6 +66,50 @@ def remove_voter(conn, voter_id: int, directory_id: str, *, timeout_s: float = 3
         raise _mapped(conn, e, f"remove controller {voter_id} (directory {directory_id}) from the KRaft quorum") from None
 
 
+def voter_endpoints(conn) -> dict[int, set[tuple[str, int]]]:
+    """voter id -> its ``(host, port)`` endpoints, as the quorum's leader reports them
+    (DescribeQuorum v2 ``nodes``, Kafka 3.9+); empty where the answer has none."""
+    try:
+        raw = conn.kp_admin().describe_metadata_quorum()
+    except Exception as e:  # noqa: BLE001
+        raise conn.map_error(e, "describe the KRaft metadata quorum") from None
+    out: dict[int, set[tuple[str, int]]] = {}
+    for node in raw.get("nodes") or ():
+        out[int(node["node_id"])] = {(str(x["host"]), int(x["port"])) for x in node.get("listeners") or ()}
+    return out
+
+
+def bootstrap_servers(conn, broker_ids: list[int]) -> dict[int, list[tuple[str, int]] | None]:
+    """broker -> its ``controller.quorum.bootstrap.servers`` (``(host, port)`` pairs; None where
+    it has none, e.g. ``controller.quorum.voters`` instead, or did not answer)."""
+    from kops.cluster import broker_configs
+
+    out: dict[int, list[tuple[str, int]] | None] = {}
+    for b, entries in broker_configs.read(conn, broker_ids, strict=False).items():
+        entry = (entries or {}).get("controller.quorum.bootstrap.servers")
+        value = getattr(entry, "value", None) if entry is not None else None
+        out[b] = parse_servers(value) if value else None
+    return out
+
+
+def parse_servers(text: str) -> list[tuple[str, int]]:
+    """``h1:p1,h2:p2`` -> [(h1, p1), (h2, p2)] (entries that are not HOST:PORT left out)."""
+    out = []
+    for item in str(text).split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if sep and host and port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def stranded_brokers(servers: dict[int, list[tuple[str, int]] | None],
+                     endpoints_left: set[tuple[str, int]]) -> list[int]:
+    """The brokers none of whose bootstrap servers is an endpoint of a voter left (pure): after
+    the quorum's next leader change they could not find the new leader (an observer asks its
+    bootstrap servers)."""
+    return sorted(b for b, hosts in servers.items() if hosts and not set(hosts) & endpoints_left)
+
+
 def _mapped(conn, exc: BaseException, what: str) -> Exception:
     import kafka.errors as Errors
 
@@ -79,4 +123,5 @@ def _mapped(conn, exc: BaseException, what: str) -> Exception:
     return err
 
 
-__all__ = ["KRAFT_VERSION", "add_voter", "dynamic_quorum_problem", "remove_voter", "require_dynamic_quorum"]
+__all__ = ["KRAFT_VERSION", "add_voter", "bootstrap_servers", "dynamic_quorum_problem", "parse_servers", "remove_voter",
+           "require_dynamic_quorum", "stranded_brokers", "voter_endpoints"]

@@ -258,9 +258,10 @@ def _add_voter(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         raise StepFailed(f"cannot add {say}: {why if not ok else 'the leader reports no directory id for it'}")
     with ctx.connection() as conn:
         add_voter(conn, node, directory, [(listener, host, port)], timeout_s=float(f.get("timeout", 60)))
-    q = _quorum(ctx)
-    return {"summary": f"added {say}, directory {directory} ({voters_text(q)})", "directory_id": directory,
-            "voters": [v.id for v in q.voters]}
+    after = _quorum_after(ctx)
+    return {"summary": f"added {say}, directory {directory}"
+                       + (f" ({voters_text(after)})" if after is not None else " (committed)"),
+            "directory_id": directory, **({"voters": [v.id for v in after.voters]} if after is not None else {})}
 
 
 @step("remove_voter")
@@ -279,7 +280,7 @@ def _remove_voter(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     v = next((v for v in q.voters if v.id == node), None)
     if v is None:
         return {"summary": f"controller {node} is no voter ({voters_text(q)})", "voters": [x.id for x in q.voters]}
-    problems = removal_problems(q, node, replacement, min_voters, max_lag)
+    problems = removal_problems(q, node, replacement, min_voters, max_lag) + bootstrap_problems(ctx, q, node)
     if ctx.dry_run:  # the steps before it have not run: the replacement is checked when this one runs
         now = [p for p in removal_problems(q, node, None, min_voters, max_lag)]
         if now:
@@ -294,7 +295,44 @@ def _remove_voter(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         raise StepFailed(f"controller {node} not removed: the leader reports no directory id for it")
     with ctx.connection() as conn:
         remove_voter(conn, node, v.directory_id, timeout_s=float(f.get("timeout", 60)))
-    q = _quorum(ctx)
-    return {"summary": f"removed controller {node}, directory {v.directory_id} ({voters_text(q)})"
-                       f"{fragility(len(q.voters))}", "directory_id": v.directory_id,
-            "voters": [x.id for x in q.voters]}
+    after = _quorum_after(ctx)  # (the leader removed itself: it resigns, the quorum elects another)
+    if after is None:
+        left = len(q.voters) - 1
+        return {"summary": f"removed controller {node}, directory {v.directory_id} (committed; the quorum is electing "
+                           f"a leader){fragility(left)}", "directory_id": v.directory_id}
+    return {"summary": f"removed controller {node}, directory {v.directory_id} ({voters_text(after)})"
+                       f"{fragility(len(after.voters))}", "directory_id": v.directory_id,
+            "voters": [x.id for x in after.voters]}
+
+
+def bootstrap_problems(ctx: RunContext, quorum: Quorum, old: int) -> list[str]:
+    """Brokers that would be stranded by removing ``old``: none of their
+    ``controller.quorum.bootstrap.servers`` is an endpoint of a voter left. Kafka's observers find
+    a new leader through those servers only; seen on Kafka 3.9.2: brokers whose bootstrap servers
+    were all removed controllers stayed Unattached after the next leader change and the cluster's
+    DescribeQuorum timed out."""
+    from kops.cluster.raft_voters import bootstrap_servers, stranded_brokers, voter_endpoints
+
+    with ctx.connection() as conn:
+        endpoints = voter_endpoints(conn)
+        left = set().union(*(endpoints.get(v.id, set()) for v in quorum.voters if v.id != old))
+        if not left:  # the leader reports no endpoints (nothing to compare): no finding
+            return []
+        servers = bootstrap_servers(conn, [b.id for b in ctx.topology().brokers if b.alive])
+    stranded = stranded_brokers(servers, left)
+    if not stranded:
+        return []
+    return [f"brokers {stranded} find the quorum only through controllers being removed "
+            f"(controller.quorum.bootstrap.servers {', '.join(f'{h}:{p}' for h, p in servers[stranded[0]] or [])} on "
+            f"broker {stranded[0]}): after the next leader change they could not find the leader. Put a remaining "
+            f"voter's endpoint ({', '.join(f'{h}:{p}' for h, p in sorted(left))}) in their bootstrap servers and "
+            "restart them (playbook rolling-restart), then --resume"]
+
+
+def _quorum_after(ctx: RunContext) -> Quorum | None:
+    """The quorum right after a committed change, for the step's summary; None while it does not
+    answer (a leader that removed itself resigns): the next wait_for reads it again."""
+    try:
+        return _quorum(ctx)
+    except ClusterError:
+        return None
