@@ -667,6 +667,7 @@ class SandboxConfig:
         """``controller.quorum.bootstrap.servers`` of a dynamic quorum: every controller's endpoint."""
         return ",".join(f"{self.host}:{self.controller_port(c)}" for c in self.controller_ids)
 
+    @property
     def quorum_properties(self) -> dict[str, str]:
         """How a KRaft node finds the quorum: ``controller.quorum.voters`` (static) or
         ``controller.quorum.bootstrap.servers`` (dynamic, KIP-853)."""
@@ -834,7 +835,7 @@ class SandboxConfig:
             props |= {
                 "process.roles": "broker",
                 "node.id": str(broker_id),
-                **self.quorum_properties(),
+                **self.quorum_properties,
                 "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
                 "inter.broker.listener.name": "PLAINTEXT",
@@ -870,7 +871,7 @@ class SandboxConfig:
         return migrating | {
             "process.roles": "controller",
             "node.id": str(node_id),
-            **self.quorum_properties(),
+            **self.quorum_properties,
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "listeners": f"CONTROLLER://{self.host}:{self.controller_port(node_id)}",
