@@ -322,8 +322,8 @@ def bootstrap_problems(ctx: RunContext, quorum: Quorum, old: int) -> list[str]:
     stranded = stranded_brokers(servers, left)
     if not stranded:
         return []
-    return [f"brokers {stranded} find the quorum only through controllers being removed "
-            f"(controller.quorum.bootstrap.servers {', '.join(f'{h}:{p}' for h, p in servers[stranded[0]] or [])} on "
+    return [f"brokers {stranded} find the quorum through controller.quorum.bootstrap.servers none of which is a "
+            f"voter once controller {old} is removed ({', '.join(f'{h}:{p}' for h, p in servers[stranded[0]] or [])} on "
             f"broker {stranded[0]}): after the next leader change they could not find the leader. Put a remaining "
             f"voter's endpoint ({', '.join(f'{h}:{p}' for h, p in sorted(left))}) in their bootstrap servers and "
             "restart them (playbook rolling-restart), then --resume"]
