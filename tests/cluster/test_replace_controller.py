@@ -9,10 +9,15 @@ refused before anything changes, naming what it needs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
+import signal
+import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -103,11 +108,7 @@ def test_a_controller_is_replaced_under_an_acks_all_producer(dynamic39, tmp_path
     old = next(v for v in voters if v != before.leader)  # a follower: the leader stays, so one exists throughout
     new = sb.quorum.next_controller_id()
     port = free_ports(1)[0]
-    sandbox, workdir = f"{shlex.quote(sys.executable)} -m kops sandbox controller", shlex.quote(str(sb.workdir))
-    params = ["-p", f"old_controller={old}", "-p", f"new_controller={new}",
-              "-p", f"new_controller_endpoint=127.0.0.1:{port}",
-              "-p", f"controller_command={sandbox} add --id {new} --port {port} --workdir {workdir}",
-              "-p", f"deprovision_command={sandbox} remove --id {old} --workdir {workdir}"]
+    params = _params(sb, old, new, port, tmp_path / "hooks")
 
     # the sandbox refuses to take away a controller that is still a voter
     r = kops("sandbox", "controller", "remove", "--id", str(old), "--workdir", str(sb.workdir))
@@ -119,6 +120,7 @@ def test_a_controller_is_replaced_under_an_acks_all_producer(dynamic39, tmp_path
     assert f"add --id {new} --port {port}" in summaries["provision"] and f"remove --id {old}" in summaries["deprovision"]
     assert f"would add controller {new} (CONTROLLER://127.0.0.1:{port})" in summaries["add"], summaries
     assert [v.id for v in _quorum(sb).voters] == voters and new not in sb.controller_ids  # nothing changed
+    assert not (tmp_path / "hooks").exists()  # no hook ran
 
     create_topic(bs, TOPIC, partitions=3, rf=3, min_isr=2)
     with Producing(bs, TOPIC) as prod, QuorumWatch(bs) as watch:
@@ -127,6 +129,7 @@ def test_a_controller_is_replaced_under_an_acks_all_producer(dynamic39, tmp_path
     steps = {s["id"]: s for s in json.loads(r.stdout)["steps"]}
     assert all(s["status"] == "done" for s in steps.values()), steps
     assert f"added controller {new}" in steps["add"]["summary"] and f"removed controller {old}" in steps["remove"]["summary"]
+    assert (tmp_path / "hooks").read_text().count("run") == 2
 
     after = _quorum(sb)
     want = sorted({*voters, new} - {old})
@@ -144,6 +147,62 @@ def test_a_controller_is_replaced_under_an_acks_all_producer(dynamic39, tmp_path
     assert prod.acked and prod.failed == 0, (len(prod.acked), prod.failed)
     got = consume_all(bs, prod.acked, TOPIC)
     assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
+
+
+def _params(sb, old: int, new: int, port: int, counter) -> list[str]:
+    """The sandbox's verbs as the hooks; each hook run appends a line to ``counter``."""
+    sandbox, workdir = f"{shlex.quote(sys.executable)} -m kops sandbox controller", shlex.quote(str(sb.workdir))
+    count = f"echo run >> {shlex.quote(str(counter))} && "
+    return ["-p", f"old_controller={old}", "-p", f"new_controller={new}",
+            "-p", f"new_controller_endpoint=127.0.0.1:{port}",
+            "-p", f"controller_command={count}{sandbox} add --id {new} --port {port} --workdir {workdir}",
+            "-p", f"deprovision_command={count}{sandbox} remove --id {old} --workdir {workdir}"]
+
+
+def _state_once_added(proc: subprocess.Popen, home) -> dict | None:
+    """The run's state file once its ``add`` step is done (the new voter committed), as kops
+    wrote it; None when the run ends first."""
+    while proc.poll() is None:
+        with contextlib.suppress(ValueError, OSError, KeyError):
+            for f in (home / "playbook-runs").glob("replace-controller-*.json"):
+                st = json.loads(f.read_text())
+                if any(s["id"] == "add" and s["status"] == "done" for s in st["steps"]):
+                    return st
+        time.sleep(0.05)
+    return None
+
+
+def test_a_run_killed_after_the_add_is_resumed_without_doing_anything_twice(dynamic39, tmp_path):
+    """kops SIGKILLed once the new voter is committed; --resume goes on from there: the provision
+    hook is not run again, the old controller is removed and deprovisioned once."""
+    from kops.sandbox.procs import free_ports
+
+    sb = dynamic39
+    sb.state.load()
+    before = _quorum(sb)
+    voters = [v.id for v in before.voters]
+    old = next(v for v in voters if v != before.leader and v < 1003)  # an original follower
+    new, port = sb.quorum.next_controller_id(), free_ports(1)[0]
+    counter = tmp_path / "hooks"
+    env = {**os.environ, "KOPS_HOME": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "kops", "playbook", "run", "replace-controller", "--bootstrap-server",
+                             sb.bootstrap_servers, "--yes", *_params(sb, old, new, port, counter)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        st = _state_once_added(proc, tmp_path)
+        assert st is not None, "the run ended before its add step was done"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    assert new in [v.id for v in _quorum(sb).voters] and counter.read_text().count("run") == 1
+    r = kops("playbook", "run", "replace-controller", "--bootstrap-server", sb.bootstrap_servers, "--resume",
+             st["run_id"], "--output", "json", env={"KOPS_HOME": str(tmp_path)}, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+    steps = {s["id"]: s for s in json.loads(r.stdout)["steps"]}
+    assert all(s["status"] == "done" for s in steps.values()), steps
+    assert counter.read_text().count("run") == 2  # provision once before the kill, deprovision once after
+    after = _quorum(sb)
+    assert [v.id for v in after.voters] == sorted({*voters, new} - {old}) and after.leader >= 0, after
 
 
 def test_a_static_quorum_is_refused_before_anything_changes(static39, tmp_path):
