@@ -172,7 +172,7 @@ class Quorum:
         def rep(r: QuorumReplica) -> dict[str, Any]:
             return {"id": r.id, "log_end_offset": r.log_end_offset, "lag": self.lag(r),
                     "last_fetch_ms": r.last_fetch_ms, "last_caught_up_ms": r.last_caught_up_ms,
-                    "behind_s": self.behind_s(r), "directory_id": r.directory_id}
+                    "behind_s": self.behind_s(r), **({"directory_id": r.directory_id} if r.directory_id else {})}
 
         return {"leader": self.leader, "epoch": self.epoch, "high_watermark": self.high_watermark,
                 "voters": [rep(v) for v in self.voters], "observers": [rep(o) for o in self.observers]}

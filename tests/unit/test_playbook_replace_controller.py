@@ -164,3 +164,17 @@ def test_the_sandbox_dynamic_quorum_settings(tmp_path):
             cfg.with_(**bad).validate()
     with pytest.raises(BadInput, match="on a dynamic quorum only"):
         cfg.with_(dynamic_quorum=False, extra_controllers={1003: 19004}).validate()
+
+
+def test_directory_ids_round_trip_in_a_snapshot():
+    from dataclasses import replace
+
+    import jsonschema
+
+    from kops.cluster.snapshot import load_topology, parse_topology, topology_schema
+
+    topo = replace(load_topology(DATA / "topo6.json"), mode="kraft", quorum=_q())
+    doc = topo.to_dict()
+    jsonschema.validate(doc, topology_schema())
+    assert doc["quorum"]["voters"][0]["directory_id"] == "dir-1000"
+    assert parse_topology(json.loads(json.dumps(doc))).quorum == topo.quorum
