@@ -280,9 +280,10 @@ def _remove_voter(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     v = next((v for v in q.voters if v.id == node), None)
     if v is None:
         return {"summary": f"controller {node} is no voter ({voters_text(q)})", "voters": [x.id for x in q.voters]}
-    problems = removal_problems(q, node, replacement, min_voters, max_lag) + bootstrap_problems(ctx, q, node)
+    stranded = bootstrap_problems(ctx, q, node)
+    problems = removal_problems(q, node, replacement, min_voters, max_lag) + stranded
     if ctx.dry_run:  # the steps before it have not run: the replacement is checked when this one runs
-        now = [p for p in removal_problems(q, node, None, min_voters, max_lag)]
+        now = removal_problems(q, node, None, min_voters, max_lag) + stranded
         if now:
             return {"summary": f"would STOP before removing controller {node}: {now[0]}", "would_fail": True}
         left = len(q.voters) - 1 + (1 if replacement is not None and not any(x.id == replacement for x in q.voters) else 0)
