@@ -23,10 +23,11 @@ left; a controller that is no voter any more is left alone).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kops.errors import BadInput, ClusterError
-from kops.model import Quorum
+from kops.model import Quorum, QuorumReplica
 from kops.playbook.registry import step
 from kops.playbook.state import RunContext, StepFailed
 
@@ -283,10 +284,13 @@ def _remove_voter(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     stranded = bootstrap_problems(ctx, q, node)
     problems = removal_problems(q, node, replacement, min_voters, max_lag) + stranded
     if ctx.dry_run:  # the steps before it have not run: the replacement is checked when this one runs
-        now = removal_problems(q, node, None, min_voters, max_lag) + stranded
+        planned = q  # as it will be when this step runs: the replacement a voter
+        if replacement is not None and not any(x.id == replacement for x in q.voters):
+            planned = replace(q, voters=(*q.voters, QuorumReplica(replacement, q.high_watermark)))
+        now = removal_problems(planned, node, None, min_voters, max_lag) + stranded
         if now:
             return {"summary": f"would STOP before removing controller {node}: {now[0]}", "would_fail": True}
-        left = len(q.voters) - 1 + (1 if replacement is not None and not any(x.id == replacement for x in q.voters) else 0)
+        left = len(planned.voters) - 1
         return {"summary": f"would remove controller {node}, directory {v.directory_id}, once "
                            f"{'controller ' + str(replacement) if replacement is not None else 'every other voter'} "
                            f"is a caught-up voter (now {voters_text(q)}), leaving {left} voters{fragility(left)}"}

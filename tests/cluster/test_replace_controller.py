@@ -119,6 +119,7 @@ def test_a_controller_is_replaced_under_an_acks_all_producer(dynamic39, tmp_path
     summaries = {s["id"]: s["summary"] for s in json.loads(dry.stdout)["steps"]}
     assert f"add --id {new} --port {port}" in summaries["provision"] and f"remove --id {old}" in summaries["deprovision"]
     assert f"would add controller {new} (CONTROLLER://127.0.0.1:{port})" in summaries["add"], summaries
+    assert f"would remove controller {old}" in summaries["remove"] and "leaving 3 voters" in summaries["remove"], summaries
     assert [v.id for v in _quorum(sb).voters] == voters and new not in sb.controller_ids  # nothing changed
     assert not (tmp_path / "hooks").exists()  # no hook ran
 
