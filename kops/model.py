@@ -123,6 +123,9 @@ class QuorumReplica:
     log_end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    #: its log directory's id as Kafka prints it (base64url; DescribeQuorum v2, Kafka 3.9, KIP-853),
+    #: None where the answer has none: what AddRaftVoter and RemoveRaftVoter name a replica by
+    directory_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,7 @@ class Quorum:
         def rep(r: QuorumReplica) -> dict[str, Any]:
             return {"id": r.id, "log_end_offset": r.log_end_offset, "lag": self.lag(r),
                     "last_fetch_ms": r.last_fetch_ms, "last_caught_up_ms": r.last_caught_up_ms,
-                    "behind_s": self.behind_s(r)}
+                    "behind_s": self.behind_s(r), **({"directory_id": r.directory_id} if r.directory_id else {})}
 
         return {"leader": self.leader, "epoch": self.epoch, "high_watermark": self.high_watermark,
                 "voters": [rep(v) for v in self.voters], "observers": [rep(o) for o in self.observers]}
@@ -179,7 +182,8 @@ class Quorum:
         def rep(r: Mapping[str, Any]) -> QuorumReplica:
             return QuorumReplica(id=int(r["id"]), log_end_offset=int(r.get("log_end_offset", -1)),
                                  last_fetch_ms=int(r.get("last_fetch_ms", -1)),
-                                 last_caught_up_ms=int(r.get("last_caught_up_ms", -1)))
+                                 last_caught_up_ms=int(r.get("last_caught_up_ms", -1)),
+                                 directory_id=r.get("directory_id"))
 
         return cls(leader=int(d["leader"]), epoch=int(d.get("epoch", -1)), high_watermark=int(d.get("high_watermark", -1)),
                    voters=tuple(rep(v) for v in d.get("voters", ())),

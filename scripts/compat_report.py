@@ -134,7 +134,9 @@ def render(rows: dict[tuple[str, str], dict[str, dict]], source: str) -> str:
         versions.METADATA_QUORUM: "(KRaft: every KRaft version kops supports has it)",
         versions.UPDATE_FEATURES: "`cluster features upgrade` and the `upgrade` playbook refuse (exit 2, names the "
                                   "version); ZooKeeper mode has no metadata.version at all",
-        versions.DYNAMIC_QUORUM: "(not used yet)",
+        versions.DYNAMIC_QUORUM: "the `replace-controller` playbook refuses before any change (exit 2), naming "
+                                 "Kafka 3.9 and kraft.version feature level 1; a static quorum "
+                                 "(controller.quorum.voters, kraft.version 0) is refused the same way",
         versions.FENCED_BROKERS: "fenced KRaft brokers are simply not listed (as down brokers are)",
     }
     for f in versions.FEATURES:

@@ -220,6 +220,15 @@ def up(
             ),
         ),
     ] = None,
+    dynamic_quorum: Annotated[
+        bool | None,
+        typer.Option("--dynamic-quorum/--static-quorum",
+                     help="KRaft, Kafka 3.9+: a dynamic quorum (KIP-853): the controllers formatted with "
+                          "--initial-controllers (kraft.version 1) and found through "
+                          "controller.quorum.bootstrap.servers, so that `kops sandbox controller add / remove` "
+                          "and the replace-controller playbook can change it. Default static "
+                          "(controller.quorum.voters)."),
+    ] = None,
     timeout: TimeoutSOpt = None,
 ) -> None:
     """Start the sandbox (or check the running one) and wait until every broker is registered
@@ -247,6 +256,7 @@ def up(
         "engine": engine.value if engine else None,
         "data_disk_mb": _data_disks(data_disk) if data_disk else None,
         "log_dirs": log_dirs,
+        "dynamic_quorum": dynamic_quorum,
     }
     sb = open_sandbox(workdir, log=_log, **overrides)
     t0 = time.monotonic()
@@ -921,3 +931,59 @@ def image_build(
         emit_json({"image": tag, "kafka_version": version, "seconds": round(time.monotonic() - t0, 1)})
     else:
         out_console().print(f"{tag} (also tagged {image.IMAGE_REPO}:{version})", soft_wrap=True)
+
+
+controller_app = typer.Typer(
+    help=("The controllers of a dynamic KRaft quorum (`kops sandbox up --mode kraft --dynamic-quorum`, Kafka 3.9+, "
+          "KIP-853): add starts a new one as an observer, remove takes one away once it is no voter -- the "
+          "replace-controller playbook's hooks."),
+    no_args_is_help=True,
+)
+app.add_typer(controller_app, name="controller")
+
+
+@controller_app.command("add")
+@handle_errors
+@output_command
+def controller_add(
+    c: Context,
+    node_id: Annotated[int | None, typer.Option("--id", min=1000, max=2147483647,
+                                                help="Its node id (default: the next id from 1000 never used).")] = None,
+    port: Annotated[int | None, typer.Option("--port", min=1024, max=65535, help="Its port (default: a free one).")] = None,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Format a new controller with `kafka-storage.sh format --no-initial-controllers`, start it with
+    the quorum's controller.quorum.bootstrap.servers, and return once the quorum's leader lists it as
+    an observer; prints its id, endpoint and directory id (what AddRaftVoter needs). Run again for
+    the same --id, it only waits. Exit 2 (nothing changed) on a static quorum or for an id or port in use."""
+    sb = _attach(workdir)
+    added = sb.quorum.add_controller(node_id, port=port, timeout_s=timeout)
+    if c.json:
+        emit_json({"action": "add-controller", **added, "processes": _status_rows(sb)})
+        return
+    out_console().print(f"KRaft controller {added['id']} started on {added['host']}:{added['port']} (directory "
+                        f"{added['directory_id']}), an observer of the quorum", soft_wrap=True)
+
+
+@controller_app.command("remove")
+@handle_errors
+@output_command
+def controller_remove(
+    c: Context,
+    node_id: Annotated[int, typer.Option("--id", min=1000, max=2147483647, help="The controller to take away.")],
+    force: Annotated[bool, typer.Option("--force", help="Even while it is a voter (a machine lost).")] = False,
+    workdir: WorkdirOpt = None,
+    timeout: TimeoutSOpt = None,
+) -> None:
+    """Stop a controller and take it out of the sandbox for good (its data and logs stay). Exit 2
+    (nothing changed) while the quorum still counts it a voter (remove it from the voter set first:
+    the replace-controller playbook), unless --force; and for the last controller."""
+    sb = _attach(workdir)
+    was_running = sb.quorum.remove_controller(node_id, force=force, timeout_s=timeout)
+    if c.json:
+        emit_json({"action": "remove-controller", "id": node_id, "was_running": was_running,
+                   "processes": _status_rows(sb)})
+        return
+    out_console().print(f"KRaft controller {node_id} {'stopped and ' if was_running else ''}removed from the sandbox",
+                        soft_wrap=True)

@@ -20,6 +20,11 @@ version matrix, tests/compat/). Remove an override once the pinned kafka-python 
   metadata requests is always the default 100 ms: a consumer assigned a topic right after its
   bootstrap waits ~100 ms before it may ask for that topic's metadata (every read of kops'
   journal: 0.11 s of a 0.14 s read). :func:`honour_retry_backoff` sets it where it is used.
+- **AddRaftVoter / RemoveRaftVoter (KIP-853, Kafka 3.9+)**: kafka-python 3.0.12 has no message
+  classes for API keys 80 and 81; :mod:`kops.cluster.raft_messages` builds them from JSON schemas
+  with kafka-python's own ``ApiMessage``, and :meth:`KopsAdminClient.add_raft_voter` /
+  :meth:`KopsAdminClient.remove_raft_voter` send them (a broker forwards them to the active
+  controller, as Kafka's ``kafka-metadata-quorum.sh --bootstrap-server`` does).
 - **Kafka before 2.8** answers no DescribeCluster at all: kafka-python falls back to a Metadata
   request; kops refuses instead (:class:`kops.cluster.versions.Unsupported`), naming the version
   it needs.
@@ -76,6 +81,44 @@ class KopsAdminClient(KafkaAdminClient):
             raise top_error(getattr(response, "error_message", None) or "")
         return describe_quorum_answer(response.to_dict())
 
+    def add_raft_voter(self, voter_id: int, directory_id, listeners, *, cluster_id: str | None = None,
+                       timeout_ms: int = 30000) -> None:
+        """AddRaftVoter: make ``voter_id`` (an observer of the metadata log with that directory
+        id, reachable at ``listeners``: ``(name, host, port)`` tuples) a voter. Returns once the
+        leader committed the new voter set; raises kafka-python's error for the answer's code."""
+        from kops.cluster.raft_messages import AddRaftVoterRequest, directory_uuid
+
+        listener = AddRaftVoterRequest.Listener
+        request = AddRaftVoterRequest(
+            cluster_id=cluster_id, timeout_ms=int(timeout_ms), voter_id=int(voter_id),
+            voter_directory_id=directory_uuid(directory_id),
+            listeners=[listener(name=n, host=h, port=int(p)) for n, h, p in listeners], ack_when_committed=True)
+        self._manager.run(self._send_raft_voter_change, request, timeout_ms)
+
+    def remove_raft_voter(self, voter_id: int, directory_id, *, cluster_id: str | None = None,
+                          timeout_ms: int = 30000) -> None:
+        """RemoveRaftVoter: take ``voter_id`` (with that directory id) out of the voter set."""
+        from kops.cluster.raft_messages import RemoveRaftVoterRequest, directory_uuid
+
+        request = RemoveRaftVoterRequest(cluster_id=cluster_id, voter_id=int(voter_id),
+                                         voter_directory_id=directory_uuid(directory_id))
+        self._manager.run(self._send_raft_voter_change, request, timeout_ms)
+
+    async def _send_raft_voter_change(self, request, timeout_ms):
+        # the leader answers once the change is committed, or at the request's own timeout
+        response = await self._manager.send(request, request_timeout_ms=int(timeout_ms) + 5000)
+        raise_for_raft_answer(response)
+
+
+def raise_for_raft_answer(response) -> None:
+    """Raise kafka-python's error for an AddRaftVoter / RemoveRaftVoter answer's error code
+    (with the leader's message), nothing when it succeeded."""
+    import kafka.errors as Errors
+
+    error_type = Errors.for_code(response.error_code)
+    if error_type is not Errors.NoError:
+        raise error_type(getattr(response, "error_message", None) or "")
+
 
 def describe_quorum_answer(raw: dict) -> dict:
     """A DescribeQuorum answer (``Response.to_dict()``, any version) as kafka-python's
@@ -115,4 +158,4 @@ def honour_retry_backoff(client, retry_backoff_ms: int) -> bool:
     return True
 
 
-__all__ = ["KopsAdminClient", "describe_cluster_answer", "describe_quorum_answer", "honour_retry_backoff"]
+__all__ = ["KopsAdminClient", "raise_for_raft_answer", "describe_cluster_answer", "describe_quorum_answer", "honour_retry_backoff"]

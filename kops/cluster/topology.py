@@ -355,10 +355,13 @@ def read_quorum(conn: Connection) -> Quorum:
     except Exception as e:
         raise conn.map_error(e, "describe the KRaft metadata quorum") from None
 
+    from kops.cluster.raft_messages import directory_text
+
     def rep(r: dict[str, Any]) -> QuorumReplica:
         return QuorumReplica(id=int(r["replica_id"]), log_end_offset=int(r.get("log_end_offset", -1)),
                              last_fetch_ms=int(r.get("last_fetch_timestamp", -1)),
-                             last_caught_up_ms=int(r.get("last_caught_up_timestamp", -1)))
+                             last_caught_up_ms=int(r.get("last_caught_up_timestamp", -1)),
+                             directory_id=directory_text(r.get("replica_directory_id")))
 
     leader = p.get("leader_id")
     return Quorum(leader=leader if leader is not None and leader >= 0 else -1, epoch=int(p.get("leader_epoch", -1)),

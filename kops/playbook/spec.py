@@ -69,7 +69,7 @@ STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "restore": {"broker": ("broker", False), "rack": ("rack", False)},
     "wait_for": {
         "condition": ("choice:healthy|no_leaders|brokers_up|brokers_down|in_sync|no_reassignment"
-                      "|migration_state|quorum_ready|kraft_brokers", True),
+                      "|migration_state|quorum_ready|kraft_brokers|quorum_observer|quorum_voter|quorum_replaced", True),
         "state": ("choice:NONE|PRE_MIGRATION|MIGRATION|POST_MIGRATION", False),  # migration_state only
         "broker": ("broker", False),
         "brokers": ("brokers", False),
@@ -77,6 +77,10 @@ STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
         "timeout": ("duration", True),
         "interval": ("period", False),
         "allow": ("list", False),
+        # a KRaft controller's replacement (kops.playbook.quorum)
+        "controller": ("limit", False),
+        "old_controller": ("limit", False),
+        "max_lag": ("limit", False),
     },
     "pause": {"message": ("str", True)},
     "shell": {"command": ("str", True), "timeout": ("period", False), "allow_failure": ("bool", False)},
@@ -88,6 +92,13 @@ STEP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "snapshot": {},
     "compare_snapshot": {"snapshot": ("step", True)},
     "clear_migration": {},
+    # a KRaft controller replaced on a dynamic quorum (kops.playbook.quorum)
+    "quorum_check": {"old_controller": ("limit", True), "new_controller": ("limit", True),
+                     "min_voters": ("count", False), "max_lag": ("limit", False)},
+    "add_voter": {"controller": ("limit", True), "endpoint": ("str", True), "listener": ("str", False),
+                  "max_lag": ("limit", False), "timeout": ("period", False)},
+    "remove_voter": {"controller": ("limit", True), "replacement": ("limit", False), "min_voters": ("count", False),
+                     "max_lag": ("limit", False), "timeout": ("period", False)},
     "for_each": {
         "brokers": ("brokers", False),
         "rack": ("rack", False),
@@ -372,6 +383,11 @@ def _parse_steps(raw_steps: list[Any], snode: Any, names: set[str], at, *,
                 at(node, f"{label}: a {stype} step needs {key!r}")
         if stype == "wait_for" and (step.get("condition") == "migration_state") != ("state" in step):
             at(node, f"{label}: 'state' goes with condition migration_state, which needs it")
+        cond = step.get("condition")
+        if stype == "wait_for" and cond in ("quorum_observer", "quorum_voter", "quorum_replaced") and "controller" not in step:
+            at(node, f"{label}: condition {cond} needs 'controller'")
+        if stype == "wait_for" and (cond == "quorum_replaced") != ("old_controller" in step):
+            at(node, f"{label}: 'old_controller' goes with condition quorum_replaced, which needs it")
         if stype in ("demote", "restore") and ("broker" in step) == ("rack" in step):
             at(node, f"{label}: give exactly one of 'broker' or 'rack'")
         if stype == "for_each" and "brokers" in step and "rack" in step and not any(

@@ -71,7 +71,9 @@ def preflight(name: str, steps: list[tuple[StepSpec, dict[str, Any]]], ctx: RunC
     if not problems:  # a migration's preconditions (kops.playbook.migration), read once the inputs are right
         from kops.playbook import migration
 
-        refused = migration.preflight(steps, ctx)
+        from kops.playbook import quorum
+
+        refused = migration.preflight(steps, ctx) + quorum.preflight(steps, ctx)
         if refused:
             raise BadInput(f"playbook {name}: refused before any change", details=refused)
     if problems:
@@ -84,8 +86,12 @@ def evaluate(condition: str, fields: dict[str, Any], topo: Topology, ctx: RunCon
     from kops.health import check_health
     from kops.playbook import migration
 
+    from kops.playbook import quorum
+
     if condition in migration.CONDITIONS:
         return migration.evaluate(condition, fields, topo, ctx)
+    if condition in quorum.CONDITIONS:
+        return quorum.evaluate(condition, fields, ctx)
     brokers = target_brokers(fields, topo)
     alive = {b.id for b in topo.brokers if b.alive}
     if condition == "healthy":
@@ -491,3 +497,4 @@ def _restore(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 # step families in their own modules, registered with @step when imported
 __import__("kops.playbook.migration")
+__import__("kops.playbook.quorum")

@@ -503,6 +503,14 @@ class Sandbox:
         return SandboxMigration(self)
 
     @property
+    def quorum(self):
+        """The dynamic KRaft quorum's verbs (:class:`kops.sandbox.quorum.SandboxQuorum`): a
+        controller added as an observer, one taken out for good."""
+        from kops.sandbox.quorum import SandboxQuorum
+
+        return SandboxQuorum(self)
+
+    @property
     def upgrade(self):
         """The rolling-upgrade verbs (:class:`kops.sandbox.upgrade.SandboxUpgrade`): a broker or the
         KRaft controllers restarted on another Kafka version's jars."""

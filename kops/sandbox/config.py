@@ -216,6 +216,15 @@ class SandboxConfig:
     #: node (broker or KRaft controller) -> the Kafka version it runs where it is not
     #: ``kafka_version``: a rolling upgrade of the binaries (``kops sandbox upgrade``), node by node
     node_versions: Mapping[int, str] = field(default_factory=dict)
+    #: KRaft: a dynamic quorum (KIP-853, Kafka 3.9+): the controllers formatted with
+    #: ``--initial-controllers`` (kraft.version 1), every node given
+    #: ``controller.quorum.bootstrap.servers`` instead of ``controller.quorum.voters``
+    dynamic_quorum: bool = False
+    #: controllers started later on a dynamic quorum (``kops sandbox controller add``): id -> port;
+    #: each formatted with ``--no-initial-controllers``, an observer until AddRaftVoter
+    extra_controllers: Mapping[int, int] = field(default_factory=dict)
+    #: controllers taken out for good (``kops sandbox controller remove``): base ids or added ones
+    removed_controllers: Sequence[int] = ()
 
     # -- derived -----------------------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -254,6 +263,14 @@ class SandboxConfig:
         except (TypeError, ValueError):
             raise BadInput(f"node versions {self.node_versions!r}: expected node id -> Kafka version") from None
         object.__setattr__(self, "node_versions", dict(sorted(versions.items())))
+        try:
+            extra_ctrls = {int(c): int(p) for c, p in dict(self.extra_controllers or {}).items()}
+            removed_ctrls = tuple(sorted({int(c) for c in self.removed_controllers}))
+        except (TypeError, ValueError):
+            raise BadInput(f"controllers {self.extra_controllers!r} / {self.removed_controllers!r}: expected node ids "
+                           "(and ports)") from None
+        object.__setattr__(self, "extra_controllers", dict(sorted(extra_ctrls.items())))
+        object.__setattr__(self, "removed_controllers", removed_ctrls)
 
     def validate(self) -> SandboxConfig:
         """Raise :class:`BadInput` naming every problem; return self."""
@@ -308,6 +325,7 @@ class SandboxConfig:
             if self.controller_ports is not None and len(self.controller_ports) != self.controllers:
                 raise BadInput(f"{len(self.controller_ports)} controller ports for {self.controllers} controllers")
         self._validate_membership()
+        self._validate_dynamic_quorum()
         self._validate_migration()
         self._validate_node_versions()
         self.rack_map  # validates racks
@@ -323,6 +341,27 @@ class SandboxConfig:
         if bad_keys:
             raise BadInput(f"bad broker property names {bad_keys}")
         return self
+
+    def _validate_dynamic_quorum(self) -> None:
+        """A dynamic quorum: KRaft mode on Kafka 3.9 or later, local JVMs; controllers added and
+        removed only there, and at least one left."""
+        if self.dynamic_quorum:
+            if self.mode != "kraft" or self.migration:
+                raise BadInput("--dynamic-quorum is a KRaft quorum's: it needs --mode kraft (and no migration)")
+            if dist.release(self.kafka_version) < (3, 9):
+                raise BadInput(f"--dynamic-quorum needs Kafka 3.9 or later (KIP-853, kraft.version 1); "
+                               f"the sandbox runs {self.kafka_version}")
+            if self.engine != "jvm":
+                raise BadInput("--dynamic-quorum runs on the jvm engine only")
+        elif self.extra_controllers or self.removed_controllers:
+            raise BadInput("controllers are added and removed on a dynamic quorum only (`up --dynamic-quorum`)")
+        clash = sorted((set(self.extra_controllers) & set(self.base_controller_ids))
+                       | {c for c in self.extra_controllers if c < 1000})
+        if clash:
+            raise BadInput(f"controller ids {clash}: a new controller takes an id from 1000 that the sandbox "
+                           f"has not used ({self.base_controller_ids})")
+        if self.dynamic_quorum and not self.controller_ids:
+            raise BadInput("a KRaft sandbox needs at least one controller; every controller would be removed")
 
     def _validate_version(self) -> None:
         """The Kafka version exists for the mode: 2.8 or later; ZooKeeper mode up to 3.9, KRaft
@@ -488,10 +527,20 @@ class SandboxConfig:
         return sorted({b for b in self.base_broker_ids if b not in gone} | set(self.extra_brokers))
 
     @property
-    def controller_ids(self) -> list[int]:
-        """KRaft controller node ids: after the broker ids, from 1000 (no clash with brokers)."""
+    def base_controller_ids(self) -> list[int]:
+        """The controller ids ``up`` was created with: from 1000 (no clash with brokers)."""
         kraft = self.mode == "kraft" or self.migration == "migrating"
         return [1000 + i for i in range(self.controllers)] if kraft else []
+
+    @property
+    def controller_ids(self) -> list[int]:
+        """KRaft controller node ids: the base ones not removed, and those added (dynamic quorum)."""
+        return sorted((set(self.base_controller_ids) | set(self.extra_controllers)) - set(self.removed_controllers))
+
+    @property
+    def initial_controller_ids(self) -> list[int]:
+        """The controllers formatted as the dynamic quorum's first voters (``--initial-controllers``)."""
+        return [c for c in self.base_controller_ids if c not in set(self.removed_controllers)]
 
     @property
     def base_rack_map(self) -> dict[int, str]:
@@ -577,7 +626,9 @@ class SandboxConfig:
         raise BadInput("no free port left for a new broker; give one with --port")
 
     def controller_port(self, node_id: int) -> int:
-        i = self.controller_ids.index(node_id)
+        if node_id in self.extra_controllers:
+            return self.extra_controllers[node_id]
+        i = self.base_controller_ids.index(node_id)
         return self.controller_ports[i] if self.controller_ports is not None else self.controller_base_port + i
 
     def all_ports(self) -> dict[str, int]:
@@ -610,6 +661,19 @@ class SandboxConfig:
     @property
     def quorum_voters(self) -> str:
         return ",".join(f"{c}@{self.host}:{self.controller_port(c)}" for c in self.controller_ids)
+
+    @property
+    def quorum_bootstrap_servers(self) -> str:
+        """``controller.quorum.bootstrap.servers`` of a dynamic quorum: every controller's endpoint."""
+        return ",".join(f"{self.host}:{self.controller_port(c)}" for c in self.controller_ids)
+
+    @property
+    def quorum_properties(self) -> dict[str, str]:
+        """How a KRaft node finds the quorum: ``controller.quorum.voters`` (static) or
+        ``controller.quorum.bootstrap.servers`` (dynamic, KIP-853)."""
+        if self.dynamic_quorum:
+            return {"controller.quorum.bootstrap.servers": self.quorum_bootstrap_servers}
+        return {"controller.quorum.voters": self.quorum_voters}
 
     # -- files -------------------------------------------------------------------------------
     @property
@@ -771,7 +835,7 @@ class SandboxConfig:
             props |= {
                 "process.roles": "broker",
                 "node.id": str(broker_id),
-                "controller.quorum.voters": self.quorum_voters,
+                **self.quorum_properties,
                 "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
                 "inter.broker.listener.name": "PLAINTEXT",
@@ -807,7 +871,7 @@ class SandboxConfig:
         return migrating | {
             "process.roles": "controller",
             "node.id": str(node_id),
-            "controller.quorum.voters": self.quorum_voters,
+            **self.quorum_properties,
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "listeners": f"CONTROLLER://{self.host}:{self.controller_port(node_id)}",
@@ -867,6 +931,8 @@ class SandboxConfig:
         d["removed_brokers"] = list(self.removed_brokers)
         d["broker_phases"] = {str(b): p for b, p in self.broker_phases.items()}
         d["node_versions"] = {str(n): v for n, v in self.node_versions.items()}
+        d["extra_controllers"] = {str(c): p for c, p in self.extra_controllers.items()}
+        d["removed_controllers"] = list(self.removed_controllers)
         d["data_disk_mb"] = {str(b): mb for b, mb in self.data_disk_mb.items()}
         d["broker_ports"] = list(self.broker_ports) if self.broker_ports is not None else None
         d["controller_ports"] = list(self.controller_ports) if self.controller_ports is not None else None

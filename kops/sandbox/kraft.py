@@ -83,14 +83,19 @@ class KraftMode(MetadataMode):
         if not todo:
             return
         self.log(f"formatting storage of {', '.join(map(str, todo))} (cluster id {self.state.cluster_id})")
+        initial = self.initial_controllers() if cfg.dynamic_quorum else None
         running: list[tuple[int, subprocess.Popen]] = []
         for n in todo:
             cfg.data_dir(n).mkdir(parents=True, exist_ok=True)
+            quorum: list[str] = []
+            if initial is not None:  # KIP-853: the first voters named with their directory ids; others join later
+                quorum = (["--initial-controllers", initial] if n in cfg.initial_controller_ids
+                          else ["--no-initial-controllers"])
             cmd = dist.java_command(
                 dist.STORAGE_TOOL,
                 ["format", f"--cluster-id={self.state.cluster_id or ''}", "-c", str(cfg.properties_file(n)), "--ignore-formatted",
-                 *(["--release-version", cfg.release_version] if cfg.release_version else [])],
-                version=cfg.kafka_version,
+                 *(["--release-version", cfg.release_version] if cfg.release_version else []), *quorum],
+                version=cfg.version_of(n),
             )
             running.append((n, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
         failed: list[str] = []
@@ -106,6 +111,35 @@ class KraftMode(MetadataMode):
                 failed.append(f"node {n}: exit {p.returncode}: " + " | ".join(out.strip().splitlines()[-5:]))
         if failed:
             raise ClusterError("formatting the KRaft storage failed", details=failed)
+
+    def initial_controllers(self) -> str:
+        """``--initial-controllers`` of a dynamic quorum: ``id@host:port:directory-id`` of each first
+        voter, a directory id kept from a controller formatted already, a new one otherwise (the
+        same list for every controller formatted)."""
+        cfg, out = self.config, []
+        for c in cfg.initial_controller_ids:
+            out.append(f"{c}@{cfg.host}:{cfg.controller_port(c)}:{self.directory_id(c) or self._new_directory_id(c)}")
+        return ",".join(out)
+
+    def directory_id(self, node: int) -> str | None:
+        """The ``directory.id`` in a node's (first) ``meta.properties``, None before it is formatted."""
+        meta = self.config.data_dir(node) / "meta.properties"
+        if not meta.exists():
+            return None
+        for line in meta.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "directory.id":
+                return value.strip()
+        return None
+
+    def _new_directory_id(self, node: int) -> str:
+        """A first voter's directory id before it is formatted, kept in the state so that a
+        format that failed half-way gives the rest the same list again."""
+        ids = self.state.extras.setdefault("directory_ids", {})
+        if str(node) not in ids:
+            ids[str(node)] = new_cluster_id()
+            self.state.save()
+        return ids[str(node)]
 
     def registrations(self) -> tuple[set[int], int | None]:
         from kops.sandbox import probe

@@ -103,6 +103,18 @@ class SandboxState:
             self.config = probe
         self._adopt_migration(recorded)
         self._adopt_versions(recorded)
+        self._adopt_controllers(recorded)
+
+    def _adopt_controllers(self, recorded: dict[str, Any]) -> None:
+        """Controllers added to or removed from a dynamic quorum since this object was made
+        (``kops sandbox controller add / remove`` in another process, a playbook's hook)."""
+        cfg = self.config
+        if not (cfg.dynamic_quorum and recorded.get("dynamic_quorum")):
+            return
+        probe = cfg.with_(extra_controllers=recorded.get("extra_controllers") or {},
+                          removed_controllers=recorded.get("removed_controllers") or ())
+        if (probe.extra_controllers, probe.removed_controllers) != (cfg.extra_controllers, cfg.removed_controllers):
+            self.config = probe
 
     def _adopt_versions(self, recorded: dict[str, Any]) -> None:
         """Nodes upgraded to another Kafka since this object was made (``kops sandbox upgrade``

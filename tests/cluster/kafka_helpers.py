@@ -6,9 +6,10 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 _ADMINS: dict[str, AdminClient] = {}
@@ -153,3 +154,56 @@ def requires(sandbox, feature) -> None:
 
     if release(sandbox.kafka_version) < feature.since:
         pytest.skip(f"Kafka {sandbox.kafka_version}: {feature.what} needs {feature.needs()}")
+
+
+class Producing:
+    """An acks=all idempotent producer in the background; what was acknowledged."""
+
+    def __init__(self, bs: str, topic: str):
+        self.topic = topic
+        self.acked: set[bytes] = set()
+        self.failed = 0
+        self._stop = threading.Event()
+        self._p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                            "delivery.timeout.ms": 120000})
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _cb(self, err, msg):
+        if err is None:
+            self.acked.add(msg.value())
+        else:
+            self.failed += 1
+
+    def _run(self):
+        i = 0
+        while not self._stop.is_set():
+            self._p.produce(self.topic, value=f"m-{i}".encode(), key=str(i % 12).encode(), on_delivery=self._cb)
+            self._p.poll(0)
+            i += 1
+            time.sleep(0.01)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(10)
+        self._p.flush(150)
+
+
+def consume_all(bs: str, want: set[bytes], topic: str) -> set[bytes]:
+    """Every message of ``topic`` read back until ``want`` is seen (or 90 s passed)."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"kops-check-{topic}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    got: set[bytes] = set()
+    deadline = time.monotonic() + 90
+    try:
+        while not want <= got and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.add(m.value())
+    finally:
+        c.close()
+    return got

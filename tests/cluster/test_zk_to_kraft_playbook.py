@@ -25,14 +25,12 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
 
 from scripts.reliability import MIGRATION, UPGRADED
-from tests.cluster.kafka_helpers import admin, create_topic, kops
+from tests.cluster.kafka_helpers import Producing, admin, consume_all, create_topic, kops
 from tests.cluster.sandboxes import own_sandbox
 from tests.sampling import Sampler
 
@@ -49,58 +47,6 @@ def zk39(tmp_path_factory, request):
 
     yield from own_sandbox(Sandbox, tmp_path_factory, request, "kops-zk2k-playbook", "zk-to-kraft sandbox", brokers=3,
                            racks="a,b,c", kafka_version="3.9.2")
-
-
-class Producing:
-    """An acks=all idempotent producer in the background; what was acknowledged."""
-
-    def __init__(self, bs: str, topic: str = TOPIC):
-        self.topic = topic
-        self.acked: set[bytes] = set()
-        self.failed = 0
-        self._stop = threading.Event()
-        self._p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                            "delivery.timeout.ms": 120000})
-        self._t = threading.Thread(target=self._run, daemon=True)
-
-    def _cb(self, err, msg):
-        if err is None:
-            self.acked.add(msg.value())
-        else:
-            self.failed += 1
-
-    def _run(self):
-        i = 0
-        while not self._stop.is_set():
-            self._p.produce(self.topic, value=f"m-{i}".encode(), key=str(i % 12).encode(), on_delivery=self._cb)
-            self._p.poll(0)
-            i += 1
-            time.sleep(0.01)
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join(10)
-        self._p.flush(150)
-
-
-def _consume_all(bs: str, want: set[bytes], topic: str = TOPIC) -> set[bytes]:
-    c = Consumer({"bootstrap.servers": bs, "group.id": f"zk2k-check-{topic}", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
-    c.subscribe([topic])
-    got: set[bytes] = set()
-    deadline = time.monotonic() + 90
-    try:
-        while not want <= got and time.monotonic() < deadline:
-            m = c.poll(1.0)
-            if m is not None and m.error() is None:
-                got.add(m.value())
-    finally:
-        c.close()
-    return got
 
 
 def _layout(bs: str) -> dict[str, dict[int, list[int]]]:
@@ -224,7 +170,7 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
                 run = [*run[:3], "--resume", stuck[2], *run[3:10]]  # (the params are the run's)
         playbook_s = time.monotonic() - t_playbook
         took = time.monotonic() - t0
-    got = _consume_all(bs, prod.acked, ROLLED_BACK)
+    got = consume_all(bs, prod.acked, ROLLED_BACK)
     _record(record, "ZooKeeper -> KRaft migration taken to dual write and the second roll, then rolled back by "
                     "`playbook run zk-to-kraft-rollback` (sandbox hooks)", MIGRATION, "3.9.2", prod, got, sampler,
             exits, playbook_s, stuck)
@@ -283,7 +229,7 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path, r
     t0 = time.monotonic()
     recovered, killed, exits = None, None, []
     resume = [*args[:3], "--bootstrap-server", bs, "--zookeeper", zk, "--yes", "--output", "json"]
-    with Producing(bs) as prod, Sampler(bs, [TOPIC]) as sampler:
+    with Producing(bs, TOPIC) as prod, Sampler(bs, [TOPIC]) as sampler:
         run = [*args, "--yes"]
         for _attempt in range(4):
             # kops is SIGKILLed once, in the most delicate place: the metadata migrated (dual
@@ -321,7 +267,7 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path, r
             recovered = (step, leaders)
             run = [*resume[:3], "--resume", run_id, *resume[3:]]
         took = time.monotonic() - t0
-    got = _consume_all(bs, prod.acked)
+    got = consume_all(bs, prod.acked, TOPIC)
     _record(record, "ZooKeeper -> KRaft migration by `playbook run zk-to-kraft` (sandbox hooks), kops SIGKILLed "
                     "in dual write, then --resume; finalized", MIGRATION, "3.9.2", prod, got, sampler, exits, took,
             recovered)
@@ -400,7 +346,7 @@ def test_the_migrated_cluster_is_upgraded_to_kafka_4_by_the_upgrade_playbook(zk3
     with Producing(bs, topic="upgraded") as prod, Sampler(bs, ["upgraded"]) as sampler:
         r = kops(*args, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
     took = time.monotonic() - t0
-    got = _consume_all(bs, prod.acked, topic="upgraded")
+    got = consume_all(bs, prod.acked, topic="upgraded")
     _record(record, f"the migrated cluster upgraded to Kafka {UPGRADE_TO} by `playbook run upgrade` (sandbox hooks: "
                     "controllers, then brokers one at a time), metadata.version raised", UPGRADED,
             f"3.9.2 -> {UPGRADE_TO}", prod, got, sampler, [r.returncode], took)

@@ -1,0 +1,180 @@
+"""The replace-controller playbook (KIP-853): its file and parameters validated, the dry run on a
+snapshot naming every step and hook with its parameters, and the pure parts of its checks --
+when a replacement may start, when an observer or voter counts as caught up, when the old
+controller may be removed, which brokers a removal would strand -- and the sandbox's dynamic
+quorum settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kops.cli.main import app
+from kops.cluster.raft_voters import parse_servers, stranded_brokers
+from kops.errors import BadInput
+from kops.model import Quorum, QuorumReplica
+from kops.playbook import quorum as pq
+from kops.playbook.library import find
+from kops.playbook.spec import bind_params, parse_playbook
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+PARAMS = {"old_controller": "1000", "new_controller": "1003", "new_controller_endpoint": "ctrl4.example:9093",
+          "controller_command": "provision-controller 1003 ctrl4.example:9093",
+          "deprovision_command": "retire-controller 1000"}
+
+
+def _q(leader=1000, hw=100, voters=((1000, 100), (1001, 100), (1002, 100)), observers=((0, 100),)) -> Quorum:
+    return Quorum(leader=leader, epoch=3, high_watermark=hw,
+                  voters=tuple(QuorumReplica(i, leo, directory_id=f"dir-{i}") for i, leo in voters),
+                  observers=tuple(QuorumReplica(i, leo, directory_id=f"dir-{i}") for i, leo in observers))
+
+
+def test_the_playbook_validates_and_names_what_it_needs():
+    pb = find("replace-controller")
+    assert all(p.help for p in pb.params.values())
+    assert [s.type for s in pb.steps] == ["quorum_check", "shell", "wait_for", "add_voter", "wait_for",
+                                          "remove_voter", "shell", "wait_for"]
+    with pytest.raises(BadInput) as e:
+        bind_params(pb, {"old_controller": "1000"})
+    assert all(k in "\n".join([e.value.message, *e.value.details])
+               for k in ("new_controller", "controller_command", "deprovision_command"))
+    bound = bind_params(pb, PARAMS)
+    assert bound["min_voters"] == 3 and bound["max_lag"] == 10 and bound["old_controller"] == 1000
+
+
+def test_the_dry_run_shows_every_step_and_hook_with_its_parameters(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOPS_HOME", str(tmp_path))
+    args = ["playbook", "run", "replace-controller", "--dry-run", "--topology", str(DATA / "topo6.json"),
+            "--output", "json"]
+    for k, v in PARAMS.items():
+        args += ["--param", f"{k}={v}"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.stderr
+    by = {s["id"]: s["summary"] for s in json.loads(r.stdout)["steps"]}
+    assert list(by) == ["preflight", "provision", "observer", "add", "voter", "remove", "deprovision", "verify"]
+    assert "would run: provision-controller 1003 ctrl4.example:9093" == by["provision"]
+    assert by["deprovision"] == "would run: retire-controller 1000"
+    assert "would add controller 1003 (CONTROLLER://ctrl4.example:9093)" in by["add"]
+    assert "would remove controller 1000" in by["remove"]
+    assert "quorum_observer" in by["observer"] and "quorum_replaced" in by["verify"]
+
+
+@pytest.mark.parametrize(("step", "problem"), [
+    ("  - {id: w, type: wait_for, condition: quorum_voter, timeout: 1m}", "condition quorum_voter needs 'controller'"),
+    ("  - {id: w, type: wait_for, condition: quorum_replaced, controller: 1, timeout: 1m}",
+     "'old_controller' goes with condition quorum_replaced"),
+    ("  - {id: w, type: wait_for, condition: healthy, old_controller: 1, timeout: 1m}",
+     "'old_controller' goes with condition quorum_replaced"),
+    ("  - {id: a, type: add_voter, controller: 1003}", "a add_voter step needs 'endpoint'"),
+    ("  - {id: r, type: remove_voter, controller: -1}", "field 'controller'"),
+    ("  - {id: r, type: remove_voter, controller: 1, min_voters: 0}", "field 'min_voters'"),
+])
+def test_bad_steps_are_refused_with_their_line(step, problem):
+    with pytest.raises(BadInput) as e:
+        parse_playbook(f"name: x\nsteps:\n{step}\n", source="x.yaml")
+    text = "\n".join([e.value.message, *e.value.details])
+    assert problem in text and "x.yaml:3" in text, text
+
+
+def test_a_replacement_starts_only_on_a_healthy_dynamic_kraft_quorum():
+    q = _q()
+    assert pq.replace_problems("kraft", None, q, 1000, 1003, 3, 0, {0, 1, 2}) == []
+    assert "only a KRaft cluster" in pq.replace_problems("zookeeper", None, None, 1000, 1003, 3, 0, set())[0]
+    assert pq.replace_problems("kraft", "static quorum", q, 1000, 1003, 3, 0, set()) == ["static quorum"]
+    problems = "\n".join(pq.replace_problems("kraft", None, _q(voters=((1000, 100), (1001, 40), (1002, 100))),
+                                             1005, 2, 3, 10, {0, 1, 2}))
+    assert "controller 1005 is not a voter" in problems and "id 2 is a broker's" in problems
+    assert "1001 (60 records behind the high watermark 100)" in problems
+    small = pq.replace_problems("kraft", None, _q(voters=((1000, 100),)), 1000, 1003, 3, 0, set())
+    assert small and "fewer than min_voters 3" in small[0] and "-p min_voters=1" in small[0]
+    assert pq.replace_problems("kraft", None, _q(voters=((1000, 100),)), 1000, 1003, 1, 0, set()) == []
+    assert "the quorum has no leader" in pq.replace_problems("kraft", None, _q(leader=-1), 1000, 1003, 3, 0, set())
+
+
+def test_observer_and_voter_are_caught_up_within_max_lag():
+    q = _q(observers=((0, 100), (1003, 95)))
+    assert pq.observer_state(q, 1003, 5)[0] and not pq.observer_state(q, 1003, 4)[0]
+    assert "does not follow the metadata log yet" in pq.observer_state(q, 1004, 5)[1]
+    assert "is not a voter" in pq.voter_state(q, 1003, 5)[1]
+    added = _q(voters=((1000, 100), (1001, 100), (1002, 100), (1003, 100)))
+    assert pq.voter_state(added, 1003, 0)[0]
+    assert not pq.observer_state(_q(leader=-1, observers=((1003, 100),)), 1003, 0)[0]
+
+
+def test_the_old_controller_is_removed_only_when_nothing_is_lost():
+    four = _q(voters=((1000, 100), (1001, 100), (1002, 100), (1003, 100)))
+    assert pq.removal_problems(four, 1000, 1003, 3, 0) == []
+    # the replacement must be a caught-up voter first
+    assert "its replacement is not ready" in pq.removal_problems(_q(), 1000, 1003, 3, 0)[0]
+    # never the last voter, never below min_voters
+    assert "is the last voter" in pq.removal_problems(_q(voters=((1000, 100),)), 1000, None, 1, 0)[0]
+    assert "fewer than min_voters 3" in pq.removal_problems(_q(), 1000, None, 3, 0)[0]
+    # another voter behind: the removal would leave the quorum without a caught-up majority
+    lagging = _q(voters=((1000, 100), (1001, 100), (1002, 10), (1003, 100)))
+    assert "1002 (90 records behind" in pq.removal_problems(lagging, 1000, 1003, 3, 0)[0]
+    # the old controller itself may be behind (a dead machine is the usual reason to replace one)
+    dead_old = _q(voters=((1000, 3), (1001, 100), (1002, 100), (1003, 100)))
+    assert pq.removal_problems(dead_old, 1000, 1003, 3, 0) == []
+
+
+def test_the_end_state_says_when_the_quorum_cannot_lose_a_voter():
+    done = _q(leader=1001, voters=((1001, 100), (1002, 100), (1003, 100)))
+    ok, why = pq.replaced_state(done, 1003, 1000, 0)
+    assert ok and "WARNING" not in why
+    ok, why = pq.replaced_state(_q(leader=1003, voters=((1003, 100),)), 1003, 1000, 0)
+    assert ok and "cannot lose one more voter" in why
+    assert "still a voter" in pq.replaced_state(_q(voters=((1000, 100), (1003, 100))), 1003, 1000, 0)[1]
+
+
+def test_brokers_whose_bootstrap_servers_are_all_removed_are_named():
+    servers = {0: parse_servers("c1:9093,c2:9093"), 1: parse_servers("c3:9093"), 2: None}
+    assert stranded_brokers(servers, {("c3", 9093), ("c4", 9093)}) == [0]
+    assert stranded_brokers(servers, {("c2", 9093), ("c3", 9093)}) == []
+    assert parse_servers("[::1]:9093, bad ,h:x") == [("::1", 9093)]
+
+
+@pytest.mark.parametrize("text", ["ctrl4", "ctrl4:", ":9093", "ctrl4:70000", "ctrl4:x"])
+def test_a_bad_endpoint_is_bad_input(text):
+    with pytest.raises(BadInput, match="HOST:PORT"):
+        pq.parse_endpoint(text)
+
+
+def test_the_sandbox_dynamic_quorum_settings(tmp_path):
+    from kops.sandbox.config import SandboxConfig
+
+    cfg = SandboxConfig(workdir=tmp_path, mode="kraft", kafka_version="3.9.2", controllers=3, dynamic_quorum=True,
+                        controller_ports=[19001, 19002, 19003], broker_ports=[19101, 19102, 19103], brokers=3).validate()
+    props = cfg.controller_properties(1000)
+    assert props["controller.quorum.bootstrap.servers"] == "127.0.0.1:19001,127.0.0.1:19002,127.0.0.1:19003"
+    assert "controller.quorum.voters" not in props and "controller.quorum.voters" not in cfg.broker_properties(0)
+    grown = cfg.with_(extra_controllers={1003: 19004}, removed_controllers=[1000]).validate()
+    assert grown.controller_ids == [1001, 1002, 1003] and grown.controller_port(1003) == 19004
+    assert grown.initial_controller_ids == [1001, 1002]
+    back = SandboxConfig.from_dict(json.loads(json.dumps(grown.to_dict())))
+    assert (back.extra_controllers, back.removed_controllers) == ({1003: 19004}, (1000,))
+    for bad, why in ((dict(kafka_version="3.8.1"), "needs Kafka 3.9 or later"),
+                     (dict(mode="zookeeper", kafka_version="3.9.2"), "needs --mode kraft"),
+                     (dict(extra_controllers={1001: 19009}), "takes an id from 1000"),
+                     (dict(removed_controllers=[1000, 1001, 1002]), "every controller would be removed")):
+        with pytest.raises(BadInput, match=why):
+            cfg.with_(**bad).validate()
+    with pytest.raises(BadInput, match="on a dynamic quorum only"):
+        cfg.with_(dynamic_quorum=False, extra_controllers={1003: 19004}).validate()
+
+
+def test_directory_ids_round_trip_in_a_snapshot():
+    from dataclasses import replace
+
+    import jsonschema
+
+    from kops.cluster.snapshot import load_topology, parse_topology, topology_schema
+
+    topo = replace(load_topology(DATA / "topo6.json"), mode="kraft", quorum=_q())
+    doc = topo.to_dict()
+    jsonschema.validate(doc, topology_schema())
+    assert doc["quorum"]["voters"][0]["directory_id"] == "dir-1000"
+    assert parse_topology(json.loads(json.dumps(doc))).quorum == topo.quorum
