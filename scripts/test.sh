@@ -30,11 +30,12 @@ fi
 # (build/junit.xml). The rows go to build/fault-results.json (started afresh here, appended to
 # under a lock: a test of the front half may record one too). The halves share the Kafka download
 # cache (locked per version) and nothing else: each draws its clusters' ports from its own half
-# of the 12,288 ports below the kernel's ephemeral range (KOPS_PORT_RANGE), so neither takes a
-# port the other chose and has not bound yet. KOPS_TEST_SERIAL=1: one process, one part after
-# the other.
-eph=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-lo=$(( eph - 12288 < 1024 ? 1024 : eph - 12288 )); mid=$(( (lo + eph) / 2 ))
+# of the range kops draws ports from (kops.sandbox.procs.port_range: $KOPS_PORT_RANGE if set, else
+# the 12,288 ports below the kernel's ephemeral range), so neither takes a port the other chose
+# and has not bound yet. KOPS_TEST_SERIAL=1: one process, one part after the other.
+range=$(.venv/bin/python -c 'from kops.sandbox.procs import port_range; print(*port_range())')
+read -r lo hi <<< "$range"
+mid=$(( (lo + hi) / 2 ))
 mkdir -p build
 results=${KOPS_FAULT_RESULTS:-build/fault-results.json}
 [ -n "${KOPS_FAULT_RESULTS_APPEND:-}" ] || rm -f "$results"
@@ -42,7 +43,7 @@ export KOPS_FAULT_RESULTS_APPEND=1
 scenarios=(tests/faults tests/cluster/test_zk_to_kraft_playbook.py)
 KOPS_PORT_RANGE="$lo-$mid" "${pytest[@]}" "${scenarios[@]}" --junitxml=build/junit-faults.xml > build/test-faults.log 2>&1 &
 bg=$!
-KOPS_PORT_RANGE="$mid-$eph" "${pytest[@]}" --ignore=tests/faults --ignore=tests/cluster/test_zk_to_kraft_playbook.py &
+KOPS_PORT_RANGE="$mid-$hi" "${pytest[@]}" --ignore=tests/faults --ignore=tests/cluster/test_zk_to_kraft_playbook.py &
 fg=$!
 trap 'kill "$bg" "$fg" 2>/dev/null || true' INT TERM  # (stopped, both stop: their watchdogs clean up)
 rc=0
