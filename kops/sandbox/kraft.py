@@ -12,8 +12,12 @@ import uuid
 from kops.errors import ClusterError
 from kops.sandbox import dist, logdirs
 from kops.sandbox.modes import MetadataMode
-from kops.sandbox.readiness import fail_if_exited, failure_details
+from kops.sandbox.readiness import fail_if_exited, failure_details, wait_quorum_leader
 from kops.sandbox.state import Node
+
+#: how long ``up`` waits for a dynamic quorum's controllers to agree on a leader before it starts
+#: the brokers (:func:`kops.sandbox.readiness.wait_quorum_leader`)
+QUORUM_SETTLE_S = 60.0
 
 
 def new_cluster_id() -> str:
@@ -48,6 +52,11 @@ class KraftMode(MetadataMode):
             self.log(f"starting KRaft controllers {ctrls} ({cfg.quorum_voters})")
         for c in ctrls:
             self.nodes.launch(c)
+        if ctrls and cfg.dynamic_quorum:  # brokers find the leader only once it is settled (readiness)
+            leader = wait_quorum_leader(st, cfg.controller_ids, min(deadline, time.monotonic() + QUORUM_SETTLE_S))
+            self.log(f"KRaft quorum: every controller follows leader {leader}" if leader is not None else
+                     f"KRaft controllers {cfg.controller_ids} agreed on no leader in {QUORUM_SETTLE_S:.0f} s; "
+                     "starting the brokers anyway")
 
     def prepare_broker(self, broker_id: int) -> None:
         self._write_broker_meta(broker_id)

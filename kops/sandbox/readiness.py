@@ -4,6 +4,7 @@ brokers' metadata asked through the Admin API, and what a node that failed last 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,17 +43,18 @@ def failure_details(config: SandboxConfig, node: Node, lines: int = 25) -> list[
     return out or [f"(no log output in {config.node_dir(node)})"]
 
 
-def startup_complete(state: SandboxState, broker_id: int, needle: str, log_file: str = "server.log") -> bool:
-    """The broker logged the end of its start-up (``needle``) since its last launch. Until then
-    Kafka refuses a graceful shutdown (it halts instead), so start-up waits for it. ``log_file``:
-    another of the node's log4j files (a KRaft controller's ``controller.log``)."""
-    rec = state.procs.get(state.key(broker_id)) or {}
+def since_launch(state: SandboxState, node: Node, contains: str, log_file: str = "server.log") -> list[str]:
+    """The lines with ``contains`` that ``node`` logged to ``log_file`` since its last launch
+    (rolled files included, oldest first; a previous run's lines left out by the launch's offset
+    and time)."""
+    rec = state.procs.get(state.key(node)) or {}
     launched = rec.get("launched_ms", 0) / 1000.0
     offset = int(rec.get("log_offset", 0))
-    log_dir = state.config.log_dir(broker_id)
-    files = [log_dir / log_file]
-    files += [p for p in log_dir.glob(f"{log_file}.*") if p.stat().st_mtime >= launched - 1]
-    for f in files:
+    log_dir = state.config.log_dir(node)
+    files = sorted((p for p in log_dir.glob(f"{log_file}.*") if p.stat().st_mtime >= launched - 1),
+                   key=lambda p: p.stat().st_mtime)
+    out: list[str] = []
+    for f in [*files, log_dir / log_file]:
         try:
             with open(f, "rb") as fh:
                 size = fh.seek(0, os.SEEK_END)
@@ -60,10 +62,60 @@ def startup_complete(state: SandboxState, broker_id: int, needle: str, log_file:
                 data = fh.read().decode(errors="replace")
         except FileNotFoundError:
             continue
-        for line in data.splitlines():
-            if needle in line and log_time(line) >= launched - 2:
-                return True
-    return False
+        out.extend(line for line in data.splitlines() if contains in line and log_time(line) >= launched - 2)
+    return out
+
+
+def startup_complete(state: SandboxState, broker_id: int, needle: str, log_file: str = "server.log") -> bool:
+    """The broker logged the end of its start-up (``needle``) since its last launch. Until then
+    Kafka refuses a graceful shutdown (it halts instead), so start-up waits for it. ``log_file``:
+    another of the node's log4j files (a KRaft controller's ``controller.log``)."""
+    return bool(since_launch(state, broker_id, needle, log_file))
+
+
+_TRANSITION = re.compile(r"\[RaftManager id=(\d+)\] Completed transition to (\w+)\(.*?\bepoch=(\d+)(?:, leader=(\d+))?")
+
+
+def raft_state(lines: list[str]) -> tuple[str, int, int | None] | None:
+    """The last Raft state a controller's log shows: (state, epoch, leader id) -- ``("Leader", 4,
+    1000)`` on the leader, ``("FollowerState", 4, 1000)`` on a follower, the leader None in the
+    other states; None before the first transition."""
+    for line in reversed(lines):
+        m = _TRANSITION.search(line)
+        if m:
+            node, what, epoch, leader = m.groups()
+            lead = int(node) if what == "Leader" else (int(leader) if leader else None)
+            return what, int(epoch), lead
+    return None
+
+
+def quorum_agreement(states: dict[int, tuple[str, int, int | None] | None]) -> int | None:
+    """The leader every controller follows, if they all agree (pure): one in state ``Leader`` at
+    epoch E, every other a ``FollowerState`` of it at E; None otherwise (an election under way,
+    a controller that has not found the leader yet)."""
+    leaders = [(c, s[1]) for c, s in states.items() if s is not None and s[0] == "Leader"]
+    if len(leaders) != 1:
+        return None
+    leader, epoch = leaders[0]
+    ok = all(s is not None and s[1] == epoch and s[2] == leader and (c == leader or s[0] == "FollowerState")
+             for c, s in states.items())
+    return leader if ok else None
+
+
+def wait_quorum_leader(state: SandboxState, ctrls: list[int], deadline: float) -> int | None:
+    """Wait until the controllers agree on a leader (:func:`quorum_agreement`, read from their
+    server.logs since their launch) and return it; None when they did not by ``deadline`` (the
+    caller goes on: the brokers' own start-up reports a quorum that never formed).
+
+    Why: on a dynamic quorum (Kafka 3.9.2) a broker started while the first election was still
+    being decided could take the leader of a superseded epoch for the active controller, never
+    look again and give up registering after 60 s ("unable to register with the controller
+    quorum"): seen in 2 of 8 ``sandbox up --dynamic-quorum`` on a loaded 2-core machine."""
+    while True:
+        leader = quorum_agreement({c: raft_state(since_launch(state, c, "Completed transition to")) for c in ctrls})
+        if leader is not None or time.monotonic() > deadline:
+            return leader
+        time.sleep(0.3)
 
 
 def wait_metadata(config: SandboxConfig, live: list[int], *, present: set[int], absent: set[int], deadline: float,
@@ -123,5 +175,5 @@ def wait_controllers(state: SandboxState, nodes: Any, ctrls: list[int], deadline
             time.sleep(0.3)
 
 
-__all__ = ["CONTROLLER_STARTED", "fail_if_exited", "failure_details", "startup_complete", "wait_controllers",
-           "wait_metadata"]
+__all__ = ["CONTROLLER_STARTED", "fail_if_exited", "failure_details", "quorum_agreement", "raft_state", "since_launch",
+           "startup_complete", "wait_controllers", "wait_metadata", "wait_quorum_leader"]
