@@ -129,6 +129,16 @@ class Context:
     def json(self) -> bool:
         return self.output is Output.json
 
+    def connection_args(self) -> str:
+        """The options that reach this cluster, as a command line repeats them (``--bootstrap-server
+        ...``; shell-quoted, empty when none): for a hint the operator copies, such as a playbook's
+        ``--resume`` line. Paths only, never a secret (those stay in the files named)."""
+        import shlex
+
+        given = (("--bootstrap-server", self.bootstrap_server), ("--command-config", self.command_config),
+                 ("--zookeeper", self.zookeeper), ("--zookeeper-auth-file", self.zookeeper_auth_file))
+        return "".join(f" {flag} {shlex.quote(value)}" for flag, value in given if value)
+
     def connection(self, *, need_bootstrap: bool = True):
         """A :class:`kops.cluster.connection.Connection` (imports the cluster layer lazily)."""
         from kops.cluster.connection import Connection

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import Annotated
 
@@ -135,7 +136,8 @@ def run(
 
         state = engine.run(pb, given, connect, has_cluster=bool(c.bootstrap_server), dry_run=dry_run, yes=yes, resume=resume,
                            say=lambda m: con.print(m, markup=False, highlight=False),
-                           interactive=sys.stdin.isatty(), topology_file=topology)
+                           interactive=sys.stdin.isatty(), topology_file=topology,
+                           again=c.connection_args() + (f" --topology {shlex.quote(topology)}" if topology else ""))
     except (KopsError, KeyboardInterrupt) as e:
         st = getattr(e, "run_state", None)
         if st is not None:

@@ -124,12 +124,14 @@ def run(
     say=print,
     interactive: bool = True,
     topology_file: str | None = None,
+    again: str = "",
 ) -> RunState:
     """Run (or resume, or dry-run) a playbook. Returns the final state; raises on failure.
 
     ``connect()`` opens a :class:`~kops.cluster.connection.Connection` (a context manager);
     ``has_cluster`` says whether a cluster was given at all (without one only the steps that need
-    no cluster can run, and there is no cron job to pause).
+    no cluster can run, and there is no cron job to pause). ``again``: the options the operator
+    gave to reach the cluster (`` --bootstrap-server ...``), repeated in the ``--resume`` lines.
     """
     if resume:
         state = RunState.load(resume)
@@ -215,7 +217,7 @@ def run(
             rec.update(status="interrupted", duration_s=round(time.monotonic() - t0, 3))
             state.status = "interrupted"
             state.save()
-            say(f"{label} interrupted; continue with: kops playbook run {pb.name} --resume {state.run_id}")
+            say(f"{label} interrupted; continue with: kops playbook run {pb.name} --resume {state.run_id}{again}")
             raise
         except PausedForOperator as e:
             e.run_state = state  # type: ignore[attr-defined]
@@ -223,7 +225,7 @@ def run(
             state.status = "paused"
             state.save()
             say(f"{label} waiting for the operator: {e.message}")
-            say(f"when ready: kops playbook run {pb.name} --resume {state.run_id}")
+            say(f"when ready: kops playbook run {pb.name} --resume {state.run_id}{again}")
             raise
         except KopsError as e:
             e.run_state = state  # type: ignore[attr-defined]
@@ -232,7 +234,7 @@ def run(
             state.save()
             say(f"{label} FAILED: {e.message}")
             if not dry_run:
-                say(f"fix the cause, then: kops playbook run {pb.name} --resume {state.run_id}")
+                say(f"fix the cause, then: kops playbook run {pb.name} --resume {state.run_id}{again}")
             raise
         rec.update(status="done", finished_at=now_iso(), duration_s=round(time.monotonic() - t0, 3),
                    result=result or {})

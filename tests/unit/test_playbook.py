@@ -304,6 +304,24 @@ def test_for_each_of_one_rack_and_a_failing_hook_stops_with_exit_3(tmp_path, mon
     assert any(f"--resume {st.run_id}" in m for m in e.value.msgs)
 
 
+def test_the_resume_line_repeats_how_the_cluster_was_reached(tmp_path, monkeypatch):
+    """The line an operator copies after a failure names the cluster as the run was given it (a
+    `--resume` without `--bootstrap-server` fails with "no cluster given"), quoted for the shell."""
+    from kops.cli.common import Context, Output
+
+    ctx = Context("h1:9092,h2:9092", "/etc/kafka/admin client.properties", None, 5.0, Output.table)
+    again = ctx.connection_args()
+    assert again == " --bootstrap-server h1:9092,h2:9092 --command-config '/etc/kafka/admin client.properties'"
+    assert Context(None, None, None, 5.0, Output.table).connection_args() == ""
+    run = _offline_run(tmp_path, monkeypatch, LOOP.replace(
+        'default: "echo restarting {broker} on {host}:{port} in {rack}"', 'default: "exit 7"'))
+    (tmp_path / "go3").write_text("")
+    with pytest.raises(engine.HookFailed) as e:
+        run({"rack": "b"}, again=again)
+    st = e.value.run_state
+    assert f"fix the cause, then: kops playbook run {st.playbook} --resume {st.run_id}{again}" in e.value.msgs
+
+
 def test_restart_hook_timeout_ends_the_whole_hook(tmp_path, monkeypatch):
     text = LOOP.replace("timeout: 30s", "timeout: 1s").replace(
         'default: "echo restarting {broker} on {host}:{port} in {rack}"', 'default: "sleep 30 & sleep 30"')
