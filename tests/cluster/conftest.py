@@ -118,10 +118,10 @@ def _start_local(tmp_path_factory: pytest.TempPathFactory, mode: str, current: l
         if torn_down:
             return
         torn_down = True
-        try:
-            sb.down()
-        finally:
-            stop_watchdog(watchdog)
+        # a down() that fails (a SIGTERM mid-operation, the sandbox busy) leaves the watchdog
+        # running, to tear down what is left once this process is gone
+        sb.down()
+        stop_watchdog(watchdog)
 
     atexit.register(teardown)
     current[:] = [teardown]

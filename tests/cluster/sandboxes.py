@@ -38,10 +38,8 @@ def own_sandbox(cls, tmp_path_factory, request, name: str, label: str, *, broker
         started = True
         yield sb
     finally:
-        try:
-            sb.down()
-        finally:
-            stop_watchdog(watchdog)
+        sb.down()  # (if it fails, the watchdog stays and tears down what is left once this run is gone)
+        stop_watchdog(watchdog)
         # kept for its logs: a sandbox that did not start, or whose tests failed
         if started and not (os.environ.get("KOPS_TEST_KEEP_LOGS") or request.session.testsfailed > failed_before):
             shutil.rmtree(workdir, ignore_errors=True)

@@ -94,12 +94,10 @@ def _docker_sandbox(tmp_path_factory, request, **config):
         SANDBOXES[sb.bootstrap_servers] = sb  # a failed wait for recovery quotes its brokers' logs
         yield sb
     finally:
-        try:
-            sb.down()
-        finally:
-            stop_watchdog(watchdog)
-            if not os.environ.get("KOPS_TEST_KEEP_LOGS") and request.session.testsfailed == failed_before:
-                shutil.rmtree(workdir, ignore_errors=True)
+        sb.down()  # (if it fails, the watchdog stays and removes what is left once this run is gone)
+        stop_watchdog(watchdog)
+        if not os.environ.get("KOPS_TEST_KEEP_LOGS") and request.session.testsfailed == failed_before:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
