@@ -25,6 +25,7 @@ from typing import Any
 from kops.errors import BadInput
 from kops.model import ReassignmentPlan, TopicPartition, Topology
 from kops.placement import metrics
+from kops.placement.collector import paused
 from kops.placement.goals import BAND, DEFAULT_THRESHOLD, select_goals
 from kops.placement.optimizer import FORCED, Optimizer
 from kops.placement.scope import GOAL_KINDS, Goal, resolve  # noqa: F401 (GOAL_KINDS: public)
@@ -142,25 +143,28 @@ def plan(
     if topics is not None:
         topics.check_named(goal.topics, goal.kind)
         left_out = topics.left_out(topology)
-    keep_topic = None if topics is None else topics.keeps
-    st = PlacementState(topology, goal, resolve(topology, goal, keep_topic), max_moves, max_bytes, band)
-    optimizer = Optimizer(st, chosen, followers=balance_followers, rebalance=rebalance)
-    st.limits.limit_disks(st, disk_threshold)
-    st.limits.limit_network(st, DEFAULT_THRESHOLD)
-    # cordoned brokers keep their replicas and get no new one (``kops broker cordon``)
-    cordoned = sorted(b.id for b in topology.brokers if b.cordoned and b.id in st.allowed_set)
-    st.limits.close(cordoned)
-    before = {tp: tuple(r) for tp, r in zip(st.parts.tps, st.parts.orig)}
-    done = optimizer.run()
-    lower = metrics.lower_bound(st, done.prepared.counts)
-    kafka = metrics.kafka_generate(st, kafka_seed) if compare_kafka else None
-    report = metrics.build_report(st, before, done.target, done.changes, lower, kafka, throttle, done.complete)
-    report["goals_optimised"] = {"order": list(chosen), "phase2": st.loads.primary, "moves_per_goal": done.moves_per_goal,
-                                 "capacity_shares": st.loads.capw is not None, "without_data": done.without_data,
-                                 "stages": [{"stage": goal.kind if what == FORCED else what, "replicas_moved": n,
-                                             "off_band": {g: round(x, 1) for g, x in off.items()}}
-                                            for what, n, off in done.stages]}
-    report["goals"] = metrics.goals_report(st, report, done, chosen)
+    # the plan's passes allocate millions of small containers, none in a reference cycle: the
+    # cyclic garbage collector is paused while they run (:mod:`kops.placement.collector`)
+    with paused():
+        keep_topic = None if topics is None else topics.keeps
+        st = PlacementState(topology, goal, resolve(topology, goal, keep_topic), max_moves, max_bytes, band)
+        optimizer = Optimizer(st, chosen, followers=balance_followers, rebalance=rebalance)
+        st.limits.limit_disks(st, disk_threshold)
+        st.limits.limit_network(st, DEFAULT_THRESHOLD)
+        # cordoned brokers keep their replicas and get no new one (``kops broker cordon``)
+        cordoned = sorted(b.id for b in topology.brokers if b.cordoned and b.id in st.allowed_set)
+        st.limits.close(cordoned)
+        before = {tp: tuple(r) for tp, r in zip(st.parts.tps, st.parts.orig)}
+        done = optimizer.run()
+        lower = metrics.lower_bound(st, done.prepared.counts)
+        kafka = metrics.kafka_generate(st, kafka_seed) if compare_kafka else None
+        report = metrics.build_report(st, before, done.target, done.changes, lower, kafka, throttle, done.complete)
+        report["goals_optimised"] = {"order": list(chosen), "phase2": st.loads.primary, "moves_per_goal": done.moves_per_goal,
+                                     "capacity_shares": st.loads.capw is not None, "without_data": done.without_data,
+                                     "stages": [{"stage": goal.kind if what == FORCED else what, "replicas_moved": n,
+                                                 "off_band": {g: round(x, 1) for g, x in off.items()}}
+                                                for what, n, off in done.stages]}
+        report["goals"] = metrics.goals_report(st, report, done, chosen)
     if cordoned:
         report["cordoned"] = cordoned
         many = len(cordoned) > 1

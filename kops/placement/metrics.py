@@ -256,22 +256,25 @@ def build_report(
         for k in ("replicas_before", "replicas_after", "leaders_before", "leaders_after"):
             rr[k] += row[k]
 
-    # balance over what the planner balances: partitions in scope, allowed brokers
-    orig_reps = [before[tp] for tp in scoped.tps]
-    new_reps = [target[tp] for tp in scoped.tps]
+    # balance over what the planner balances: partitions in scope, allowed brokers (where the
+    # scope is every partition, the counts above are those: read on the allowed brokers)
     allowed = st.allowed
-    balance = {
-        "brokers": len(allowed),
-        "replica_spread_before": spread(_replica_counts(orig_reps, allowed)),
-        "replica_spread_after": spread(_replica_counts(new_reps, allowed)),
-        "leader_spread_before": spread(slot_counts(orig_reps, allowed, 0)),
-        "leader_spread_after": spread(slot_counts(new_reps, allowed, 0)),
-        "first_follower_spread_before": spread(slot_counts(orig_reps, allowed, 1)),
-        "first_follower_spread_after": spread(slot_counts(new_reps, allowed, 1)),
-    }
-    if sizes:
-        balance["bytes_spread_before"] = spread(_weighted_counts(orig_reps, scoped.size, allowed))
-        balance["bytes_spread_after"] = spread(_weighted_counts(new_reps, scoped.size, allowed))
+    if old_all is scoped.orig and st.allowed_set.issubset(all_racks):
+        spreads = [spread({b: c[b] for b in allowed}) for c in (rb, ra, lb, la, fb, fa, bb, ba)]
+    else:
+        orig_reps = [before[tp] for tp in scoped.tps]
+        new_reps = [target[tp] for tp in scoped.tps]
+        spreads = [spread(c) for c in (
+            _replica_counts(orig_reps, allowed), _replica_counts(new_reps, allowed),
+            slot_counts(orig_reps, allowed, 0), slot_counts(new_reps, allowed, 0),
+            slot_counts(orig_reps, allowed, 1), slot_counts(new_reps, allowed, 1),
+            *((_weighted_counts(orig_reps, scoped.size, allowed), _weighted_counts(new_reps, scoped.size, allowed))
+              if sizes else ()))]
+    balance = {"brokers": len(allowed)}
+    for name, x in zip(("replica_spread_before", "replica_spread_after", "leader_spread_before",
+                        "leader_spread_after", "first_follower_spread_before", "first_follower_spread_after",
+                        *(("bytes_spread_before", "bytes_spread_after") if sizes else ())), spreads):
+        balance[name] = x
 
     duration: dict[str, Any] | None = None
     if throttle:

@@ -30,12 +30,12 @@ Deterministic: the same brokers, RF, partition count and fixed start index give 
 
 from __future__ import annotations
 
-import gc
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
 
 from kops.errors import BadInput
+from kops.placement.collector import paused
 from kops.placement.racks import rack_path, validate_racks
 
 __all__ = ["MultiLevelTree", "assign_replicas_multilevel", "level_counts"]
@@ -144,15 +144,10 @@ def assign_replicas_multilevel(
     else:
         start = (rng or random.Random()).randrange(tree.n_brokers)
     first_pid = max(0, start_partition_id)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # many small lists, no reference cycles (see kafka_assign)
-    try:
+    with paused():  # many small lists, no reference cycles (:mod:`kops.placement.collector`)
         replica_sets = _choose_replicas(tree, n_partitions, replication_factor, start)
         leaders = _choose_leaders(tree, replica_sets, start)
         return {first_pid + i: _order(tree, reps, leaders[i]) for i, reps in enumerate(replica_sets)}
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 # -- replica sets -------------------------------------------------------------------------------

@@ -81,14 +81,17 @@ class RackSafety:
             if not r:
                 continue
             try:
-                key = tuple(sorted([leaf[b] for b in r]))
+                leaves = [leaf[b] for b in r]
             except KeyError:
                 out.append(i)
                 continue
+            if flat and len(set(leaves)) == len(leaves):
+                continue  # (distinct racks, so distinct brokers, on one level: safe, without the sort)
+            key = tuple(sorted(leaves))
             if len(set(r)) != len(r):
                 out.append(i)
                 continue
-            if trivial or (flat and len(set(key)) == len(key)):
+            if trivial:
                 continue
             ok = cache.get(key)
             if ok is None:

@@ -62,15 +62,11 @@ class TopicSpreadGoal(PlanGoal):
         # (``spare``: may give one), below the floor (``under``, a topic it holds none of too) and
         # at its top or above (``full``: may take none); kept current by :meth:`moved`. (Sets of
         # topic numbers: their order does not depend on the hash seed.)
-        floor1 = {t for t, (lo, _hi) in enumerate(self.band) if lo >= 1}
-        full0 = {t for t, (_lo, hi) in enumerate(self.band) if hi <= 0}
-        self.over: dict[int, set[int]] = {b: set() for b in st.allowed}
-        self.spare: dict[int, set[int]] = {b: set() for b in st.allowed}
-        self.under: dict[int, set[int]] = {b: set(floor1) for b in st.allowed}
-        self.full: dict[int, set[int]] = {b: set(full0) for b in st.allowed}
-        for t, c in enumerate(self.count):
-            for b, x in c.items():
-                self._cell(t, b, x)
+        self.over: dict[int, set[int]] = {}
+        self.spare: dict[int, set[int]] = {}
+        self.under: dict[int, set[int]] = {}
+        self.full: dict[int, set[int]] = {}
+        self._sets(st.allowed)
         #: per broker (asked for), its partitions by topic
         self._by_topic: dict[int, dict[int, list[int]]] = {}
         self._on = st.index.on
@@ -146,25 +142,33 @@ class TopicSpreadGoal(PlanGoal):
                     by_topic[b][t].append(p)
         self.off += off
 
-    def _cell(self, t: int, b: int, x: int) -> None:
-        """Topic ``t``'s cell on broker ``b`` now holds ``x``: its place in b's sets."""
-        lo, hi = self.band[t]
-        if x > hi:
-            self.over[b].add(t)
-        else:
-            self.over[b].discard(t)
-        if x > lo:
-            self.spare[b].add(t)
-        else:
-            self.spare[b].discard(t)
-        if x < lo:
-            self.under[b].add(t)
-        else:
-            self.under[b].discard(t)
-        if x >= hi:
-            self.full[b].add(t)
-        else:
-            self.full[b].discard(t)
+    def _sets(self, ids: Sequence[int]) -> None:
+        """Each broker's sets from the counts, a broker at a time, its cells in topic order (a
+        comprehension per set, not four set operations per cell): ``over`` and ``spare`` from
+        empty, ``under`` from every topic whose floor is 1 or more less those held at or above it,
+        ``full`` from every topic whose top is 0 plus those held at or above it. (The order each
+        set gets its elements in is that of topics: a set's iteration order follows it.)"""
+        band = self.band
+        lo_of, hi_of = [lo for lo, _hi in band], [hi for _lo, hi in band]
+        floor1 = {t for t, lo in enumerate(lo_of) if lo >= 1}
+        full0 = {t for t, hi in enumerate(hi_of) if hi <= 0}
+        cells: dict[int, list[tuple[int, int]]] = {b: [] for b in ids}  # (per broker: its topics in order)
+        for t, c in enumerate(self.count):
+            for b, x in c.items():
+                cells[b].append((t, x))
+        for b in ids:
+            held = cells[b]
+            self.over[b] = {t for t, x in held if x > hi_of[t]}
+            self.spare[b] = {t for t, x in held if x > lo_of[t]}
+            # (a count is 1 or more: a topic held below its floor has a floor of 2 or more, in
+            # ``floor1`` already; one held at or above it leaves)
+            under = self.under[b] = set(floor1)
+            full = self.full[b] = set(full0)
+            for t, x in held:  # (one discard at a time: ``difference_update`` resizes the table after)
+                if x >= lo_of[t]:
+                    under.discard(t)
+                if x >= hi_of[t]:
+                    full.add(t)
 
     def by_topic(self, b: int) -> dict[int, list[int]]:
         """Broker ``b``'s partitions by topic (kept current once asked for)."""
