@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write docs/reliability.md from the fault suite's own results (nothing typed by hand).
 
-    ./scripts/test.sh tests/faults tests/cluster/test_zk_to_kraft_playbook.py   # writes build/fault-results.json
+    ./scripts/test.sh tests/faults tests/cluster/test_zk_to_kraft_playbook.py tests/cluster/test_zk_to_kraft_secured.py
     .venv/bin/python scripts/reliability.py   # -> docs/reliability.md
     .venv/bin/python scripts/reliability.py --check   # what CI runs after the suite
 
@@ -31,11 +31,13 @@ from scripts import provenance  # noqa: E402
 
 #: the code a row's figures depend on (the ``record`` fixture, tests/recording.py, stamps each row)
 CODE_PATHS = ("kops", "tests/faults", "tests/recording.py", "tests/sampling.py",
-              "tests/cluster/test_zk_to_kraft_playbook.py", "pyproject.toml")
+              "tests/cluster/test_zk_to_kraft_playbook.py", "tests/cluster/test_zk_to_kraft_secured.py",
+              "tests/cluster/migration_helpers.py", "pyproject.toml")
 #: where the scenarios are: the fault lab, and the cluster tests that record a row
-SCENARIO_PATHS = ("tests/faults", "tests/cluster/test_zk_to_kraft_playbook.py")
-#: the modes of the runbook tests' rows: the migration, and the migrated cluster's upgrade
-MIGRATION, UPGRADED = "zookeeper -> kraft", "kraft, migrated"
+SCENARIO_PATHS = ("tests/faults", "tests/cluster/test_zk_to_kraft_playbook.py", "tests/cluster/test_zk_to_kraft_secured.py")
+#: the modes of the runbook tests' rows: the migration, the migrated cluster's upgrade, and the
+#: migration of a secured cluster (SASL/SCRAM, ACLs)
+MIGRATION, UPGRADED, MIGRATION_SECURED = "zookeeper -> kraft", "kraft, migrated", "zookeeper -> kraft, secured"
 #: the marker of the line that names the commit the table was written from
 COMMIT_LINE = "Written from kops commit "
 
@@ -75,12 +77,13 @@ HEADER = """# Reliability: kops under real faults
 Written by `scripts/reliability.py` from the results of the fault suite (`tests/faults/`), which
 runs each scenario on the containerised sandbox (`kops sandbox up --engine docker`, each node in
 its own container), and of the ZooKeeper -> KRaft -> Kafka 4 runbook tests
-(`tests/cluster/test_zk_to_kraft_playbook.py`, on a sandbox of local processes), while an
+(`tests/cluster/test_zk_to_kraft_playbook.py`, `tests/cluster/test_zk_to_kraft_secured.py`, on sandboxes of local
+processes), while an
 idempotent `acks=all` producer and a consumer run on RF 3 topics over the 3 racks with
 `min.insync.replicas=2`. The clusters: {clusters}. Regenerate with:
 
 ```bash
-./scripts/test.sh tests/faults tests/cluster/test_zk_to_kraft_playbook.py   # writes build/fault-results.json
+./scripts/test.sh tests/faults tests/cluster/test_zk_to_kraft_playbook.py tests/cluster/test_zk_to_kraft_secured.py
 .venv/bin/python scripts/reliability.py       # writes this file
 .venv/bin/python scripts/reliability.py --check   # CI: every scenario there, passed, of this code
 ```
@@ -101,7 +104,9 @@ CLUSTERS = {"zookeeper": "ZooKeeper and 6 Kafka {v} brokers in racks a,a,b,b,c,c
             MIGRATION: "ZooKeeper and 3 Kafka {v} brokers in racks a,b,c migrated to a KRaft quorum of 3 "
                        "controllers (mode zookeeper -> kraft)",
             UPGRADED: "the migrated cluster (3 KRaft controllers, 3 brokers) upgraded from Kafka {v} (mode kraft, "
-                      "migrated)"}
+                      "migrated)",
+            MIGRATION_SECURED: "ZooKeeper (SASL) and 6 Kafka {v} brokers in racks a,a,b,b,c,c with SASL/SCRAM and ACLs "
+                               "migrated to a KRaft quorum of 3 controllers (mode zookeeper -> kraft, secured)"}
 
 
 def run_commit(doc: dict) -> str:

@@ -40,10 +40,10 @@ mkdir -p build
 results=${KOPS_FAULT_RESULTS:-build/fault-results.json}
 [ -n "${KOPS_FAULT_RESULTS_APPEND:-}" ] || rm -f "$results"
 export KOPS_FAULT_RESULTS_APPEND=1
-scenarios=(tests/faults tests/cluster/test_zk_to_kraft_playbook.py)
+scenarios=(tests/faults tests/cluster/test_zk_to_kraft_playbook.py tests/cluster/test_zk_to_kraft_secured.py)
 KOPS_PORT_RANGE="$lo-$mid" "${pytest[@]}" "${scenarios[@]}" --junitxml=build/junit-faults.xml > build/test-faults.log 2>&1 &
 bg=$!
-KOPS_PORT_RANGE="$mid-$hi" "${pytest[@]}" --ignore=tests/faults --ignore=tests/cluster/test_zk_to_kraft_playbook.py &
+KOPS_PORT_RANGE="$mid-$hi" "${pytest[@]}" "${scenarios[@]/#/--ignore=}" &
 fg=$!
 trap 'kill "$bg" "$fg" 2>/dev/null || true' INT TERM  # (stopped, both stop: their watchdogs clean up)
 rc=0

@@ -19,8 +19,10 @@ class Sampler:
     was blind during the restarts cannot vouch for them. :meth:`paused` stops the sampling (and
     the gap's clock) while the test itself, not the code under test, disturbs the cluster."""
 
-    def __init__(self, bootstrap: str, topics: list[str], *, min_isr: int = 2, every_s: float = 0.3):
+    def __init__(self, bootstrap: str, topics: list[str], *, min_isr: int = 2, every_s: float = 0.3,
+                 client: dict | None = None):
         self.bootstrap, self.topics, self.min_isr, self.every_s = bootstrap, set(topics), min_isr, every_s
+        self.client = client  # more client settings (a secured cluster's), as kafka_helpers.admin
         self.samples = 0
         self.max_gap_s = 0.0
         self._last = time.monotonic()
@@ -30,7 +32,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, daemon=True, name="metadata-sampler")
 
     def _run(self) -> None:
-        a = admin(self.bootstrap)
+        a = admin(self.bootstrap, self.client)
         while not self._stop.is_set():
             with self._lock:
                 self._sample(a)

@@ -182,7 +182,8 @@ def up(
                 "none (default): PLAINTEXT. sasl_ssl / sasl_plaintext: SCRAM-SHA-512 users admin (super "
                 "user) and kops-user (unprivileged), TLS with a throwaway CA (sasl_ssl), inter-broker "
                 "traffic secured, AclAuthorizer, ZooKeeper requiring SASL (DIGEST-MD5) with "
-                "zookeeper.set.acl=true. Writes client properties files (paths printed, secrets never)."
+                "zookeeper.set.acl=true. Writes client properties files (paths printed, secrets never). "
+                "ZooKeeper mode; kept through a migration to KRaft (`kops sandbox migration`)."
             ),
         ),
     ] = None,
@@ -789,7 +790,8 @@ migration_app = typer.Typer(
           "MIGRATION, `restart --phase kraft` for each broker, finalize. Before finalize, Kafka's revert: "
           "`restart --phase migrate` for each KRaft broker, controllers-down, /controller and /migration "
           "deleted, `restart --phase zookeeper` for each broker -- or rollback, all of it at once from brokers "
-          "in migration mode."),
+          "in migration mode. A secured sandbox (--security) stays secured: the controllers' listener SASL "
+          "(PLAIN as admin), StandardAuthorizer on the KRaft nodes."),
     no_args_is_help=True,
 )
 app.add_typer(migration_app, name="migration")

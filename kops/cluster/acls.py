@@ -1,4 +1,6 @@
-"""The cluster's ACLs as DescribeAcls answers them (the migration's snapshot keeps them)."""
+"""The cluster's ACLs as DescribeAcls answers them, and its SASL/SCRAM users as
+DescribeUserScramCredentials does (the migration's snapshot keeps both: a ZooKeeper -> KRaft
+migration carries them into the metadata log)."""
 
 from __future__ import annotations
 
@@ -23,4 +25,24 @@ def read_acls(conn) -> tuple[list[list[str]], str]:
     return acls, f"{len(acls)} ACLs"
 
 
-__all__ = ["read_acls"]
+def read_scram_users(conn) -> tuple[dict[str, list[str]], str]:
+    """Every SCRAM user and its credentials' mechanism and iterations (never a salt or key), as
+    ``{user: ["SCRAM-SHA-512/4096", ...]}``; none with a note where the cluster cannot tell
+    (a Kafka before 2.7: UNSUPPORTED_VERSION)."""
+    try:
+        found = conn.admin().describe_user_scram_credentials(request_timeout=conn.timeout_s).result()
+    except Exception as e:  # noqa: BLE001 - told apart below
+        if "UNSUPPORTED_VERSION" in str(e) or "not supported" in str(e).lower():
+            return {}, "SCRAM users not readable (DescribeUserScramCredentials unsupported)"
+        raise conn.map_error(e, "describe SCRAM users") from None
+    users = {u: sorted(f"{_mechanism(i.mechanism)}/{i.iterations}" for i in d.scram_credential_infos)
+             for u, d in sorted(found.items())}
+    return users, f"{len(users)} SCRAM users"
+
+
+def _mechanism(m) -> str:
+    """``SCRAM-SHA-512`` of confluent-kafka's ScramMechanism (``SCRAM_SHA_512``)."""
+    return getattr(m, "name", str(m)).replace("_", "-")
+
+
+__all__ = ["read_acls", "read_scram_users"]

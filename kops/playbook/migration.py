@@ -15,7 +15,7 @@ Conditions (``wait_for``), each read from the cluster, never a time:
 
 Steps: ``migration_check`` (``check: zk-to-kraft | rollback``: refused before the run changes
 anything, exit 2), ``snapshot`` (topics, partitions, replica assignments, topic configs, each
-broker's rack and dynamic configs, ACLs; a JSON file in the run's directory) and
+broker's rack and dynamic configs, ACLs, SCRAM users; a JSON file in the run's directory) and
 ``compare_snapshot`` (``snapshot: <step id>``: every difference named), ``clear_migration``
 (deletes ``/controller`` and ``/migration``, Kafka's revert).
 """
@@ -26,7 +26,7 @@ import json
 from typing import Any
 
 from kops.cluster import migration as zkm
-from kops.cluster.acls import read_acls
+from kops.cluster.acls import read_acls, read_scram_users
 from kops.errors import BadInput, ClusterError
 from kops.model import Topology
 from kops.playbook.state import RunContext, StepFailed
@@ -134,6 +134,15 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         diffs.append(f"ACL gone: {_acl_text(acl)}")
     for acl in sorted(set(map(tuple, aa)) - set(map(tuple, ba))):
         diffs.append(f"ACL new: {_acl_text(acl)}")
+    if "scram_users" in before and "scram_users" in after:  # (a snapshot of an older kops has none)
+        bu, au = before["scram_users"], after["scram_users"]
+        for u in sorted(set(bu) | set(au)):
+            if u not in au:
+                diffs.append(f"SCRAM user {u} is gone (credentials {bu[u]})")
+            elif u not in bu:
+                diffs.append(f"SCRAM user {u} is new")
+            elif bu[u] != au[u]:
+                diffs.append(f"SCRAM user {u}: credentials {bu[u]} before, {au[u]} now")
     return diffs
 
 
@@ -148,9 +157,11 @@ def _acl_text(acl: tuple) -> str:
 
 
 def snapshot_doc(topo: Topology, broker_configs: dict[int, dict[str, str]], acls: list[list[str]] | None,
-                 acl_note: str) -> dict[str, Any]:
+                 acl_note: str, scram_users: dict[str, list[str]] | None = None,
+                 scram_note: str = "") -> dict[str, Any]:
     """What the migration must keep (pure): topics with partitions and replica assignments and
-    their configs as kops reads them, each broker's rack and dynamic configs, the ACLs. Left out as
+    their configs as kops reads them, each broker's rack and dynamic configs, the ACLs, the SCRAM
+    users (each credential's mechanism and iterations, no secret). Left out as
     what legitimately changes: the controller and the cluster's mode, leaders, ISRs and epochs,
     broker endpoints' registrations and releases, static broker configs (server.properties:
     process.roles, node.id, zookeeper.*, controller.*)."""
@@ -161,6 +172,8 @@ def snapshot_doc(topo: Topology, broker_configs: dict[int, dict[str, str]], acls
         "brokers": {str(b.id): {"rack": b.rack, "configs": broker_configs.get(b.id, {})} for b in topo.brokers},
         "acls": acls or [],
         "acl_note": acl_note,
+        "scram_users": scram_users or {},
+        "scram_note": scram_note,
     }
 
 
@@ -303,7 +316,7 @@ def _snapshot(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         return {"summary": "would save topics, assignments, topic and broker configs and ACLs (not read: a snapshot)"}
     doc = take_snapshot(ctx)
     summary = (f"{len(doc['topics'])} topics, {sum(len(t['partitions']) for t in doc['topics'].values())} partitions, "
-               f"{len(doc['brokers'])} brokers, {doc['acl_note']}")
+               f"{len(doc['brokers'])} brokers, {doc['acl_note']}, {doc['scram_note']}")
     if ctx.dry_run:
         return {"summary": "would save " + summary}
     path = ctx.run_dir() / f"snapshot-{ctx.current_step}.json"
@@ -318,7 +331,8 @@ def take_snapshot(ctx: RunContext) -> dict[str, Any]:
         topo = read_topology(conn, ReadOptions(with_sizes=False, with_reassignments=False))
         cfgs = read_broker_configs(conn, [b.id for b in topo.brokers])
         acls, note = read_acls(conn)
-    return snapshot_doc(topo, {b: c["dynamic"] for b, c in cfgs.items()}, acls, note)
+        users, users_note = read_scram_users(conn)
+    return snapshot_doc(topo, {b: c["dynamic"] for b, c in cfgs.items()}, acls, note, users, users_note)
 
 
 @step("compare_snapshot")
@@ -331,10 +345,12 @@ def _compare_snapshot(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     from kops.inputs.files import read_json
 
     before = read_json(path, what=f"snapshot of step {f['snapshot']!r}")
-    diffs = compare(before, take_snapshot(ctx))
+    now = take_snapshot(ctx)
+    diffs = compare(before, now)
     if diffs:
         raise StepFailed(f"{len(diffs)} differences from the snapshot of step {f['snapshot']!r}", details=diffs[:100])
-    return {"summary": f"same topics, assignments, topic and broker configs and ACLs as step {f['snapshot']!r}"}
+    return {"summary": f"same topics, assignments, topic and broker configs, ACLs and SCRAM users as step "
+                       f"{f['snapshot']!r} ({now['acl_note']}, {now['scram_note']})"}
 
 
 @step("clear_migration")

@@ -291,7 +291,9 @@ class SandboxConfig:
 
         if self.security not in SECURITY_MODES:
             raise BadInput(f"security {self.security!r}: expected one of {', '.join(SECURITY_MODES)}")
-        if self.security != "none" and self.mode != "zookeeper":
+        if self.security != "none" and self.mode != "zookeeper" and self.migration != "finalized":
+            # (a KRaft sandbox migrated from a secured ZooKeeper one keeps its security: its SCRAM
+            # credentials and ACLs came over with the metadata)
             raise BadInput(
                 f"--security {self.security} is available in ZooKeeper mode only; "
                 "drop --mode kraft or --security"
@@ -424,7 +426,7 @@ class SandboxConfig:
 
     def _validate_migration(self) -> None:
         """A ZooKeeper -> KRaft migration: ZooKeeper mode with KRaft controllers ("migrating") on
-        a Kafka that has both (3.7 - 3.9), local JVMs, not secured; brokers' phases known."""
+        a Kafka that has both (3.7 - 3.9), local JVMs (secured or not); brokers' phases known."""
         if self.migration not in MIGRATIONS:
             raise BadInput(f"migration {self.migration!r}: expected one of {', '.join(map(str, MIGRATIONS))}")
         if self.in_migration:
@@ -435,8 +437,8 @@ class SandboxConfig:
                 raise BadInput(f"a ZooKeeper -> KRaft migration in the sandbox needs Kafka "
                                f"{dist.line(dist.OLDEST_KRAFT)} - {dist.line(dist.LAST_ZOOKEEPER)} (both modes); "
                                f"this sandbox runs Kafka {self.kafka_version}")
-            if self.engine != "jvm" or self.secured:
-                raise BadInput("the sandbox migrates local JVMs without --security only (engine jvm, security none)")
+            if self.engine != "jvm":
+                raise BadInput("the sandbox migrates local JVMs only (engine jvm)")
             if self.controllers not in (1, 3, 5):
                 raise BadInput(f"controllers {self.controllers}: use a quorum of 1, 3 or 5")
             if self.controller_ports is not None and len(self.controller_ports) != self.controllers:
@@ -806,10 +808,12 @@ class SandboxConfig:
         """``server.properties`` of one broker (extra_properties last, so they win).
 
         Secured sandboxes (``security``): ``secrets`` (:class:`kops.sandbox.security.Secrets`)
-        fills in the inter-broker SCRAM password; None writes a placeholder."""
+        fills in the inter-broker SCRAM password (and, in a migration, the controller listener's
+        PLAIN one); None writes a placeholder."""
         if broker_id not in self.broker_ids:
             raise BadInput(f"no broker {broker_id} in this sandbox (brokers {self.broker_ids})")
         port = self.broker_port(broker_id)
+        proto = self.listener_protocol
         props: dict[str, str] = {}
         phase = self.broker_phase(broker_id)
         if phase != "kraft":
@@ -818,8 +822,8 @@ class SandboxConfig:
                 "zookeeper.connect": self.zookeeper_connect or "",
                 "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
                 "zookeeper.connection.timeout.ms": "10000",
-                "listeners": f"{self.listener_protocol}://{self.host}:{port}",
-                "advertised.listeners": f"{self.listener_protocol}://{self.host}:{port}",
+                "listeners": f"{proto}://{self.host}:{port}",
+                "advertised.listeners": f"{proto}://{self.host}:{port}",
             }
             # KIP-866: a ZooKeeper broker that also registers with the KRaft quorum (while reverting,
             # its next start is without: Kafka's revert removes the settings, then rolls it)
@@ -828,7 +832,7 @@ class SandboxConfig:
                     "zookeeper.metadata.migration.enable": "true",
                     "controller.quorum.voters": self.quorum_voters,
                     "controller.listener.names": "CONTROLLER",
-                    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "listener.security.protocol.map": self.protocol_map,
                     "inter.broker.protocol.version": dist.line(dist.release(self.kafka_version)),
                 }
         else:
@@ -837,10 +841,10 @@ class SandboxConfig:
                 "node.id": str(broker_id),
                 **self.quorum_properties,
                 "controller.listener.names": "CONTROLLER",
-                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "listeners": f"PLAINTEXT://{self.host}:{port}",
-                "advertised.listeners": f"PLAINTEXT://{self.host}:{port}",
+                "listener.security.protocol.map": self.protocol_map,
+                "inter.broker.listener.name": proto,
+                "listeners": f"{proto}://{self.host}:{port}",
+                "advertised.listeners": f"{proto}://{self.host}:{port}",
                 "broker.session.timeout.ms": "6000",
                 "broker.heartbeat.interval.ms": "1000",
             }
@@ -852,28 +856,40 @@ class SandboxConfig:
             # written into it: within 5 s, not Kafka's 60 s, also in a dir without replicas
             props["log.flush.offset.checkpoint.interval.ms"] = "5000"
         if self.secured:
-            from kops.sandbox.security import broker_security_properties
+            from kops.sandbox import security
 
-            props |= broker_security_properties(self.security, self.security_files, secrets)
+            props |= security.broker_security_properties(self.security, self.security_files, secrets,
+                                                         kraft=phase == "kraft")
+            if phase == "kraft" or (phase == "migrate" and self.migration == "migrating"):
+                props |= security.controller_client_properties(self.security, self.security_files, secrets)
         props |= {k: value_text(v) for k, v in self.extra_properties.items()}
         return props
 
-    def controller_properties(self, node_id: int) -> dict[str, str]:
-        """KRaft controller-only node."""
+    @property
+    def protocol_map(self) -> str:
+        """``listener.security.protocol.map`` of the KRaft nodes and the brokers in migration mode:
+        the controllers' listener and the brokers' one, each secured as the sandbox is."""
+        proto = self.listener_protocol
+        return f"CONTROLLER:{proto},{proto}:{proto}"
+
+    def controller_properties(self, node_id: int, secrets: Any = None) -> dict[str, str]:
+        """KRaft controller-only node. Secured: ``secrets`` fills in the controller listener's
+        PLAIN password and (in migration mode) the SCRAM one towards the ZooKeeper brokers."""
         if node_id not in self.controller_ids:
             raise BadInput(f"no controller {node_id} in this sandbox (controllers {self.controller_ids})")
         migrating = {  # KIP-866: the quorum takes the cluster's metadata over from ZooKeeper
             "zookeeper.metadata.migration.enable": "true",
             "zookeeper.connect": self.zookeeper_connect or "",
             "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
-            "inter.broker.listener.name": "PLAINTEXT",  # how the controllers reach the ZooKeeper brokers
+            # how the controllers reach the ZooKeeper brokers
+            "inter.broker.listener.name": self.listener_protocol,
         } if self.migration == "migrating" else {}
-        return migrating | {
+        props = migrating | {
             "process.roles": "controller",
             "node.id": str(node_id),
             **self.quorum_properties,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": self.protocol_map,
             "listeners": f"CONTROLLER://{self.host}:{self.controller_port(node_id)}",
             "log.dirs": str(self.data_dir(node_id)),
             "auto.leader.rebalance.enable": "true" if self.auto_leader_rebalance else "false",
@@ -885,6 +901,12 @@ class SandboxConfig:
             "broker.session.timeout.ms": "6000",
             "broker.heartbeat.interval.ms": "1000",
         }
+        if self.secured:
+            from kops.sandbox.security import controller_security_properties
+
+            props |= controller_security_properties(self.security, self.security_files, secrets,
+                                                    migrating=self.migration == "migrating")
+        return props
 
     def jvm_command(
         self, node: str | int, *, java: str, classpath: str, cds: Sequence[str] = ()

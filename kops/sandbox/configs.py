@@ -27,25 +27,31 @@ def write_node_configs(state: SandboxState, nodes: Nodes, meta: MetadataMode) ->
     cfg.config_dir.mkdir(parents=True, exist_ok=True)
     for version in cfg.versions:  # (the nodes upgraded to another Kafka: its logging configuration too)
         shutil.copyfile(dist.resource_path(dist.log4j_resource(version)), cfg.log4j_file_of(version))
-    for n in state.base_nodes():
-        what = "ZooKeeper" if n == "zookeeper" else f"KRaft controller {n}"
-        cfg.properties_file(n).write_text(render_properties(
-            _merged(meta.base_properties(n), nodes.overrides(n)), f"kops sandbox: {what} (generated)"))
     secrets = None
     if cfg.secured:
         from kops.sandbox import security
 
         secrets = security.write_security_files(cfg.security, cfg.security_files, cfg.host,
                                                 names=nodes.certificate_names())
+    for n in state.base_nodes():
+        what = "ZooKeeper" if n == "zookeeper" else f"KRaft controller {n}"
+        text = render_properties(_merged(meta.base_properties(n, secrets), nodes.overrides(n)),
+                                 f"kops sandbox: {what} (generated)")
+        _write(cfg.properties_file(n), text, private=secrets is not None and n != "zookeeper")
     for b in cfg.broker_ids:
         text = render_properties(_merged(cfg.broker_properties(b, secrets), nodes.overrides(b, secrets)),
                                  f"kops sandbox: broker {b} (generated)")
-        if secrets is not None:  # holds the inter-broker SCRAM password: 0600
-            from kops.sandbox.security import write_private
+        _write(cfg.properties_file(b), text, private=secrets is not None)
 
-            write_private(cfg.properties_file(b), text)
-        else:
-            cfg.properties_file(b).write_text(text)
+
+def _write(path, text: str, *, private: bool) -> None:
+    """A node's properties; ``private``: it holds a password (SCRAM, PLAIN): 0600."""
+    if private:
+        from kops.sandbox.security import write_private
+
+        write_private(path, text)
+    else:
+        path.write_text(text)
 
 
 __all__ = ["write_node_configs"]

@@ -37,8 +37,8 @@ class KraftMode(MetadataMode):
     name = "kraft"
     started_line = "[BrokerServer id={id}] Transition from STARTING to STARTED"
 
-    def base_properties(self, node: Node) -> dict[str, str]:
-        return self.config.controller_properties(int(node))
+    def base_properties(self, node: Node, secrets=None) -> dict[str, str]:
+        return self.config.controller_properties(int(node), secrets)
 
     def start_base(self, missing: list[Node], deadline: float) -> None:
         st, cfg = self.state, self.config
@@ -158,7 +158,7 @@ class KraftMode(MetadataMode):
             return set(), None
         try:
             ids, _ = probe.kafka_cluster(",".join(f"{self.config.host}:{self.config.broker_port(b)}" for b in live),
-                                         timeout_s=5.0)
+                                         timeout_s=5.0, client_config=self.client_config())
         except Exception:  # noqa: BLE001 - the cluster does not answer
             return set(), None
         return ids, None
@@ -188,7 +188,8 @@ class KraftMode(MetadataMode):
             if live:
                 try:
                     ids, _ = probe.kafka_cluster(",".join(f"{cfg.host}:{cfg.broker_port(b)}" for b in live),
-                                                 timeout_s=max(1.0, min(5.0, deadline - time.monotonic())))
+                                                 timeout_s=max(1.0, min(5.0, deadline - time.monotonic())),
+                                                 client_config=self.client_config())
                     last = sorted(ids)
                 except Exception as e:  # noqa: BLE001
                     last = f"{type(e).__name__}: {e}"

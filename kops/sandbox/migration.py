@@ -61,10 +61,10 @@ class MigrationMode(ZooKeeperMode):
 
     migration = "migrating"
 
-    def base_properties(self, node: Node) -> dict[str, str]:
+    def base_properties(self, node: Node, secrets: Any = None) -> dict[str, str]:
         if node == "zookeeper":
             return self.config.zookeeper_properties()
-        return self.config.controller_properties(int(node))
+        return self.config.controller_properties(int(node), secrets)
 
     def start_base(self, missing: list[Node], deadline: float) -> None:
         super().start_base(missing, deadline)
@@ -124,7 +124,8 @@ class MigrationMode(ZooKeeperMode):
         if kraft:
             try:
                 ids, _ = probe.kafka_cluster(",".join(f"{self.config.host}:{self.config.broker_port(b)}"
-                                                      for b in self.live_brokers()), timeout_s=5.0)
+                                                      for b in self.live_brokers()), timeout_s=5.0,
+                                             client_config=self.client_config())
                 regs |= set(kraft) & ids
             except Exception:  # noqa: BLE001 - the cluster does not answer
                 pass
@@ -147,7 +148,8 @@ class MigrationMode(ZooKeeperMode):
                 raise ClusterError(f"KRaft broker(s) {late} did not finish their start-up in time",
                                    details=failure_details(self.config, late[0]))
             time.sleep(0.3)
-        wait_metadata(self.config, self.live_brokers(), present=set(kraft), absent=set(), deadline=deadline)
+        wait_metadata(self.config, self.live_brokers(), present=set(kraft), absent=set(), deadline=deadline,
+                      client_config=self.client_config())
 
     def require_running(self) -> None:
         super().require_running()
@@ -177,9 +179,11 @@ class SandboxMigration:
 
     def _zk(self, timeout_s: float = 10.0):
         from kops.sandbox import probe
+        from kops.sandbox.security import zk_sasl
 
-        return probe.zk_client(self.sb.config.zookeeper_connect or f"{self.sb.config.host}:{self.sb.config.zookeeper_port}",
-                               timeout_s=timeout_s)
+        cfg = self.sb.config
+        return probe.zk_client(cfg.zookeeper_connect or f"{cfg.host}:{cfg.zookeeper_port}", timeout_s=timeout_s,
+                               sasl=zk_sasl(cfg))
 
     def status(self) -> MigrationStatus:
         """Where the migration is (:func:`classify`). After finalization ``POST_MIGRATION``

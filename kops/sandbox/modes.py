@@ -38,8 +38,9 @@ class MetadataMode:
     def config(self):
         return self.state.config
 
-    def base_properties(self, node: Node) -> dict[str, str]:
-        """``<node>.properties`` of a node of :meth:`SandboxState.base_nodes`."""
+    def base_properties(self, node: Node, secrets: Any = None) -> dict[str, str]:
+        """``<node>.properties`` of a node of :meth:`SandboxState.base_nodes` (``secrets``: a
+        secured sandbox's passwords, :class:`kops.sandbox.security.Secrets`)."""
         raise NotImplementedError
 
     def start_base(self, missing: list[Node], deadline: float) -> None:
@@ -103,7 +104,7 @@ class ZooKeeperMode(MetadataMode):
     started_line = "[KafkaServer id={id}] started"
     controller_is_a_broker = True
 
-    def base_properties(self, node: Node) -> dict[str, str]:
+    def base_properties(self, node: Node, secrets: Any = None) -> dict[str, str]:
         return self.config.zookeeper_properties()
 
     def _zk(self, timeout_s: float):

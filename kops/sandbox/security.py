@@ -8,6 +8,12 @@
   user ``kops-user`` nothing (no ACLs are granted to it);
 - ZooKeeper requiring SASL (DIGEST-MD5) for every session (``enforce.auth.enabled``) and the
   brokers writing their znodes with ACLs (``zookeeper.set.acl=true``) as ZooKeeper user ``kafka``;
+- during and after a ZooKeeper -> KRaft migration (:mod:`kops.sandbox.migration`): the KRaft
+  controllers' listener ``CONTROLLER`` secured too (SASL_PLAINTEXT, or SASL_SSL with the broker
+  certificate), SASL/PLAIN as ``admin`` (a controller cannot check SCRAM logins: the credentials
+  are in the metadata it serves), every KRaft node (controllers, KRaft brokers) with
+  ``StandardAuthorizer`` and the same ``super.users``; the controllers in migration mode log in
+  to ZooKeeper as the brokers do and to the ZooKeeper brokers' listener with SCRAM as ``admin``;
 - a throwaway CA and one broker certificate (SAN ``IP:127.0.0.1``, ``DNS:localhost``), made with
   the ``cryptography`` package; the brokers read them as PEM, the Python clients use ``ca.pem``.
 
@@ -47,6 +53,13 @@ ZK_USER = "kafka"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_ITERATIONS = 4096
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+#: the KRaft controller listener's mechanism: SCRAM credentials live in the metadata the controllers
+#: serve, so Kafka's controllers authenticate with PLAIN (or GSSAPI), never SCRAM
+CONTROLLER_MECHANISM = "PLAIN"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+#: ZooKeeper mode's authorizer (ACLs in ZooKeeper) and KRaft's (ACLs in the metadata log, KIP-801)
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 DIGEST_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
 ZK_SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
 
@@ -294,8 +307,12 @@ def zookeeper_security_properties() -> dict[str, str]:
     }
 
 
-def broker_security_properties(security: str, files: SecurityFiles, s: Secrets | None) -> dict[str, str]:
-    """Security part of server.properties (listeners are set by the caller).
+def broker_security_properties(security: str, files: SecurityFiles, s: Secrets | None, *,
+                               kraft: bool = False) -> dict[str, str]:
+    """Security part of server.properties (listeners are set by the caller). ``kraft``: a KRaft
+    broker (a migration's second roll): StandardAuthorizer, no ZooKeeper settings, and the
+    inter-broker listener named by the caller (``inter.broker.listener.name``; Kafka refuses it
+    together with ``security.inter.broker.protocol``).
 
     ``s`` None gives a placeholder instead of the password (for tests and previews)."""
     proto = listener_protocol(security)
@@ -305,19 +322,76 @@ def broker_security_properties(security: str, files: SecurityFiles, s: Secrets |
         "sasl.enabled.mechanisms": SCRAM_MECHANISM,
         "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
         f"listener.name.{proto.lower()}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": scram_jaas(ADMIN_USER, pw),
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": f"User:{ADMIN_USER}",
-        "allow.everyone.if.no.acl.found": "false",
+        "authorizer.class.name": ACL_AUTHORIZER,
+        **_authorization(),
         "zookeeper.set.acl": "true",
     }
-    if proto == "SASL_SSL":
+    if kraft:
+        del props["security.inter.broker.protocol"], props["zookeeper.set.acl"]
+        props["authorizer.class.name"] = STANDARD_AUTHORIZER
+    return props | _ssl_properties(security, files)
+
+
+def _authorization() -> dict[str, str]:
+    """What both authorizers read: the super user, and no access where no ACL says so."""
+    return {"super.users": f"User:{ADMIN_USER}", "allow.everyone.if.no.acl.found": "false"}
+
+
+def _ssl_properties(security: str, files: SecurityFiles) -> dict[str, str]:
+    """TLS of a SASL_SSL sandbox (every listener: the brokers' and the controllers')."""
+    if listener_protocol(security) != "SASL_SSL":
+        return {}
+    return {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(files.broker_pem),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(files.ca_cert),
+        "ssl.client.auth": "none",
+        "ssl.endpoint.identification.algorithm": "https",
+    }
+
+
+def plain_jaas(user: str, password: str) -> str:
+    """A PLAIN login that is both the client's (``username``/``password``) and the listener's one
+    user (``user_<name>``): the same line serves the controllers and the nodes that call them."""
+    u, p = _jaas_quote(user), _jaas_quote(password)
+    return f'{PLAIN_MODULE} required username="{u}" password="{p}" user_{u}="{p}";'
+
+
+def controller_client_properties(security: str, files: SecurityFiles, s: Secrets | None) -> dict[str, str]:
+    """How a node reaches the KRaft controllers' secured ``CONTROLLER`` listener (a broker in
+    migration mode, a KRaft broker, a controller reaching the others): PLAIN as ``admin``, and the
+    ``CONTROLLER`` listener's protocol (add it to ``listener.security.protocol.map``)."""
+    pw = s.admin_password if s else "<generated>"
+    return {
+        "sasl.mechanism.controller.protocol": CONTROLLER_MECHANISM,
+        f"listener.name.controller.{CONTROLLER_MECHANISM.lower()}.sasl.jaas.config": plain_jaas(ADMIN_USER, pw),
+    } | _ssl_properties(security, files)
+
+
+def controller_security_properties(security: str, files: SecurityFiles, s: Secrets | None, *,
+                                   migrating: bool) -> dict[str, str]:
+    """Security part of a KRaft controller's properties (listeners and the protocol map are the
+    caller's): the ``CONTROLLER`` listener served with PLAIN, StandardAuthorizer with the sandbox's
+    super user; ``migrating`` (KIP-866 migration mode): also the ZooKeeper brokers' listener as
+    their client (SCRAM as ``admin``, what the brokers use between themselves) and znodes written
+    with ACLs, as the brokers write them."""
+    proto = listener_protocol(security)
+    props = {
+        "listener.name.controller.sasl.enabled.mechanisms": CONTROLLER_MECHANISM,
+        **controller_client_properties(security, files, s),
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        **_authorization(),
+    }
+    if migrating:
+        pw = s.admin_password if s else "<generated>"
         props |= {
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(files.broker_pem),
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.location": str(files.ca_cert),
-            "ssl.client.auth": "none",
-            "ssl.endpoint.identification.algorithm": "https",
+            # (Kafka wants the inter-broker mechanism among the enabled ones; the controller
+            # listener's own setting above still limits it to PLAIN)
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+            f"listener.name.{proto.lower()}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": scram_jaas(ADMIN_USER, pw),
+            "zookeeper.set.acl": "true",
         }
     return props
 

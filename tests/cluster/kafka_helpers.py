@@ -12,26 +12,29 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-_ADMINS: dict[str, AdminClient] = {}
+_ADMINS: dict[tuple, AdminClient] = {}
 
 
-def admin(bootstrap: str) -> AdminClient:
+def admin(bootstrap: str, client: dict | None = None) -> AdminClient:
+    """An AdminClient of ``bootstrap``; ``client``: more librdkafka settings (a secured cluster's
+    ``security.protocol``, ``sasl.*``: ``ClientConfig.librdkafka()``)."""
     # keep the client alive: a collected AdminClient fails its pending futures (_DESTROY). Its
     # log goes to Python's logging (shown with a failed test), not to stderr: a cluster torn down
     # before the run ends would otherwise fill the run's output with its reconnection attempts
-    if bootstrap not in _ADMINS:
-        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap,
-                                          "logger": logging.getLogger("tests.kafka_helpers.admin")})
-    return _ADMINS[bootstrap]
+    key = (bootstrap, *sorted((client or {}).items()))
+    if key not in _ADMINS:
+        _ADMINS[key] = AdminClient({"bootstrap.servers": bootstrap, **(client or {}),
+                                    "logger": logging.getLogger("tests.kafka_helpers.admin")})
+    return _ADMINS[key]
 
 
-def to_controller(bootstrap: str, send, what: str, timeout: float = 60):
+def to_controller(bootstrap: str, send, what: str, timeout: float = 60, client: dict | None = None):
     """``send(client)`` a controller-bound request (CreateTopics, DeleteTopics) and return its
     result. librdkafka sends these to the controller it last heard of and never re-routes them:
     when the controller has moved since (a broker stopped, a ZooKeeper session lost under load),
     the answer is NOT_CONTROLLER until a metadata answer names the new one. So: ask for metadata
     (it updates the client's controller id) and send again, until the controller answers."""
-    a = admin(bootstrap)
+    a = admin(bootstrap, client)
     deadline = time.time() + timeout
     while True:
         try:
@@ -66,22 +69,24 @@ def assert_lock_released(bootstrap: str) -> None:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 6, rf: int = 3, *, min_isr: int = 2,
-                 mb_per_partition: float = 0, assignment: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
-    """Create a topic, wait until every partition has a leader and a full ISR, optionally fill it."""
-    a = admin(bootstrap)
+                 mb_per_partition: float = 0, assignment: dict[int, list[int]] | None = None,
+                 client: dict | None = None) -> dict[int, list[int]]:
+    """Create a topic, wait until every partition has a leader and a full ISR, optionally fill it
+    (``client``: more client settings, as :func:`admin`)."""
+    a = admin(bootstrap, client)
     cfg = {"min.insync.replicas": str(min_isr)}
     topic = (NewTopic(name, num_partitions=len(assignment), replica_assignment=[assignment[p] for p in sorted(assignment)], config=cfg)
              if assignment else NewTopic(name, partitions, rf, config=cfg))
-    to_controller(bootstrap, lambda c: c.create_topics([topic])[name].result(30), f"create topic {name}")
+    to_controller(bootstrap, lambda c: c.create_topics([topic])[name].result(30), f"create topic {name}", client=client)
     n = len(assignment) if assignment else partitions
     want = len(next(iter(assignment.values()))) if assignment else rf
     wait_for(lambda: (md := a.list_topics(name, timeout=10).topics[name]).error is None
              and len(md.partitions) == n
              and all(p.leader >= 0 and len(p.isrs) == want for p in md.partitions.values()),
              30, 0.3, f"topic {name} ready")
-    wait_for(lambda: _known_to_every_broker(a, name, n), 30, 0.3, f"topic {name} in every broker's metadata")
+    wait_for(lambda: _known_to_every_broker(a, name, n, client), 30, 0.3, f"topic {name} in every broker's metadata")
     if mb_per_partition:
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
+        p = Producer({"bootstrap.servers": bootstrap, **(client or {}), "linger.ms": 20, "acks": "all",
                       "batch.size": 1_000_000, "compression.type": "none"})
         value = os.urandom(100_000)
         for i in range(int(n * mb_per_partition * 10)):
@@ -89,17 +94,18 @@ def create_topic(bootstrap: str, name: str, partitions: int = 6, rf: int = 3, *,
             if i % 20 == 0:
                 p.poll(0)
         assert p.flush(60) == 0
-    return replicas(bootstrap, name)
+    return replicas(bootstrap, name, client)
 
 
-def _known_to_every_broker(a: AdminClient, name: str, n: int) -> bool:
+def _known_to_every_broker(a: AdminClient, name: str, n: int, client: dict | None = None) -> bool:
     """Every live broker's metadata cache has the topic and its ``n`` partitions. The controller
     tells the brokers one by one: a read right after the creation, answered by a broker not told
     yet, missed the topic (a compat test found no partition of it once, at load 15). Each broker
     is asked through a client of its own, which knows no other broker to ask; one this host
     cannot reach (a broker cut off by a fault test) is not waited for."""
     for b in a.list_topics(name, timeout=10).brokers.values():
-        one = AdminClient({"bootstrap.servers": f"{b.host}:{b.port}", "logger": logging.getLogger("tests.kafka_helpers.admin")})
+        one = AdminClient({"bootstrap.servers": f"{b.host}:{b.port}", **(client or {}),
+                           "logger": logging.getLogger("tests.kafka_helpers.admin")})
         try:
             md = one.list_topics(timeout=5)
         except KafkaException:
@@ -110,8 +116,8 @@ def _known_to_every_broker(a: AdminClient, name: str, n: int) -> bool:
     return True
 
 
-def replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:
-    md = admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
+def replicas(bootstrap: str, topic: str, client: dict | None = None) -> dict[int, list[int]]:
+    md = admin(bootstrap, client).list_topics(topic, timeout=10).topics[topic]
     return {pid: list(pm.replicas) for pid, pm in sorted(md.partitions.items())}
 
 
@@ -157,15 +163,17 @@ def requires(sandbox, feature) -> None:
 
 
 class Producing:
-    """An acks=all idempotent producer in the background; what was acknowledged."""
+    """An acks=all idempotent producer in the background; what was acknowledged (``client``: more
+    client settings, e.g. a secured cluster's user, as :func:`admin`)."""
 
-    def __init__(self, bs: str, topic: str):
+    def __init__(self, bs: str, topic: str, client: dict | None = None):
         self.topic = topic
         self.acked: set[bytes] = set()
         self.failed = 0
+        self.errors: set[str] = set()  # the failed deliveries' errors, by name
         self._stop = threading.Event()
-        self._p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                            "delivery.timeout.ms": 120000})
+        self._p = Producer({"bootstrap.servers": bs, **(client or {}), "acks": "all", "enable.idempotence": True,
+                            "linger.ms": 5, "delivery.timeout.ms": 120000})
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def _cb(self, err, msg):
@@ -173,6 +181,7 @@ class Producing:
             self.acked.add(msg.value())
         else:
             self.failed += 1
+            self.errors.add(err.name())
 
     def _run(self):
         i = 0
@@ -192,10 +201,11 @@ class Producing:
         self._p.flush(150)
 
 
-def consume_all(bs: str, want: set[bytes], topic: str) -> set[bytes]:
-    """Every message of ``topic`` read back until ``want`` is seen (or 90 s passed)."""
-    c = Consumer({"bootstrap.servers": bs, "group.id": f"kops-check-{topic}", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+def consume_all(bs: str, want: set[bytes], topic: str, client: dict | None = None) -> set[bytes]:
+    """Every message of ``topic`` read back until ``want`` is seen (or 90 s passed), in group
+    ``kops-check-<topic>`` (``client``: more client settings, as :func:`admin`)."""
+    c = Consumer({"bootstrap.servers": bs, **(client or {}), "group.id": f"kops-check-{topic}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.subscribe([topic])
     got: set[bytes] = set()
     deadline = time.monotonic() + 90

@@ -30,7 +30,9 @@ import time
 import pytest
 
 from scripts.reliability import MIGRATION, UPGRADED
-from tests.cluster.kafka_helpers import Producing, admin, consume_all, create_topic, kops
+from tests.cluster.kafka_helpers import Producing, consume_all, create_topic, kops
+from tests.cluster.migration_helpers import (assert_sampled, layout, mend_stuck_isr, record_row, run_mending_stuck_isr,
+                                             sandbox_cli)
 from tests.cluster.sandboxes import own_sandbox
 from tests.sampling import Sampler
 
@@ -49,17 +51,6 @@ def zk39(tmp_path_factory, request):
                            racks="a,b,c", kafka_version="3.9.2")
 
 
-def _layout(bs: str) -> dict[str, dict[int, list[int]]]:
-    md = admin(bs).list_topics(timeout=10)
-    return {t: {p: list(pm.replicas) for p, pm in tm.partitions.items()} for t, tm in md.topics.items()}
-
-
-def _cli(sb, *args: str) -> dict:
-    r = kops("sandbox", *args, "--workdir", str(sb.workdir), "--output", "json")
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return json.loads(r.stdout)
-
-
 def _wait_for_kill_point(proc: subprocess.Popen, home) -> dict | None:
     """The run's state file once the second roll's first broker is restarted (its ``restart``
     step done), read as kops wrote it; None when the run ends first."""
@@ -72,36 +63,6 @@ def _wait_for_kill_point(proc: subprocess.Popen, home) -> dict | None:
                     return st
         time.sleep(0.05)
     return None
-
-
-def _stuck_leaders(r: subprocess.CompletedProcess, loop: str) -> tuple[str, list[int], str]:
-    """A run stopped by Kafka 3.9.2's stuck ISR (below): the failed step (the in_sync gate after a
-    broker of ``loop`` came back), the leaders it names, and the run's id."""
-    assert r.stdout.strip(), r.stderr[-4000:]
-    rep = json.loads(r.stdout)
-    failed = [s for s in rep["steps"] if s["status"] == "failed"]
-    assert len(failed) == 1 and failed[0]["id"].startswith(loop) and failed[0]["id"].endswith(".back"), \
-        (failed, r.stderr[-4000:])
-    err = failed[0]["error"]
-    assert "out of ISR (of partitions led by brokers [" in err, err
-    return failed[0]["id"], json.loads(err.split("led by brokers ")[1].split(")")[0]), rep["run_id"]
-
-
-def _record(record, scenario: str, mode: str, version: str, prod: Producing, got: set[bytes], sampler: Sampler,
-            exits: list[int], seconds: float, stuck: tuple | None = None) -> None:
-    """The test's row of docs/reliability.md: the playbook's exit codes (run after run) and time,
-    what was acknowledged and lost, what the sampler saw, and the stuck ISR the test mended."""
-    detail = (f"{sampler.samples} metadata samples during the playbook (at most {sampler.max_gap_s:.1f} s apart), "
-              f"{len(sampler.bad)} offline/under-min-ISR")
-    if stuck:
-        detail += f"; Kafka 3.9.2's stuck ISR at {stuck[0]}: leader(s) {stuck[1]} restarted by the test, then --resume"
-    record(scenario=scenario, mode=mode, kafka_version=version, acknowledged=len(prod.acked), lost=len(prod.acked - got),
-           failed_sends=prod.failed, kops_exit=" -> ".join(map(str, exits)), kops_s=round(seconds, 1), detail=detail)
-
-
-def _assert_sampled(sampler: Sampler) -> None:
-    assert sampler.samples > 20 and sampler.max_gap_s < 15, (sampler.samples, sampler.max_gap_s)
-    assert sampler.bad == [], sampler.bad[:10]
 
 
 def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path, record):
@@ -120,14 +81,14 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
     verb = f"{shlex.quote(sys.executable)} -m kops sandbox"
     create_topic(bs, ROLLED_BACK, partitions=6, rf=3, min_isr=2)
     with Producing(bs, ROLLED_BACK) as prod:
-        before = _layout(bs)
+        before = layout(bs)
         t0 = time.monotonic()
-        doc = _cli(sb, "migration", "controllers-up", "--controller-port", str(free_ports(1)[0]))
+        doc = sandbox_cli(sb, "migration", "controllers-up", "--controller-port", str(free_ports(1)[0]))
         assert doc["migration"]["state"] == "PRE_MIGRATION", doc["migration"]
         assert doc["migration"]["controller"] in sb.broker_ids  # a ZooKeeper broker is still the controller
         for b in sb.broker_ids:
-            assert _cli(sb, "restart", "--broker", str(b), "--phase", "migrate")["phase"] == "migrate"
-        mig = _cli(sb, "migration", "wait", "--state", "MIGRATION", "--timeout", "120")["migration"]
+            assert sandbox_cli(sb, "restart", "--broker", str(b), "--phase", "migrate")["phase"] == "migrate"
+        mig = sandbox_cli(sb, "migration", "wait", "--state", "MIGRATION", "--timeout", "120")["migration"]
         assert mig["controller"] == 1000 and mig["kraft_controller_epoch"] is not None, mig
         assert mig["migration_znode"]["kraft_metadata_offset"] > 0, mig
         # out of order: a finalize with ZooKeeper brokers left, a broker back to ZooKeeper mode
@@ -136,7 +97,7 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
         assert r.returncode == 2 and "are not KRaft brokers yet" in r.stderr, r.stderr
         r = kops("sandbox", "restart", "--broker", "1", "--phase", "zookeeper", "--workdir", str(sb.workdir))
         assert r.returncode == 2 and "controllers-down" in r.stderr, r.stderr
-        assert _cli(sb, "restart", "--broker", "0", "--phase", "kraft")["phase"] == "kraft"  # the second roll begun
+        assert sandbox_cli(sb, "restart", "--broker", "0", "--phase", "kraft")["phase"] == "kraft"  # the second roll begun
         r = kops("sandbox", "migration", "controllers-down", "--workdir", str(sb.workdir))
         assert r.returncode == 2 and "run as KRaft brokers" in r.stderr, r.stderr  # broker 0 needs them
         to_zookeeper = f"{verb} restart --broker {{broker}} --phase zookeeper --workdir {wd}"
@@ -146,35 +107,21 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
                "-p", f"controllers_stop_command={verb} migration controllers-down --workdir {wd}",
                "-p", f"zookeeper_command={to_zookeeper}",
                "-p", "gate_timeout=3m", "-p", "restart_timeout=5m", "-p", "catch_up_timeout=90s"]
-        stuck, exits = None, []
         t_playbook = time.monotonic()
         with Sampler(bs, [ROLLED_BACK]) as sampler:
-            for _attempt in range(2):
-                rb = kops(*run, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
-                exits.append(rb.returncode)
-                if rb.returncode == 0 or stuck is not None:
-                    break
-                # Kafka 3.9.2 (1 run in 3 here): the broker still in migration mode that becomes the
-                # ZooKeeper controller once the KRaft controllers are gone loses its AlterPartition
-                # thread ("A metric named ... alter-partition-metrics ... already exists" when it
-                # switches controllers), so the partitions it leads never take the broker just rolled
-                # back into their ISR. The in_sync gate stops the run and names that leader; the
-                # operator takes it back to ZooKeeper mode now with the same hook and resumes
-                # (docs/kraft-migration.md) -- as this test does
-                stuck = _stuck_leaders(rb, "to-zookeeper.")
-                with sampler.paused():  # the test's own restarts, not the playbook's
-                    for b in stuck[1]:
-                        h = subprocess.run(to_zookeeper.replace("{broker}", str(b)), shell=True, capture_output=True,
-                                           text=True, timeout=300)
-                        assert h.returncode == 0, h.stderr
-                run = [*run[:3], "--resume", stuck[2], *run[3:10]]  # (the params are the run's)
+            # Kafka 3.9.2 (1 run in 3 here): the broker still in migration mode that becomes the
+            # ZooKeeper controller once the KRaft controllers are gone loses its AlterPartition
+            # thread ("A metric named ... alter-partition-metrics ... already exists" when it
+            # switches controllers): mended with the same hook, then --resume
+            rb, exits, stuck = run_mending_stuck_isr(run, run[3:10], "to-zookeeper.", to_zookeeper, sampler,
+                                                     {"KOPS_HOME": str(tmp_path)})
         playbook_s = time.monotonic() - t_playbook
         took = time.monotonic() - t0
     got = consume_all(bs, prod.acked, ROLLED_BACK)
-    _record(record, "ZooKeeper -> KRaft migration taken to dual write and the second roll, then rolled back by "
-                    "`playbook run zk-to-kraft-rollback` (sandbox hooks)", MIGRATION, "3.9.2", prod, got, sampler,
-            exits, playbook_s, stuck)
-    _assert_sampled(sampler)
+    record_row(record, "ZooKeeper -> KRaft migration taken to dual write and the second roll, then rolled back by "
+               "`playbook run zk-to-kraft-rollback` (sandbox hooks)", MIGRATION, "3.9.2", prod, got, sampler,
+               exits, playbook_s, stuck)
+    assert_sampled(sampler)
     assert rb.returncode == 0, (rb.stdout[-3000:], rb.stderr[-4000:])
     rep = json.loads(rb.stdout)
     by = {s["id"]: s for s in rep["steps"]}
@@ -182,13 +129,13 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
     assert by["possible"]["summary"].startswith("ok: a migration under way"), by["possible"]
     assert "held by 1000" in by["clear"]["summary"], by["clear"]
     assert "migration state NONE" in by["none"]["summary"], by["none"]
-    st = _cli(sb, "migration", "status")
+    st = sandbox_cli(sb, "migration", "status")
     assert st["migration"]["state"] == "NONE" and st["migration"]["controller"] in sb.broker_ids, st["migration"]
     assert st["mode"] == "zookeeper" and st["phases"] == {"0": "zookeeper", "1": "zookeeper", "2": "zookeeper"}
     assert [p["name"] for p in st["processes"] if p["role"] == "controller"] == []
     d = kops("cluster", "describe", "--bootstrap-server", bs, "--output", "json")
     assert d.returncode == 0 and json.loads(d.stdout)["mode"] == "zookeeper", d.stderr
-    assert _layout(bs)[ROLLED_BACK] == before[ROLLED_BACK]
+    assert layout(bs)[ROLLED_BACK] == before[ROLLED_BACK]
     assert len(prod.acked) > 100
     assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
     print(f"migration attempt and rollback playbook: {took:.1f}s (stuck ISR recovered: {stuck[:2] if stuck else None}); {len(prod.acked)} "
@@ -258,20 +205,15 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path, r
             # in_sync gate stops the run there and names that leader; the operator restarts it with the
             # same hook and resumes -- as this test does (docs/kraft-migration.md)
             assert recovered is None, (recovered, r.stderr[-4000:])
-            step, leaders, run_id = _stuck_leaders(r, "migrate.")
-            with sampler.paused():  # the test's own restarts, not the playbook's
-                for b in leaders:
-                    h = subprocess.run(hooks["migrate_command"].replace("{broker}", str(b)), shell=True,
-                                       capture_output=True, text=True, timeout=300)
-                    assert h.returncode == 0, h.stderr
+            step, leaders, run_id = mend_stuck_isr(r, "migrate.", hooks["migrate_command"], sampler)
             recovered = (step, leaders)
             run = [*resume[:3], "--resume", run_id, *resume[3:]]
         took = time.monotonic() - t0
     got = consume_all(bs, prod.acked, TOPIC)
-    _record(record, "ZooKeeper -> KRaft migration by `playbook run zk-to-kraft` (sandbox hooks), kops SIGKILLed "
-                    "in dual write, then --resume; finalized", MIGRATION, "3.9.2", prod, got, sampler, exits, took,
-            recovered)
-    _assert_sampled(sampler)
+    record_row(record, "ZooKeeper -> KRaft migration by `playbook run zk-to-kraft` (sandbox hooks), kops SIGKILLed "
+               "in dual write, then --resume; finalized", MIGRATION, "3.9.2", prod, got, sampler, exits, took,
+               recovered)
+    assert_sampled(sampler)
     assert killed is not None, "kops was never killed: the run ended before the second roll's first restart"
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
     rep = json.loads(r.stdout)
@@ -347,10 +289,10 @@ def test_the_migrated_cluster_is_upgraded_to_kafka_4_by_the_upgrade_playbook(zk3
         r = kops(*args, env={"KOPS_HOME": str(tmp_path)}, timeout=1200)
     took = time.monotonic() - t0
     got = consume_all(bs, prod.acked, topic="upgraded")
-    _record(record, f"the migrated cluster upgraded to Kafka {UPGRADE_TO} by `playbook run upgrade` (sandbox hooks: "
-                    "controllers, then brokers one at a time), metadata.version raised", UPGRADED,
-            f"3.9.2 -> {UPGRADE_TO}", prod, got, sampler, [r.returncode], took)
-    _assert_sampled(sampler)
+    record_row(record, f"the migrated cluster upgraded to Kafka {UPGRADE_TO} by `playbook run upgrade` (sandbox hooks: "
+               "controllers, then brokers one at a time), metadata.version raised", UPGRADED,
+               f"3.9.2 -> {UPGRADE_TO}", prod, got, sampler, [r.returncode], took)
+    assert_sampled(sampler)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
     by = {s["id"]: s for s in json.loads(r.stdout)["steps"]}
     assert all(s["status"] == "done" for s in by.values()), [s for s in by.values() if s["status"] != "done"]

@@ -206,6 +206,52 @@ def test_compare_snapshot_names_each_difference():
     ]
 
 
+def test_compare_snapshot_names_scram_users_gone_new_or_changed():
+    """A secured cluster's SCRAM users (mechanism/iterations, never a secret) are kept across the
+    migration; a snapshot written before kops read them (no key) is not compared on them."""
+    before = {**json.loads(json.dumps(SNAP)), "scram_users": {"admin": ["SCRAM-SHA-512/4096"],
+                                                              "app": ["SCRAM-SHA-256/8192"]}, "scram_note": "2 SCRAM users"}
+    after = json.loads(json.dumps(before))
+    assert pm.compare(before, after) == []
+    after["scram_users"] = {"admin": ["SCRAM-SHA-512/8192"], "other": ["SCRAM-SHA-512/4096"]}
+    assert pm.compare(before, after) == [
+        "SCRAM user admin: credentials ['SCRAM-SHA-512/4096'] before, ['SCRAM-SHA-512/8192'] now",
+        "SCRAM user app is gone (credentials ['SCRAM-SHA-256/8192'])",
+        "SCRAM user other is new",
+    ]
+    assert pm.compare(SNAP, after) == []  # (an older snapshot: no SCRAM users recorded)
+
+
+def test_scram_users_are_read_without_secrets_and_an_old_kafka_is_a_note():
+    from types import SimpleNamespace
+
+    from confluent_kafka.admin import ScramMechanism
+
+    from kops.cluster.acls import read_scram_users
+
+    class Future:
+        def __init__(self, v):
+            self.v = v
+
+        def result(self):
+            if isinstance(self.v, Exception):
+                raise self.v
+            return self.v
+
+    def conn(answer):
+        admin = SimpleNamespace(describe_user_scram_credentials=lambda request_timeout: Future(answer))
+        return SimpleNamespace(admin=lambda: admin, timeout_s=5.0, map_error=lambda e, what: RuntimeError(what))
+
+    info = SimpleNamespace(mechanism=ScramMechanism.SCRAM_SHA_512, iterations=4096)
+    users, note = read_scram_users(conn({"kops-user": SimpleNamespace(scram_credential_infos=[info]),
+                                         "admin": SimpleNamespace(scram_credential_infos=[info])}))
+    assert users == {"admin": ["SCRAM-SHA-512/4096"], "kops-user": ["SCRAM-SHA-512/4096"]} and note == "2 SCRAM users"
+    assert list(users) == ["admin", "kops-user"]
+    assert read_scram_users(conn(Exception("KafkaError{code=UNSUPPORTED_VERSION}")))[0] == {}
+    with pytest.raises(RuntimeError, match="describe SCRAM users"):
+        read_scram_users(conn(Exception("CLUSTER_AUTHORIZATION_FAILED")))
+
+
 def test_broker_configs_are_read_one_broker_per_request_and_a_silent_broker_is_not_read_as_empty():
     """The migration's reads go through kops.cluster.broker_configs (one BROKER resource per
     DescribeConfigs call: tests/unit/test_broker_configs.py): mode, ibp and dynamic configs per

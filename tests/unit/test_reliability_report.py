@@ -82,6 +82,7 @@ def test_the_scenarios_are_the_fault_suites_tests_that_record_a_row():
     assert any(i.startswith("tests/faults/test_concurrency_faults.py::test_kops_killed_at_each_failpoint") for i in ids)
     # the migration runbook's cluster tests record rows too
     assert "tests/cluster/test_zk_to_kraft_playbook.py::test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox" in ids
+    assert "tests/cluster/test_zk_to_kraft_secured.py::test_the_zk_to_kraft_playbook_migrates_a_secured_sandbox" in ids
     # tests without a row (the compose file, the secured cluster) are not scenarios
     assert not any("test_compose" in i or "test_security_docker" in i for i in ids)
 

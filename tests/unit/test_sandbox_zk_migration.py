@@ -76,6 +76,75 @@ def test_each_broker_phase_has_kafkas_settings(tmp_path):
     assert not {"zookeeper.connect", "zookeeper.metadata.migration.enable"} & set(fin.controller_properties(1000))
 
 
+def test_a_secured_migration_secures_every_listener_and_authorizes_with_the_same_super_user(tmp_path):
+    """A secured sandbox (SASL/SCRAM, ACLs) migrates too: the controllers' listener is SASL with
+    PLAIN as admin (a controller cannot check SCRAM logins), every node that calls the controllers
+    logs in so; the controllers in migration mode reach the ZooKeeper brokers' SASL listener with
+    SCRAM and write znodes with ACLs; KRaft nodes authorize with StandardAuthorizer, ZooKeeper
+    brokers (migration mode included) with AclAuthorizer, the same super user everywhere."""
+    from kops.sandbox.security import Secrets
+
+    s = Secrets("adm-pw", "user-pw", "zk-pw")
+    cfg = _migrating(tmp_path, security="sasl_plaintext").with_broker_phase(0, "migrate").with_broker_phase(1, "migrate")
+    cfg = cfg.with_broker_phase(1, "kraft")
+    zk, mig, kraft = (cfg.broker_properties(b, s) for b in (2, 0, 1))
+    ctrl = cfg.controller_properties(1000, s)
+    plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="adm-pw" '
+             'user_admin="adm-pw";')
+    assert ctrl["listeners"] == "CONTROLLER://127.0.0.1:9300"
+    assert ctrl["listener.security.protocol.map"] == "CONTROLLER:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+    assert ctrl["listener.name.controller.sasl.enabled.mechanisms"] == "PLAIN"
+    assert ctrl["sasl.mechanism.controller.protocol"] == "PLAIN"
+    assert ctrl["listener.name.controller.plain.sasl.jaas.config"] == plain
+    assert ctrl["inter.broker.listener.name"] == "SASL_PLAINTEXT"
+    assert ctrl["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert 'username="admin" password="adm-pw"' in ctrl["listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"]
+    assert ctrl["zookeeper.set.acl"] == "true"
+    assert ctrl["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    for props in (zk, mig, kraft, ctrl):
+        assert props["super.users"] == "User:admin" and props["allow.everyone.if.no.acl.found"] == "false"
+    assert zk["authorizer.class.name"] == mig["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+    assert "sasl.mechanism.controller.protocol" not in zk and zk["listeners"].startswith("SASL_PLAINTEXT://")
+    assert mig["listener.security.protocol.map"] == ctrl["listener.security.protocol.map"]
+    assert mig["sasl.mechanism.controller.protocol"] == "PLAIN"
+    assert mig["listener.name.controller.plain.sasl.jaas.config"] == plain
+    assert mig["security.inter.broker.protocol"] == "SASL_PLAINTEXT" and mig["zookeeper.set.acl"] == "true"
+    assert kraft["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert kraft["listeners"] == f"SASL_PLAINTEXT://127.0.0.1:{cfg.broker_port(1)}"
+    assert kraft["inter.broker.listener.name"] == "SASL_PLAINTEXT"
+    assert not {"security.inter.broker.protocol", "zookeeper.set.acl"} & set(kraft)  # (Kafka refuses both names)
+    assert kraft["sasl.mechanism.controller.protocol"] == "PLAIN"
+    assert kraft["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    # finalized: a secured KRaft sandbox (its credentials and ACLs came with the metadata)
+    done = cfg.with_broker_phase(0, "kraft").with_broker_phase(2, "migrate").with_broker_phase(2, "kraft")
+    fin = done.with_(mode="kraft", migration="finalized", broker_phases={}).validate()
+    assert fin.broker_properties(1, s) == kraft
+    after = fin.controller_properties(1000, s)
+    assert not {"zookeeper.connect", "zookeeper.set.acl", "sasl.mechanism.inter.broker.protocol"} & set(after)
+    assert after["listener.name.controller.plain.sasl.jaas.config"] == plain
+    # SASL_SSL: the controllers' listener too, with the broker certificate
+    ssl = _migrating(tmp_path, security="sasl_ssl").controller_properties(1001, s)
+    assert ssl["listener.security.protocol.map"] == "CONTROLLER:SASL_SSL,SASL_SSL:SASL_SSL"
+    assert ssl["ssl.keystore.location"].endswith("broker.pem") and ssl["ssl.truststore.location"].endswith("ca.pem")
+    # a KRaft sandbox is secured only as a migrated one
+    with pytest.raises(BadInput, match="ZooKeeper mode only"):
+        SandboxConfig(workdir=tmp_path, mode="kraft", security="sasl_plaintext").validate()
+
+
+def test_a_secured_migrations_controller_files_are_private(tmp_path):
+    """The controllers' properties hold the PLAIN password: written 0600, as the brokers' are."""
+    from kops.sandbox.cluster import Sandbox
+    from kops.sandbox.configs import write_node_configs
+
+    sb = Sandbox(_migrating(tmp_path, security="sasl_plaintext"))
+    write_node_configs(sb.state, sb.nodes, sb.meta)
+    for n in (1000, 1001, 1002, 0):
+        f = sb.config.properties_file(n)
+        assert f.stat().st_mode & 0o777 == 0o600, f
+        assert "<generated>" not in f.read_text()
+    assert sb.config.properties_file("zookeeper").stat().st_mode & 0o077 != 0  # no secret in it
+
+
 def test_the_phases_go_in_kafkas_order_only(tmp_path):
     plain = SandboxConfig(workdir=tmp_path, brokers=3)
     with pytest.raises(BadInput, match="not migrating: start the KRaft controllers first"):
@@ -100,8 +169,7 @@ def test_the_phases_go_in_kafkas_order_only(tmp_path):
 
 @pytest.mark.parametrize("kw, why", [
     ({"kafka_version": "3.6.2"}, "needs Kafka 3.7 - 3.9"),
-    ({"security": "sasl_ssl"}, "local JVMs without --security only"),
-    ({"engine": "docker"}, "local JVMs without --security only"),
+    ({"engine": "docker"}, "migrates local JVMs only"),
 ])
 def test_a_migration_is_refused_where_the_sandbox_cannot_run_it(tmp_path, kw, why):
     with pytest.raises(BadInput, match=why):
