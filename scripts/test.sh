@@ -23,34 +23,45 @@ pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
 if [ $# -gt 0 ] || [ -n "${KOPS_TEST_SERIAL:-}" ]; then
   exec "${pytest[@]}" "$@"
 fi
-# The whole suite, in two halves side by side (most of both is waiting on Kafka, not CPU): the
-# scenarios of docs/reliability.md -- the fault lab's containerised clusters and the ZooKeeper ->
-# KRaft runbook -- in the background, their output in build/test-faults.log (printed when they
-# end, times in build/junit-faults.xml); the unit, cluster and version-matrix tests in front
-# (build/junit.xml). The rows go to build/fault-results.json (started afresh here, appended to
-# under a lock: a test of the front half may record one too). The halves share the Kafka download
-# cache (locked per version) and nothing else: each draws its clusters' ports from its own half
-# of the range kops draws ports from (kops.sandbox.procs.port_range: $KOPS_PORT_RANGE if set, else
-# the 12,288 ports below the kernel's ephemeral range), so neither takes a port the other chose
-# and has not bound yet. KOPS_TEST_SERIAL=1: one process, one part after the other.
+# The whole suite, in three processes side by side (most of it is waiting on Kafka, not CPU):
+# the scenarios of docs/reliability.md -- the fault lab's containerised clusters, and the
+# ZooKeeper -> KRaft runbooks (plain and secured) -- in the background, their output in
+# build/test-faults.log and build/test-runbooks.log (printed when they end, times in
+# build/junit-faults.xml and build/junit-runbooks.xml); the unit, cluster and version-matrix tests
+# in front (build/junit.xml). The rows go to build/fault-results.json (started afresh here,
+# appended to under a lock: a test of the front may record one too). The three share the Kafka
+# download cache (locked per version) and nothing else: each draws its clusters' ports from its own
+# third of the range kops draws ports from (kops.sandbox.procs.port_range: $KOPS_PORT_RANGE if
+# set, else the 12,288 ports below the kernel's ephemeral range), so none takes a port another
+# chose and has not bound yet. KOPS_TEST_SERIAL=1: one process, one part after the other.
 range=$(.venv/bin/python -c 'from kops.sandbox.procs import port_range; print(*port_range())')
 read -r lo hi <<< "$range"
-mid=$(( (lo + hi) / 2 ))
+third=$(( (hi - lo) / 3 ))
+p1=$(( lo + third )); p2=$(( lo + 2 * third ))
 mkdir -p build
 results=${KOPS_FAULT_RESULTS:-build/fault-results.json}
 [ -n "${KOPS_FAULT_RESULTS_APPEND:-}" ] || rm -f "$results"
 export KOPS_FAULT_RESULTS_APPEND=1
-scenarios=(tests/faults tests/cluster/test_zk_to_kraft_playbook.py tests/cluster/test_zk_to_kraft_secured.py)
-KOPS_PORT_RANGE="$lo-$mid" "${pytest[@]}" "${scenarios[@]}" --junitxml=build/junit-faults.xml > build/test-faults.log 2>&1 &
-bg=$!
-KOPS_PORT_RANGE="$mid-$hi" "${pytest[@]}" "${scenarios[@]/#/--ignore=}" &
+faults=(tests/faults)
+runbooks=(tests/cluster/test_zk_to_kraft_playbook.py tests/cluster/test_zk_to_kraft_secured.py)
+KOPS_PORT_RANGE="$lo-$p1" "${pytest[@]}" "${faults[@]}" --junitxml=build/junit-faults.xml > build/test-faults.log 2>&1 &
+faults_pid=$!
+KOPS_PORT_RANGE="$p1-$p2" "${pytest[@]}" "${runbooks[@]}" --junitxml=build/junit-runbooks.xml > build/test-runbooks.log 2>&1 &
+runbooks_pid=$!
+ignore=("${faults[@]/#/--ignore=}" "${runbooks[@]/#/--ignore=}")
+KOPS_PORT_RANGE="$p2-$hi" "${pytest[@]}" "${ignore[@]}" &
 fg=$!
-trap 'kill "$bg" "$fg" 2>/dev/null || true' INT TERM  # (stopped, both stop: their watchdogs clean up)
+# (stopped, all three stop: their watchdogs clean up)
+trap 'kill "$faults_pid" "$runbooks_pid" "$fg" 2>/dev/null || true' INT TERM
 rc=0
 wait "$fg" || rc=$?
-bg_rc=0
-wait "$bg" || bg_rc=$?
-echo "==================== the fault lab and the runbook (build/test-faults.log) ===================="
+faults_rc=0
+wait "$faults_pid" || faults_rc=$?
+runbooks_rc=0
+wait "$runbooks_pid" || runbooks_rc=$?
+echo "==================== the fault lab (build/test-faults.log) ===================="
 cat build/test-faults.log
-echo "unit, cluster and version-matrix tests: exit $rc; the fault lab and the runbook: exit $bg_rc"
-[ "$rc" = 0 ] && [ "$bg_rc" = 0 ]
+echo "==================== the ZooKeeper -> KRaft runbooks (build/test-runbooks.log) ===================="
+cat build/test-runbooks.log
+echo "unit, cluster and version-matrix tests: exit $rc; the fault lab: exit $faults_rc; the runbooks: exit $runbooks_rc"
+[ "$rc" = 0 ] && [ "$faults_rc" = 0 ] && [ "$runbooks_rc" = 0 ]
