@@ -110,7 +110,8 @@ def wait_quorum_leader(state: SandboxState, ctrls: list[int], deadline: float) -
     Why: on a dynamic quorum (Kafka 3.9.2) a broker started while the first election was still
     being decided could take the leader of a superseded epoch for the active controller, never
     look again and give up registering after 60 s ("unable to register with the controller
-    quorum"): seen in 2 of 8 ``sandbox up --dynamic-quorum`` on a loaded 2-core machine."""
+    quorum"): seen in 3 of 10 ``sandbox up --dynamic-quorum`` on a loaded 2-core machine; 12 of 12
+    came up with this wait."""
     while True:
         leader = quorum_agreement({c: raft_state(since_launch(state, c, "Completed transition to")) for c in ctrls})
         if leader is not None or time.monotonic() > deadline:
