@@ -101,9 +101,9 @@ test's result (every assertion of the scenario, not only these columns).
 """
 CLUSTERS = {"zookeeper": "ZooKeeper and 6 Kafka {v} brokers in racks a,a,b,b,c,c",
             "kraft": "a KRaft quorum of 3 controllers and 6 Kafka {v} brokers in racks a,a,b,b,c,c",
-            MIGRATION: "ZooKeeper and 3 Kafka {v} brokers in racks a,b,c migrated to a KRaft quorum of 3 "
+            MIGRATION: "ZooKeeper and 6 Kafka {v} brokers in racks a,a,b,b,c,c migrated to a KRaft quorum of 3 "
                        "controllers (mode zookeeper -> kraft)",
-            UPGRADED: "the migrated cluster (3 KRaft controllers, 3 brokers) upgraded from Kafka {v} (mode kraft, "
+            UPGRADED: "the migrated cluster (3 KRaft controllers, 6 brokers) upgraded from Kafka {v} (mode kraft, "
                       "migrated)",
             MIGRATION_SECURED: "ZooKeeper (SASL) and 6 Kafka {v} brokers in racks a,a,b,b,c,c with SASL/SCRAM and ACLs "
                                "migrated to a KRaft quorum of 3 controllers (mode zookeeper -> kraft, secured)"}

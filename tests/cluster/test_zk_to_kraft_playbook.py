@@ -1,4 +1,4 @@
-"""ZooKeeper -> KRaft, then Kafka 4, on a real 3-broker, 3-rack Kafka 3.9.2 ZooKeeper sandbox. First a migration
+"""ZooKeeper -> KRaft, then Kafka 4, on a real 6-broker, 3-rack Kafka 3.9.2 ZooKeeper sandbox. First a migration
 attempt through the sandbox's own verbs (``kops sandbox migration ...``, ``kops sandbox restart
 --phase ...``, each in a process of its own), taken to dual write and the first broker of the
 second roll, is rolled back to ZooKeeper mode by the zk-to-kraft-rollback playbook (Kafka's revert
@@ -44,11 +44,11 @@ ROLLED_BACK = "rolled-back"
 
 @pytest.fixture(scope="module")
 def zk39(tmp_path_factory, request):
-    """ZooKeeper mode, Kafka 3.9.2: 3 brokers in racks a, b, c."""
+    """ZooKeeper mode, Kafka 3.9.2: 6 brokers in racks a, a, b, b, c, c."""
     from kops.sandbox import Sandbox
 
-    yield from own_sandbox(Sandbox, tmp_path_factory, request, "kops-zk2k-playbook", "zk-to-kraft sandbox", brokers=3,
-                           racks="a,b,c", kafka_version="3.9.2")
+    yield from own_sandbox(Sandbox, tmp_path_factory, request, "kops-zk2k-playbook", "zk-to-kraft sandbox", brokers=6,
+                           racks="a,a,b,b,c,c", kafka_version="3.9.2")
 
 
 def _wait_for_kill_point(proc: subprocess.Popen, home) -> dict | None:
