@@ -131,7 +131,7 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
     assert "migration state NONE" in by["none"]["summary"], by["none"]
     st = sandbox_cli(sb, "migration", "status")
     assert st["migration"]["state"] == "NONE" and st["migration"]["controller"] in sb.broker_ids, st["migration"]
-    assert st["mode"] == "zookeeper" and st["phases"] == {"0": "zookeeper", "1": "zookeeper", "2": "zookeeper"}
+    assert st["mode"] == "zookeeper" and st["phases"] == {str(b): "zookeeper" for b in sb.broker_ids}
     assert [p["name"] for p in st["processes"] if p["role"] == "controller"] == []
     d = kops("cluster", "describe", "--bootstrap-server", bs, "--output", "json")
     assert d.returncode == 0 and json.loads(d.stdout)["mode"] == "zookeeper", d.stderr
