@@ -87,6 +87,7 @@ class StandaloneCluster:
             "SPARK_DAEMON_MEMORY": "512m",
         }
         self.procs: dict[str, subprocess.Popen] = {}
+        self.watchdog: subprocess.Popen | None = None
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = self.base / f"{name}.log"
@@ -96,8 +97,11 @@ class StandaloneCluster:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self.env,
                 cwd=self.base, start_new_session=True,  # its own process group: the executors too
             )
+        with open(self.groups, "a") as f:  # (its pid is its group's id)
+            f.write(f"{self.procs[name].pid}\n")
 
     def start(self) -> None:
+        self._watch()
         (self.base / "work").mkdir()
         (self.base / "local").mkdir()
         self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
@@ -105,6 +109,25 @@ class StandaloneCluster:
         self._spawn("worker", ["org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
                                "--cores", "1", "--memory", "1g", "--webui-port", str(self.worker_ui_port),
                                "--work-dir", str(self.base / "work")])
+
+    def _watch(self) -> None:
+        """A watchdog of its own session: once this test process is gone (a run killed with
+        SIGKILL never runs the finalizer), it kills the master's and the worker's process groups
+        (their own sessions, out of reach of the run's process group) -- seen left running, with a
+        kops driver waiting on them, after a killed run."""
+        code = ("import os, signal, sys, time\n"
+                "owner, groups = int(sys.argv[1]), sys.argv[2]\n"
+                "while os.path.exists(f'/proc/{owner}'):\n"
+                "    time.sleep(1)\n"
+                "for g in open(groups).read().split():\n"
+                "    try:\n"
+                "        os.killpg(int(g), signal.SIGKILL)\n"
+                "    except OSError:\n"
+                "        pass\n")
+        self.groups = self.base / "process-groups"
+        self.groups.write_text("")
+        self.watchdog = subprocess.Popen([sys.executable, "-c", code, str(os.getpid()), str(self.groups)],
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
 
     def state(self) -> dict | None:
         try:
@@ -130,6 +153,9 @@ class StandaloneCluster:
             time.sleep(0.3)
 
     def stop(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.kill()
+            self.watchdog.wait()
         # the worker first (its shutdown kills its executors; so does killing its group)
         for name in ("worker", "master"):
             p = self.procs.get(name)
