@@ -23,17 +23,17 @@ pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
 if [ $# -gt 0 ] || [ -n "${KOPS_TEST_SERIAL:-}" ]; then
   exec "${pytest[@]}" "$@"
 fi
-# The whole suite, in three processes side by side (most of it is waiting on Kafka, not CPU):
-# the scenarios of docs/reliability.md -- the fault lab's containerised clusters, and the
-# ZooKeeper -> KRaft runbooks (plain and secured) -- in the background, their output in
-# build/test-faults.log and build/test-runbooks.log (printed when they end, times in
-# build/junit-faults.xml and build/junit-runbooks.xml); the unit, cluster and version-matrix tests
-# in front (build/junit.xml). The rows go to build/fault-results.json (started afresh here,
-# appended to under a lock: a test of the front may record one too). The three share the Kafka
-# download cache (locked per version) and nothing else: each draws its clusters' ports from its own
-# third of the range kops draws ports from (kops.sandbox.procs.port_range: $KOPS_PORT_RANGE if
-# set, else the 12,288 ports below the kernel's ephemeral range), so none takes a port another
-# chose and has not bound yet. KOPS_TEST_SERIAL=1: one process, one part after the other.
+# The whole suite, in three processes side by side (most of it is waiting on Kafka): the fault
+# lab's containerised clusters (build/test-faults.log, build/junit-faults.xml); the tests across
+# Kafka versions -- the ZooKeeper -> KRaft -> Kafka 4 runbooks (plain and secured) and the version
+# matrix's corners (build/test-versions.log, build/junit-versions.xml), both in the background and
+# printed when they end; the unit and cluster tests in front (build/junit.xml). The rows of
+# docs/reliability.md (the fault lab's and the runbooks') go to build/fault-results.json (started
+# afresh here, appended to under a lock). The three share the Kafka download cache (locked per
+# version) and nothing else: each draws its clusters' ports from its own third of the range kops
+# draws ports from (kops.sandbox.procs.port_range: $KOPS_PORT_RANGE if set, else the 12,288 ports
+# below the kernel's ephemeral range), so none takes a port another chose and has not bound yet.
+# KOPS_TEST_SERIAL=1: one process, one part after the other.
 range=$(.venv/bin/python -c 'from kops.sandbox.procs import port_range; print(*port_range())')
 read -r lo hi <<< "$range"
 third=$(( (hi - lo) / 3 ))
@@ -43,25 +43,25 @@ results=${KOPS_FAULT_RESULTS:-build/fault-results.json}
 [ -n "${KOPS_FAULT_RESULTS_APPEND:-}" ] || rm -f "$results"
 export KOPS_FAULT_RESULTS_APPEND=1
 faults=(tests/faults)
-runbooks=(tests/cluster/test_zk_to_kraft_playbook.py tests/cluster/test_zk_to_kraft_secured.py)
+versions=(tests/cluster/test_zk_to_kraft_playbook.py tests/cluster/test_zk_to_kraft_secured.py tests/compat)
 KOPS_PORT_RANGE="$lo-$p1" "${pytest[@]}" "${faults[@]}" --junitxml=build/junit-faults.xml > build/test-faults.log 2>&1 &
 faults_pid=$!
-KOPS_PORT_RANGE="$p1-$p2" "${pytest[@]}" "${runbooks[@]}" --junitxml=build/junit-runbooks.xml > build/test-runbooks.log 2>&1 &
-runbooks_pid=$!
-ignore=("${faults[@]/#/--ignore=}" "${runbooks[@]/#/--ignore=}")
+KOPS_PORT_RANGE="$p1-$p2" "${pytest[@]}" "${versions[@]}" --junitxml=build/junit-versions.xml > build/test-versions.log 2>&1 &
+versions_pid=$!
+ignore=("${faults[@]/#/--ignore=}" "${versions[@]/#/--ignore=}")
 KOPS_PORT_RANGE="$p2-$hi" "${pytest[@]}" "${ignore[@]}" &
 fg=$!
 # (stopped, all three stop: their watchdogs clean up)
-trap 'kill "$faults_pid" "$runbooks_pid" "$fg" 2>/dev/null || true' INT TERM
+trap 'kill "$faults_pid" "$versions_pid" "$fg" 2>/dev/null || true' INT TERM
 rc=0
 wait "$fg" || rc=$?
 faults_rc=0
 wait "$faults_pid" || faults_rc=$?
-runbooks_rc=0
-wait "$runbooks_pid" || runbooks_rc=$?
+versions_rc=0
+wait "$versions_pid" || versions_rc=$?
 echo "==================== the fault lab (build/test-faults.log) ===================="
 cat build/test-faults.log
-echo "==================== the ZooKeeper -> KRaft runbooks (build/test-runbooks.log) ===================="
-cat build/test-runbooks.log
-echo "unit, cluster and version-matrix tests: exit $rc; the fault lab: exit $faults_rc; the runbooks: exit $runbooks_rc"
-[ "$rc" = 0 ] && [ "$faults_rc" = 0 ] && [ "$runbooks_rc" = 0 ]
+echo "==================== the runbooks and the version matrix (build/test-versions.log) ===================="
+cat build/test-versions.log
+echo "unit and cluster tests: exit $rc; the fault lab: exit $faults_rc; the runbooks and the version matrix: exit $versions_rc"
+[ "$rc" = 0 ] && [ "$faults_rc" = 0 ] && [ "$versions_rc" = 0 ]
