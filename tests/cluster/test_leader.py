@@ -96,29 +96,44 @@ def slow_reassignment(sandbox, bootstrap: str, topic: str, target: list[int] | N
     for _ in range(3000):  # > replica.fetch.max.bytes (1 MB): the first fetch cannot take it all
         prod.produce(topic, b"x" * 1000)
         prod.poll(0)
-    prod.flush(30)
+    assert prod.flush(60) == 0, "the ~3 MB were not all acknowledged"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     rates = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
     def alter(op):
-        res = [ConfigResource("broker", str(b), incremental_configs=[
-            ConfigEntry(k, "1000", incremental_operation=op) for k in rates]) for b in ids]
-        res.append(ConfigResource("topic", topic, incremental_configs=[
+        # the topic's throttled replicas first, then the brokers' rates: a broker applies config
+        # changes in the order they were made, so one that reports its rate has the topic's too
+        res = [ConfigResource("topic", topic, incremental_configs=[
             ConfigEntry(k, "*", incremental_operation=op)
-            for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")]))
+            for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")])]
+        res += [ConfigResource("broker", str(b), incremental_configs=[
+            ConfigEntry(k, "1000", incremental_operation=op) for k in rates]) for b in ids]
         for r in res:  # one broker resource per request
             for f in admin.incremental_alter_configs([r]).values():
                 f.result(30)
 
+    def throttled(b: int) -> bool:
+        """Broker ``b`` itself (a broker resource is described by that broker) reports the rates:
+        it has applied them. The alter returns once the change is stored, before brokers apply it
+        -- a reassignment started in between copies the 3 MB at full speed (a CI failure)."""
+        (f,) = admin.describe_configs([ConfigResource("broker", str(b))]).values()
+        entries = f.result(30)
+        return all(k in entries and entries[k].value == "1000" for k in rates)
+
     kp = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
     alter(AlterConfigOpType.SET)
+    started = False
     try:
+        for b in ids:
+            wait_for(lambda: throttled(b), 30, 0.2, what=f"broker {b} to apply the 1 KB/s throttle")
         kp.alter_partition_reassignments({KTP(topic, 0): target or [ids[0], ids[2], ids[4]]})
+        started = True
         wait_for(lambda: kp.list_partition_reassignments(), 15, what="reassignment listed")
         yield
     finally:
-        kp.alter_partition_reassignments({KTP(topic, 0): None})
-        wait_for(lambda: not kp.list_partition_reassignments(), 30, what="reassignment cancelled")
+        if started:
+            kp.alter_partition_reassignments({KTP(topic, 0): None})
+            wait_for(lambda: not kp.list_partition_reassignments(), 30, what="reassignment cancelled")
         alter(AlterConfigOpType.DELETE)
         kp.close()
 
