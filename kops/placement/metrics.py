@@ -99,7 +99,7 @@ def kafka_generate(st: PlacementState, seed: int) -> dict[str, Any]:
     so the figure is reproducible.
     """
     try:
-        from kops.placement.kafka_assign import assign_replicas_to_brokers
+        from kops.placement.kafka_assign import assign_topics
     except ImportError as e:  # pragma: no cover - the module ships with kops
         return {"available": False, "reason": f"kafka_assign unavailable: {e}"}
     topo = st.topo
@@ -116,11 +116,11 @@ def kafka_generate(st: PlacementState, seed: int) -> dict[str, Any]:
     for i, (t, _) in enumerate(parts.tps):
         by_topic[t].append(i)
     new_reps: list[Sequence[int]] = [()] * len(parts.tps)
+    names = sorted(by_topic)
     try:
-        for t in sorted(by_topic):
-            idxs = by_topic[t]
-            res = assign_replicas_to_brokers(brokers, len(idxs), parts.rf[idxs[0]], rng=rng)
-            for k, p in enumerate(idxs):
+        done = assign_topics(brokers, [(len(by_topic[t]), parts.rf[by_topic[t][0]]) for t in names], rng=rng)
+        for t, res in zip(names, done):
+            for k, p in enumerate(by_topic[t]):
                 new_reps[p] = res[k]
     except Exception as e:  # Kafka would fail too: report its reason
         return {"available": False, "reason": str(e)}
