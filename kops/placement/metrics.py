@@ -348,10 +348,17 @@ def goals_report(st: PlacementState, report: dict[str, Any], done: Optimized, ch
     rack = goals.figures("rack", "rack-unsafe partitions", report["rack_violations_before"],
                          report["rack_violations_after"], 0, met=not report["rack_violations_after"], hard=True)
     full_before = st.topo.assignment()
+    every = len(st.parts.tps) == len(full_before)
+    # where every partition is balanced, the report's per-broker counts (over the whole cluster,
+    # every allowed broker among them) are the evaluation's: not counted again
+    rows = report["brokers"]
+    counted = {(when, slot): {row["id"]: row[f"{what}_{when}"] for row in rows}
+               for when in ("before", "after") for slot, what in ((None, "replicas"), (0, "leaders"), (1, "first_followers"))
+               } if every and st.allowed_set.issubset(row["id"] for row in rows) else None
     out = goals.evaluate(st.topo, full_before, {**full_before, **done.target}, brokers=st.allowed,
                          known={"rack": rack}, threshold=st.limits.disk_threshold,
                          nw_threshold=goals.DEFAULT_THRESHOLD, band_share=st.band_share,
-                         scope=set(st.parts.tps) if len(st.parts.tps) != len(full_before) else None)
+                         scope=None if every else set(st.parts.tps), counted=counted)
     for name, v in out.items():
         if v.get("verdict") == "worse":
             v["why"], v["forced_by"] = _why(name, v, done, chosen, st.goal.kind)
