@@ -394,7 +394,7 @@ class _SlotGoal(PlanGoal):
         reps, n = st.reps, len(st.allowed)
         slot = cls.slot
         c = Counter([r[slot] for r in reps if len(r) > slot])
-        total = sum(1 for r in reps if len(r) > slot)
+        total = sum(c.values())  # (the lists holding the slot: each counted once)
         return Counts(slot, c, (total // n, -(-total // n)))
 
 
