@@ -362,4 +362,5 @@ def test_assign_topics_is_a_call_per_topic(seed, rack_aware):
             got.append((str(e), e.kafka_exception, e.details))
         return got
 
-    assert outcome(assign_topics(brokers, topics, rack_aware=rack_aware, rng=random.Random(seed))) == outcome(one_by_one())
+    together = assign_topics(brokers, topics, rack_aware=rack_aware, rng=random.Random(seed))
+    assert outcome(together) == outcome(one_by_one())
