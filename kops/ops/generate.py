@@ -90,7 +90,7 @@ def generate(
 
 def _kafka(topo: Topology, topics: list[str], brokers: list[int], *, rack_aware: bool,
            rng: random.Random) -> dict[TopicPartition, tuple[int, ...]]:
-    from kops.placement.kafka_assign import assign_replicas_to_brokers
+    from kops.placement.kafka_assign import assign_topics
 
     metas = [(b, topo.rack_of(b)) for b in sorted(brokers)]
     if rack_aware and any(r is None for _, r in metas) and any(r is not None for _, r in metas):
@@ -99,10 +99,9 @@ def _kafka(topo: Topology, topics: list[str], brokers: list[int], *, rack_aware:
             "make replica assignment without rack information."
         )
     out: dict[TopicPartition, tuple[int, ...]] = {}
-    for name in sorted(topics):
-        parts = topo.topic(name).partitions
-        rf = len(parts[0].replicas)
-        assignment = assign_replicas_to_brokers(metas, len(parts), rf, rack_aware=rack_aware, rng=rng)
+    partitions = [topo.topic(name).partitions for name in sorted(topics)]
+    sizes = ((len(parts), len(parts[0].replicas)) for parts in partitions)  # (read as each topic's turn comes)
+    for parts, assignment in zip(partitions, assign_topics(metas, sizes, rack_aware=rack_aware, rng=rng)):
         for p in parts:
             out[p.tp] = tuple(assignment[p.partition])
     return out

@@ -32,7 +32,7 @@ over 1,000 brokers take a few seconds (``bench/bench_assign.py``).
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from kops.errors import BadInput
 from kops.placement.collector import paused
@@ -41,6 +41,7 @@ __all__ = [
     "JavaRandom",
     "KafkaAssignmentError",
     "assign_replicas_to_brokers",
+    "assign_topics",
     "literal_assign_replicas_to_brokers",
     "rack_alternated_broker_list",
     "replica_index",
@@ -192,6 +193,22 @@ def literal_assign_replicas_to_brokers(
     return _assign(brokers, n_partitions, replication_factor, fixed_start_index, start_partition_id, rack_aware, rng, True)
 
 
+def assign_topics(
+    brokers: Sequence[tuple[int, str | None]],
+    topics: Iterable[tuple[int, int]],
+    *,
+    rack_aware: bool = True,
+    rng: random.Random | None = None,
+) -> Iterator[dict[int, list[int]]]:
+    """:func:`assign_replicas_to_brokers` for each ``(n_partitions, replication_factor)`` of
+    ``topics`` in turn (lazily: a topic per result taken), with the same ``brokers`` and the same
+    ``rng`` (one fresh ``Random`` for all when ``None``): what ``kafka-reassign-partitions.sh
+    --generate`` computes, a call per topic. The same results and the same errors, in the same
+    order, as those calls in a loop; the broker list is checked and laid out (Kafka's
+    rack-alternated list) once, not once per topic."""
+    return _assign_all(brokers, topics, -1, -1, rack_aware, rng, False)
+
+
 def _assign(
     brokers: Sequence[tuple[int, str | None]],
     n_partitions: int,
@@ -202,48 +219,99 @@ def _assign(
     rng: random.Random | None,
     literal: bool,
 ) -> dict[int, list[int]]:
-    for name, value in (
-        ("number of partitions", n_partitions),
-        ("replication factor", replication_factor),
-        ("start index", fixed_start_index),
-        ("start partition id", start_partition_id),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or not INT_MIN <= value <= INT_MAX:
-            raise KafkaAssignmentError(
-                f"{name} {value!r} is not a 32-bit integer (Kafka takes a Java int)", "IllegalArgumentException"
-            )
-    ids: list[int] = []
-    racks: list[str | None] = []
-    for entry in brokers:
-        b, r = entry
-        if not isinstance(b, int) or isinstance(b, bool) or not INT_MIN <= b <= INT_MAX:
-            raise KafkaAssignmentError(f"broker id {b!r} is not a 32-bit integer", "IllegalArgumentException")
-        ids.append(b)
-        racks.append(r if rack_aware else None)
+    return next(_assign_all(brokers, ((n_partitions, replication_factor),), fixed_start_index, start_partition_id,
+                            rack_aware, rng, literal))
 
-    # Kafka's checks, in Kafka's order and wording
-    if n_partitions <= 0:
-        raise KafkaAssignmentError("Number of partitions must be larger than 0.", "InvalidPartitionsException")
-    if replication_factor <= 0:
-        raise KafkaAssignmentError(
-            "Replication factor must be larger than 0.", "InvalidReplicationFactorException"
-        )
-    if replication_factor > len(ids):
-        raise KafkaAssignmentError(
-            f"Replication factor: {replication_factor} larger than available brokers: {len(ids)}.",
-            "InvalidReplicationFactorException",
-        )
-    if rng is None:
-        rng = random.Random()
-    # Millions of small lists, none of them in a reference cycle: pausing the cyclic garbage
-    # collector while they are built halves the time (:mod:`kops.placement.collector`)
-    with paused():
-        return _dispatch(ids, racks, n_partitions, replication_factor, fixed_start_index, start_partition_id, rng, literal)
+
+def _assign_all(
+    brokers: Sequence[tuple[int, str | None]],
+    topics: Iterable[tuple[int, int]],
+    fixed_start_index: int,
+    start_partition_id: int,
+    rack_aware: bool,
+    rng: random.Random | None,
+    literal: bool,
+) -> Iterator[dict[int, list[int]]]:
+    listed: _Brokers | None = None
+    for n_partitions, replication_factor in topics:
+        for name, value in (
+            ("number of partitions", n_partitions),
+            ("replication factor", replication_factor),
+            ("start index", fixed_start_index),
+            ("start partition id", start_partition_id),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or not INT_MIN <= value <= INT_MAX:
+                raise KafkaAssignmentError(
+                    f"{name} {value!r} is not a 32-bit integer (Kafka takes a Java int)", "IllegalArgumentException"
+                )
+        if listed is None:  # (the same broker list for every topic: read once, where Kafka reads it)
+            listed = _Brokers(brokers, rack_aware)
+        listed.check()
+
+        # Kafka's checks, in Kafka's order and wording
+        if n_partitions <= 0:
+            raise KafkaAssignmentError("Number of partitions must be larger than 0.", "InvalidPartitionsException")
+        if replication_factor <= 0:
+            raise KafkaAssignmentError(
+                "Replication factor must be larger than 0.", "InvalidReplicationFactorException"
+            )
+        if replication_factor > len(listed.ids):
+            raise KafkaAssignmentError(
+                f"Replication factor: {replication_factor} larger than available brokers: {len(listed.ids)}.",
+                "InvalidReplicationFactorException",
+            )
+        if rng is None:
+            rng = random.Random()
+        # Millions of small lists, none of them in a reference cycle: pausing the cyclic garbage
+        # collector while they are built halves the time (:mod:`kops.placement.collector`)
+        with paused():
+            got = _dispatch(listed, n_partitions, replication_factor, fixed_start_index, start_partition_id, rng,
+                            literal)
+        yield got
+
+
+class _Brokers:
+    """A broker list as Kafka's assignment reads it: the ids and racks (none when rack-unaware),
+    the first id that is not a Java int (Kafka's error, raised by :meth:`check` where Kafka
+    checks it), the brokers without a rack, and -- rack-aware -- the rack-alternated list with
+    each position's rack number (:meth:`layout`, made once when first asked for)."""
+
+    def __init__(self, brokers: Sequence[tuple[int, str | None]], rack_aware: bool):
+        self.ids: list[int] = []
+        self.racks: list[str | None] = []
+        self.bad: tuple[object] | None = None
+        for entry in brokers:
+            b, r = entry
+            if not isinstance(b, int) or isinstance(b, bool) or not INT_MIN <= b <= INT_MAX:
+                self.bad = (b,)
+                break
+            self.ids.append(b)
+            self.racks.append(r if rack_aware else None)
+        self.unaware = all(r is None for r in self.racks)
+        self.missing = [b for b, r in zip(self.ids, self.racks) if r is None]
+        self._layout: tuple[list[int], list[int], int] | None = None
+
+    def check(self) -> None:
+        if self.bad is not None:
+            raise KafkaAssignmentError(f"broker id {self.bad[0]!r} is not a 32-bit integer", "IllegalArgumentException")
+
+    def layout(self) -> tuple[list[int], list[int], int]:
+        """Kafka's rack-alternated broker list, the rack number of each of its positions, and the
+        number of racks."""
+        if self._layout is None:
+            rack_map: dict[int, str] = {}
+            for b, r in zip(self.ids, self.racks):
+                rack_map[b] = r  # type: ignore[assignment]  # a duplicate id keeps its last rack, as Java's HashMap
+            arranged = rack_alternated_broker_list(rack_map)
+            rack_names = sorted(set(rack_map.values()), key=_java_string_key)
+            rack_no = {r: i for i, r in enumerate(rack_names)}
+            rack_at = [rack_no[rack_map[b]] for b in arranged]  # rack number of each position
+            self._layout = (arranged, rack_at, len(rack_names))
+        return self._layout
 
 
 def _dispatch(
-    ids: list[int],
-    racks: list[str | None],
+    listed: _Brokers,
     n_partitions: int,
     replication_factor: int,
     fixed_start_index: int,
@@ -251,9 +319,10 @@ def _dispatch(
     rng: random.Random,
     literal: bool,
 ) -> dict[int, list[int]]:
-    if all(r is None for r in racks):
-        return _rack_unaware(n_partitions, replication_factor, ids, fixed_start_index, start_partition_id, rng, literal)
-    missing = [b for b, r in zip(ids, racks) if r is None]
+    if listed.unaware:
+        return _rack_unaware(n_partitions, replication_factor, listed.ids, fixed_start_index, start_partition_id, rng,
+                             literal)
+    missing = listed.missing
     if missing:
         raise KafkaAssignmentError(
             "Not all brokers have rack information for replica rack aware assignment.",
@@ -263,10 +332,9 @@ def _dispatch(
                 "give every broker a rack, or disable rack awareness (--disable-rack-aware)",
             ],
         )
-    rack_map: dict[int, str] = {}
-    for b, r in zip(ids, racks):
-        rack_map[b] = r  # type: ignore[assignment]  # a duplicate id keeps its last rack, as Java's HashMap
-    return _rack_aware(n_partitions, replication_factor, rack_map, fixed_start_index, start_partition_id, rng, literal)
+    arranged, rack_at, m = listed.layout()
+    return _rack_aware(n_partitions, replication_factor, arranged, rack_at, m, fixed_start_index, start_partition_id,
+                       rng, literal)
 
 
 def _draws(n: int, fixed_start_index: int, rng: random.Random) -> tuple[int, int]:
@@ -366,18 +434,17 @@ def _get(lst: list[int], i: int) -> int:
 def _rack_aware(
     n_partitions: int,
     rf: int,
-    rack_map: dict[int, str],
+    arranged: list[int],
+    rack_at: list[int],
+    m: int,
     fixed_start_index: int,
     start_partition_id: int,
     rng: random.Random,
     literal: bool = False,
 ) -> dict[int, list[int]]:
-    arranged = rack_alternated_broker_list(rack_map)
+    """KIP-36 over Kafka's rack-alternated list ``arranged`` (``rack_at``: each position's rack
+    number, ``m`` racks; :meth:`_Brokers.layout`)."""
     n = len(arranged)
-    rack_names = sorted(set(rack_map.values()), key=_java_string_key)
-    m = len(rack_names)
-    rack_no = {r: i for i, r in enumerate(rack_names)}
-    rack_at = [rack_no[rack_map[b]] for b in arranged]  # rack number of each position
     start_index, shift = _draws(n, fixed_start_index, rng)
     first_pid = max(0, start_partition_id)
     last_pid = first_pid + n_partitions - 1

@@ -99,7 +99,7 @@ def kafka_generate(st: PlacementState, seed: int) -> dict[str, Any]:
     so the figure is reproducible.
     """
     try:
-        from kops.placement.kafka_assign import assign_replicas_to_brokers
+        from kops.placement.kafka_assign import assign_topics
     except ImportError as e:  # pragma: no cover - the module ships with kops
         return {"available": False, "reason": f"kafka_assign unavailable: {e}"}
     topo = st.topo
@@ -116,11 +116,11 @@ def kafka_generate(st: PlacementState, seed: int) -> dict[str, Any]:
     for i, (t, _) in enumerate(parts.tps):
         by_topic[t].append(i)
     new_reps: list[Sequence[int]] = [()] * len(parts.tps)
+    names = sorted(by_topic)
     try:
-        for t in sorted(by_topic):
-            idxs = by_topic[t]
-            res = assign_replicas_to_brokers(brokers, len(idxs), parts.rf[idxs[0]], rng=rng)
-            for k, p in enumerate(idxs):
+        done = assign_topics(brokers, [(len(by_topic[t]), parts.rf[by_topic[t][0]]) for t in names], rng=rng)
+        for t, res in zip(names, done):
+            for k, p in enumerate(by_topic[t]):
                 new_reps[p] = res[k]
     except Exception as e:  # Kafka would fail too: report its reason
         return {"available": False, "reason": str(e)}
@@ -348,10 +348,17 @@ def goals_report(st: PlacementState, report: dict[str, Any], done: Optimized, ch
     rack = goals.figures("rack", "rack-unsafe partitions", report["rack_violations_before"],
                          report["rack_violations_after"], 0, met=not report["rack_violations_after"], hard=True)
     full_before = st.topo.assignment()
+    every = len(st.parts.tps) == len(full_before)
+    # where every partition is balanced, the report's per-broker counts (over the whole cluster,
+    # every allowed broker among them) are the evaluation's: not counted again
+    rows = report["brokers"]
+    counted = {(when, slot): {row["id"]: row[f"{what}_{when}"] for row in rows}
+               for when in ("before", "after") for slot, what in ((None, "replicas"), (0, "leaders"), (1, "first_followers"))
+               } if every and st.allowed_set.issubset(row["id"] for row in rows) else None
     out = goals.evaluate(st.topo, full_before, {**full_before, **done.target}, brokers=st.allowed,
                          known={"rack": rack}, threshold=st.limits.disk_threshold,
                          nw_threshold=goals.DEFAULT_THRESHOLD, band_share=st.band_share,
-                         scope=set(st.parts.tps) if len(st.parts.tps) != len(full_before) else None)
+                         scope=None if every else set(st.parts.tps), counted=counted)
     for name, v in out.items():
         if v.get("verdict") == "worse":
             v["why"], v["forced_by"] = _why(name, v, done, chosen, st.goal.kind)

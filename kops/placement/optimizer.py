@@ -121,9 +121,12 @@ class Optimizer:
         complete = not st.budget.hit and not st.unrepaired
         st.watchers.clear()
         self._leadership()
-        target = {tp: tuple(r) for tp, r in zip(st.parts.tps, st.reps)}
-        changes = {tp: r for tp, r, o in zip(st.parts.tps, target.values(), st.parts.orig) if r != tuple(o)}
-        self.verify(changes)
+        tps = st.parts.tps
+        target = {tp: tuple(r) for tp, r in zip(tps, st.reps)}
+        lists = list(target.values())
+        changed = [p for p, (r, o) in enumerate(zip(lists, st.parts.orig)) if r != tuple(o)]
+        changes = {tps[p]: lists[p] for p in changed}
+        self.verify(changed)
         return Optimized(target, changes, complete, self.moves, prepared, self.stages, self.leadership,
                          self.without_data)
 
@@ -252,24 +255,27 @@ class Optimizer:
         for name, turn in lead.turns.items():
             self.leadership[name if name != "topic-spread" else "topic-spread leaders"] = turn
 
-    def verify(self, changes: dict[TopicPartition, tuple[int, ...]]) -> None:
-        """Hard constraints of every changed partition, checked with the one definition."""
+    def verify(self, changed: Sequence[int]) -> None:
+        """Hard constraints of every changed partition (``changed``: their indexes), checked with
+        the one definition."""
         st = self.st
-        idx = {tp: i for i, tp in enumerate(st.parts.tps)}
-        for tp, r in changes.items():
-            p = idx[tp]
-            if p in st.unrepaired:
-                continue
+        reps, rf, allowed, safety = st.reps, st.parts.rf, st.allowed_set, st.racks.safety
+        for p in changed:
+            r = reps[p]
+            if p in st.unrepaired or (len(r) == rf[p] and allowed.issuperset(r) and safety.safe(r)):
+                continue  # (safe: distinct brokers, rack-safe -- no problem below)
+            r = tuple(r)
             problems = []
             if len(set(r)) != len(r):
                 problems.append("duplicate broker")
-            if len(r) != st.parts.rf[p]:
-                problems.append(f"{len(r)} replicas, expected {st.parts.rf[p]}")
-            if any(b not in st.allowed_set for b in r):
+            if len(r) != rf[p]:
+                problems.append(f"{len(r)} replicas, expected {rf[p]}")
+            if any(b not in allowed for b in r):
                 problems.append("broker not allowed")
-            if not st.racks.safety.safe(r):
+            if not safety.safe(r):
                 problems.append(rack_violation(r, st.racks.tree) or "not rack-safe")
             if problems:  # a planner bug: never emit such a plan
+                tp = st.parts.tps[p]
                 raise AssertionError(f"planner produced an invalid list for {tp[0]}-{tp[1]}: {r}: {problems}")
 
 

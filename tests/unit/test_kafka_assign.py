@@ -15,6 +15,7 @@ from kops.placement.kafka_assign import (
     JavaRandom,
     KafkaAssignmentError,
     assign_replicas_to_brokers,
+    assign_topics,
     literal_assign_replicas_to_brokers,
     rack_alternated_broker_list,
 )
@@ -330,3 +331,36 @@ def test_rack_unaware_even_leaders_and_replicas(n, rounds, rf, fixed):
     assert sorted(Counter(r[0] for r in got.values()).values()) == [rounds] * n
     assert sorted(Counter(b for r in got.values() for b in r).values()) == [rounds * rf] * n
     assert all(len(set(r)) == rf for r in got.values())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**16), st.booleans())
+def test_assign_topics_is_a_call_per_topic(seed, rack_aware):
+    """Kafka's --generate over many topics: the broker list read once, the results, the draws
+    and the first error those of :func:`assign_replicas_to_brokers` called topic by topic."""
+    rnd = random.Random(seed)
+    n = rnd.randint(1, 12)
+    racks = [f"r{rnd.randrange(4)}" for _ in range(n)]
+    if rnd.random() < 0.2:
+        racks[rnd.randrange(n)] = None  # (rack-aware: Kafka refuses)
+    brokers = [(b, r) for b, r in zip(rnd.sample(range(100), n), racks)]
+    if rnd.random() < 0.1:
+        brokers.append((2**40, "r0"))  # (not a Java int)
+    topics = [(rnd.randint(1, 30), rnd.randint(1, n + 1)) for _ in range(rnd.randint(1, 6))]
+
+    def one_by_one():
+        rng = random.Random(seed)
+        for k, rf in topics:
+            yield assign_replicas_to_brokers(brokers, k, rf, rack_aware=rack_aware, rng=rng)
+
+    def outcome(results):
+        got = []
+        try:
+            for res in results:
+                got.append(res)
+        except KafkaAssignmentError as e:
+            got.append((str(e), e.kafka_exception, e.details))
+        return got
+
+    together = assign_topics(brokers, topics, rack_aware=rack_aware, rng=random.Random(seed))
+    assert outcome(together) == outcome(one_by_one())

@@ -86,7 +86,8 @@ def select_goals(goals: Sequence[str] | str | None) -> tuple[str, ...]:
 def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: Sequence[int] | None = None,
              threshold: float = DEFAULT_THRESHOLD, fanout: float = DEFAULT_FANOUT, nw_threshold: float | None = None,
              goals: Sequence[str] = GOALS, known: Mapping[str, dict[str, Any]] | None = None,
-             band_share: float = BAND, scope: set | None = None) -> dict[str, dict[str, Any]]:
+             band_share: float = BAND, scope: set | None = None,
+             counted: Mapping[tuple[str, int | None], Mapping[int, int]] | None = None) -> dict[str, dict[str, Any]]:
     """Each goal of ``goals``: ``{"hard", "unit", "before", "after", "bound", "status", ...}``;
     ``bound`` is what no placement can beat (the mean use for a capacity goal, the least spread
     for a balance goal; None where not computed), ``status`` met / not met (with ``blockers``:
@@ -98,9 +99,13 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
     replica lists of every partition (a plan's whole target, not only its changes); the balance
     goals are measured over the partitions of ``scope`` (default: all; a plan's partitions in
     scope), the capacity goals over all of them. ``known``: goals a caller has measured already
-    (the planner's report), taken as they are. ``band_share``: the balance band (:func:`band`)."""
+    (the planner's report), taken as they are. ``band_share``: the balance band (:func:`band`).
+    ``counted``: per ``(when, slot)`` counts a caller has made already (:meth:`Evaluation.counts`:
+    the partitions balanced per broker, at least over ``brokers``), not counted again."""
     ids = sorted(brokers if brokers is not None else topo.alive_broker_ids)
     ev = Evaluation(topo, before, after, ids, threshold, fanout, nw_threshold, HARD, band_share, scope)
+    for (when, slot), c in (counted or {}).items():
+        ev.counted(when, slot, c)
     out: dict[str, dict[str, Any]] = {}
     for goal in goals:
         if known and goal in known:

@@ -53,8 +53,9 @@ class Leadership:
         st, led_by, scope = self.st, self.led_by, self.scope
         reps, allowed = st.reps, st.allowed_set
 
-        def try_swaps(swaps) -> bool:
-            if obj.gain(swaps, reps) <= EPS:
+        def try_swaps(swaps, gain: float | None = None) -> bool:
+            # (``gain``: the caller's sum of the swaps' gains, where they touch cells apart)
+            if (obj.gain(swaps, reps) if gain is None else gain) <= EPS:
                 return False
             if not all(g.keeps(swaps, reps) for g in guards):
                 return False
@@ -102,9 +103,10 @@ class Leadership:
                         looked += 1
                         if looked > 64:
                             break
-                        if alone is not None and alone + handed(obj.topic[q], b, a) <= EPS:
+                        known = alone + handed(obj.topic[q], b, a) if alone is not None else None
+                        if known is not None and known <= EPS:
                             continue
-                        if try_swaps(((p, i), (q, reps[q].index(a)))):
+                        if try_swaps(((p, i), (q, reps[q].index(a))), known):
                             made += 2
                             done = True
                             break
@@ -172,9 +174,11 @@ class Leadership:
                     if not tries.take():
                         return False
                     t2 = obj.topic[q2]
-                    if g1 is not None and t2 != t and t2 != t1 and gain + g1 + handed(t2, y, a) <= EPS:
+                    # (three topics: the step's gain is the sum, computed once, not again by the try)
+                    known = gain + g1 + handed(t2, y, a) if g1 is not None and t2 != t and t2 != t1 else None
+                    if known is not None and known <= EPS:
                         continue
-                    if try_swaps((*chain, (q1, k), (q2, reps[q2].index(a)))):
+                    if try_swaps((*chain, (q1, k), (q2, reps[q2].index(a))), known):
                         return True
         return False
 
@@ -394,7 +398,7 @@ class _SlotGoal(PlanGoal):
         reps, n = st.reps, len(st.allowed)
         slot = cls.slot
         c = Counter([r[slot] for r in reps if len(r) > slot])
-        total = sum(1 for r in reps if len(r) > slot)
+        total = sum(c.values())  # (the lists holding the slot: each counted once)
         return Counts(slot, c, (total // n, -(-total // n)))
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import itemgetter, neg
 from collections.abc import Sequence
 from typing import Any
 
@@ -150,7 +150,9 @@ class Load(PlanGoal):
         # first; among equals the lightest on the guard, then by index) is computed once
         w = ld.w
         rank = [0] * len(w)
-        for i, q in enumerate(sorted(range(len(w)), key=lambda q: (-w[q], gw[q] if gw else 0, q))):
+        # (the keys ``(-w[q], gw[q] or 0, q)`` built by ``map`` and ``zip``, not a Python call each)
+        keys = zip(map(neg, w), gw if gw else repeat(0), range(len(w)))
+        for i, (_w, _g, q) in enumerate(sorted(keys)):
             rank[q] = i
 
         def order(b: int, room: float) -> list[int]:

@@ -77,6 +77,11 @@ class Evaluation:
             got = self._sums[("count", when, slot)] = {b: c.get(b, 0) for b in self.ids}
         return got
 
+    def counted(self, when: str, slot: int | None, per_broker: Mapping[int, int]) -> None:
+        """What :meth:`counts` would count, counted by the caller (over every broker of ``ids``
+        at least): taken, over ``ids``, instead."""
+        self._sums[("count", when, slot)] = {b: per_broker[b] for b in self.ids}
+
     def largest(self, weight: Mapping[TopicPartition, float | None]) -> float:
         """The largest weight of a partition balanced."""
         return max((weight.get(tp) or 0 for tp in self.bal_after), default=0)

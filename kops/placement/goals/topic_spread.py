@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 from kops.placement.goals.base import Move, Mover, PlanGoal
@@ -43,18 +44,24 @@ class TopicSpreadGoal(PlanGoal):
         self.topic = [ids.setdefault(tp[0], len(ids)) for tp in st.parts.tps]
         self.names = list(ids)
         k = len(ids)
-        self.count: list[Counter[int]] = [Counter() for _ in range(k)]
         self.parts: list[list[int]] = [[] for _ in range(k)]
         self.allowed = allowed = st.allowed_set
         target = [0] * k
+        held: list[list[Sequence[int]]] = [[] for _ in range(k)]  # (each topic's lists)
+        topic, parts, rf = self.topic, self.parts, st.parts.rf
         for p, r in enumerate(st.reps if lists is None else lists):
-            t = self.topic[p]
-            self.parts[t].append(p)
-            target[t] += st.parts.rf[p]
-            c = self.count[t]
-            for b in r:
-                if b in allowed:
-                    c[b] += 1
+            t = topic[p]
+            parts[t].append(p)
+            target[t] += rf[p]
+            held[t].append(r)
+        # (a topic's replicas per broker counted by :class:`Counter` in C, the brokers not
+        # allowed left out after: the same counts, in the same order, as one replica at a time)
+        self.count: list[Counter[int]] = []
+        for rs in held:
+            c = Counter(chain.from_iterable(rs))
+            if not allowed.issuperset(c):
+                c = Counter({b: x for b, x in c.items() if b in allowed})
+            self.count.append(c)
         n = self.n = len(st.allowed)
         self.band = [(x // n, -(-x // n)) for x in target]
         self.off = self._off()
@@ -517,24 +524,28 @@ class _Backs:
 
 def _topic_counts(assign: Assignment, ids: set[int]) -> tuple[dict[str, Counter[int]], dict[str, Counter[int]]]:
     """Each topic's replicas and preferred leaders per broker of ``ids`` (brokers holding none
-    of a topic absent)."""
-    reps: dict[str, Counter[int]] = {}
-    leads: dict[str, Counter[int]] = {}
+    of a topic absent). (A topic's lists gathered first, then counted a topic at a time by
+    :class:`Counter` in C, not a replica at a time.)"""
+    lists: dict[str, list[Sequence[int]]] = {}
     last = None
     for (t, _p), r in assign.items():
         if not r:
             continue
         if t != last:  # (a topic's partitions mostly come one after the other)
-            rt, lt, last = reps.get(t), leads.get(t), t
-            if rt is None:
-                rt, lt = reps[t], leads[t] = Counter(), Counter()
-        # (``get``, not ``+=``: a broker new to the topic without a call of ``Counter.__missing__``)
-        a = r[0]
-        if a in ids:
-            lt[a] = lt.get(a, 0) + 1
-        for b in r:
-            if b in ids:
-                rt[b] = rt.get(b, 0) + 1
+            got, last = lists.get(t), t
+            if got is None:
+                got = lists[t] = []
+        got.append(r)
+    reps: dict[str, Counter[int]] = {}
+    leads: dict[str, Counter[int]] = {}
+    for t, ls in lists.items():
+        rt, lt = Counter(chain.from_iterable(ls)), Counter([r[0] for r in ls])
+        # (in the order of first appearance, as counted one at a time; brokers out of ``ids`` left out)
+        if not ids.issuperset(rt):
+            rt = Counter({b: x for b, x in rt.items() if b in ids})
+        if not ids.issuperset(lt):
+            lt = Counter({b: x for b, x in lt.items() if b in ids})
+        reps[t], leads[t] = rt, lt
     return reps, leads
 
 
