@@ -14,6 +14,10 @@ from kops.placement.capacity import disk_capacity, shared_disks
 
 Assignment = Mapping[TopicPartition, Sequence[int]]
 
+#: the per-broker sums over the partitions balanced that equal one over every partition when
+#: every partition is balanced (:meth:`Evaluation.per_broker`)
+_WHOLE = {"bal-size": "size", "bal-rate": "nw-in-capacity"}
+
 
 class Evaluation:
     """One evaluation of goals (:func:`kops.placement.goals.evaluate`): the topology, the
@@ -55,6 +59,10 @@ class Evaluation:
     def per_broker(self, what: str, when: str) -> dict[int, float]:
         """``size``: bytes per broker; ``nw-in-capacity`` / ``nw-out-capacity``: network use;
         ``bal-size`` / ``bal-rate``: the bytes / bytes-in of the partitions balanced."""
+        if self.bal_before is self.before:
+            # every partition balanced: the sums over the partitions balanced are those over all
+            # (bytes; bytes-in, as network-in use sums them: the same terms in the same order)
+            what = _WHOLE.get(what, what)
         got = self._sums.get((what, when))
         if got is None:
             assign = self.assignment(when, what.startswith("bal-"))
