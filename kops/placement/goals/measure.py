@@ -90,6 +90,15 @@ class Evaluation:
         at least): taken, over ``ids``, instead."""
         self._sums[("count", when, slot)] = {b: per_broker[b] for b in self.ids}
 
+    def summed(self, when: str, per_broker: Mapping[int, int]) -> None:
+        """The bytes per broker (:meth:`per_broker`, ``size``) summed by the caller over every
+        partition from the same sizes, all integers of at least 0 (over every broker of ``ids``
+        at least): taken, over ``ids``, as the floats :meth:`per_broker` sums -- the same numbers,
+        since a float holds every integer below 2**53 exactly, each partial sum among them (a
+        larger sum is summed again)."""
+        if all(per_broker[b] < 1 << 53 for b in self.ids):
+            self._sums[("size", when)] = {b: float(per_broker[b]) for b in self.ids}
+
     def largest(self, weight: Mapping[TopicPartition, float | None]) -> float:
         """The largest weight of a partition balanced."""
         return max((weight.get(tp) or 0 for tp in self.bal_after), default=0)
