@@ -355,10 +355,15 @@ def goals_report(st: PlacementState, report: dict[str, Any], done: Optimized, ch
     counted = {(when, slot): {row["id"]: row[f"{what}_{when}"] for row in rows}
                for when in ("before", "after") for slot, what in ((None, "replicas"), (0, "leaders"), (1, "first_followers"))
                } if every and st.allowed_set.issubset(row["id"] for row in rows) else None
+    # and so are its bytes per broker, where every size is an integer of at least 0 (the report
+    # sums them as integers; the evaluation as floats, the same numbers: Evaluation.summed)
+    summed = {when: {row["id"]: row[f"bytes_{when}"] for row in rows} for when in ("before", "after")
+              } if counted is not None and st.parts.sizes_known and \
+        all(type(s) is int and s >= 0 for s in (p.size_bytes for p in st.parts.scope)) else None
     out = goals.evaluate(st.topo, full_before, {**full_before, **done.target}, brokers=st.allowed,
                          known={"rack": rack}, threshold=st.limits.disk_threshold,
                          nw_threshold=goals.DEFAULT_THRESHOLD, band_share=st.band_share,
-                         scope=None if every else set(st.parts.tps), counted=counted)
+                         scope=None if every else set(st.parts.tps), counted=counted, summed=summed)
     for name, v in out.items():
         if v.get("verdict") == "worse":
             v["why"], v["forced_by"] = _why(name, v, done, chosen, st.goal.kind)

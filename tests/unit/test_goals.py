@@ -75,19 +75,25 @@ def test_topic_spread_names_the_topics_stacked_on_a_few_brokers():
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**16))
 def test_the_planners_figures_agree_with_the_goals_own(seed):
-    """The planner hands the goals it measured already (rack, replicas, leaders, first followers);
-    they must be what the goals module measures itself."""
+    """The planner hands the goals it measured already (rack, replicas, leaders, first followers;
+    bytes per broker, where the sizes are integers); they must be what the goals module measures
+    itself."""
     import random
 
     rnd = random.Random(seed)
     n = rnd.randint(3, 8)
-    brokers = tuple(Broker(b, rnd.choice(["a", "b", "c"])) for b in range(n))
-    parts = tuple(Partition("t", i, tuple(rnd.sample(range(n), rnd.randint(1, 3)))) for i in range(rnd.randint(1, 20)))
+    # (odd seeds: sizes, up to 2**52 bytes a partition, and disks)
+    sized = seed % 2
+    brokers = tuple(Broker(b, rnd.choice(["a", "b", "c"]), capacity=Capacity(disk_bytes=2**60) if sized else None)
+                    for b in range(n))
+    parts = tuple(Partition("t", i, tuple(rnd.sample(range(n), rnd.randint(1, 3))),
+                            size_bytes=rnd.randint(0, 2**rnd.choice([10, 40, 52])) if sized else None)
+                  for i in range(rnd.randint(1, 20)))
     topo = Topology(brokers=brokers, topics=(Topic("t", parts),))
     res = plan(topo, Goal("rebalance"))
     before = topo.assignment()
     mine = G.evaluate(topo, before, {**before, **res.target}, brokers=topo.alive_broker_ids)
-    for goal in ("replicas", "leaders", "first-followers", "topic-spread"):
+    for goal in ("replicas", "leaders", "first-followers", "topic-spread", "disk-usage", "disk-capacity"):
         got = {k: v for k, v in res.report["goals"][goal].items() if k not in ("why", "forced_by")}
         assert got == mine[goal], goal
     assert res.report["goals"]["rack"]["after"] == mine["rack"]["after"] == 0

@@ -87,7 +87,8 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
              threshold: float = DEFAULT_THRESHOLD, fanout: float = DEFAULT_FANOUT, nw_threshold: float | None = None,
              goals: Sequence[str] = GOALS, known: Mapping[str, dict[str, Any]] | None = None,
              band_share: float = BAND, scope: set | None = None,
-             counted: Mapping[tuple[str, int | None], Mapping[int, int]] | None = None) -> dict[str, dict[str, Any]]:
+             counted: Mapping[tuple[str, int | None], Mapping[int, int]] | None = None,
+             summed: Mapping[str, Mapping[int, int]] | None = None) -> dict[str, dict[str, Any]]:
     """Each goal of ``goals``: ``{"hard", "unit", "before", "after", "bound", "status", ...}``;
     ``bound`` is what no placement can beat (the mean use for a capacity goal, the least spread
     for a balance goal; None where not computed), ``status`` met / not met (with ``blockers``:
@@ -101,11 +102,15 @@ def evaluate(topo: Topology, before: Assignment, after: Assignment, *, brokers: 
     scope), the capacity goals over all of them. ``known``: goals a caller has measured already
     (the planner's report), taken as they are. ``band_share``: the balance band (:func:`band`).
     ``counted``: per ``(when, slot)`` counts a caller has made already (:meth:`Evaluation.counts`:
-    the partitions balanced per broker, at least over ``brokers``), not counted again."""
+    the partitions balanced per broker, at least over ``brokers``), not counted again; ``summed``:
+    per ``when``, the bytes per broker over every partition, summed by a caller from sizes that are
+    all integers (:meth:`Evaluation.summed`), not summed again."""
     ids = sorted(brokers if brokers is not None else topo.alive_broker_ids)
     ev = Evaluation(topo, before, after, ids, threshold, fanout, nw_threshold, HARD, band_share, scope)
     for (when, slot), c in (counted or {}).items():
         ev.counted(when, slot, c)
+    for when, c in (summed or {}).items():
+        ev.summed(when, c)
     out: dict[str, dict[str, Any]] = {}
     for goal in goals:
         if known and goal in known:

@@ -155,12 +155,30 @@ class Load(PlanGoal):
         for i, (_w, _g, q) in enumerate(sorted(keys)):
             rank[q] = i
 
+        # each broker's partitions in that order, sorted when first asked for and then kept by
+        # this pass's moves (:func:`moved`; the only moves while it runs)
+        ranked: dict[int, list[int]] = {}
+        by_rank = rank.__getitem__
+
         def order(b: int, room: float) -> list[int]:
-            # the partitions on b fitting the room, in that order
+            # the partitions on b fitting the room, in that order: heaviest first, so those that
+            # fit (``w[q] / c <= room``) follow those that do not, found by bisection, and those
+            # of weight 0 (never taken) come last
+            on = ranked.get(b)
+            if on is None:
+                on = ranked[b] = sorted(st.index.on[b], key=by_rank)
             c = ld.cap[b]
-            fit = [q for q in st.index.on[b] if w[q] > 0 and w[q] / c <= room]
-            fit.sort(key=rank.__getitem__)
-            return fit[:LOOK]
+            i = bisect_left(on, -room, key=lambda q: -(w[q] / c))
+            return [q for q in on[i:i + LOOK] if w[q] > 0]
+
+        def moved(p: int, src: int, dst: int) -> None:
+            for b, gone in ((src, True), (dst, False)):
+                on = ranked.get(b)
+                if on is not None:
+                    if gone:
+                        del on[bisect_left(on, rank[p], key=by_rank)]
+                    else:
+                        insort(on, p, key=by_rank)
 
         stuck: set[int] = set()  # brokers a whole round found no move for: not tried again
         for _round in range(64):
@@ -188,6 +206,7 @@ class Load(PlanGoal):
                         tries += 1
                         if within(mover.rooms(dst), p) and mover.try_moves(((p, src, dst),), ld):
                             made += 1
+                            moved(p, src, dst)
                             srooms = mover.rooms(src)
                             break
                 if made == got:
@@ -207,6 +226,7 @@ class Load(PlanGoal):
                             continue  # (an earlier goal refuses the move, as try_moves would)
                         if mover.try_moves(((p, src, dst),), ld):
                             made += 1
+                            moved(p, src, dst)
                             drooms, srooms = mover.rooms(dst), mover.rooms(src)
                             if ld.dist(dst) <= EPS:
                                 break

@@ -14,6 +14,10 @@ from kops.placement.capacity import disk_capacity, shared_disks
 
 Assignment = Mapping[TopicPartition, Sequence[int]]
 
+#: the per-broker sums over the partitions balanced that equal one over every partition when
+#: every partition is balanced (:meth:`Evaluation.per_broker`)
+_WHOLE = {"bal-size": "size", "bal-rate": "nw-in-capacity"}
+
 
 class Evaluation:
     """One evaluation of goals (:func:`kops.placement.goals.evaluate`): the topology, the
@@ -55,6 +59,10 @@ class Evaluation:
     def per_broker(self, what: str, when: str) -> dict[int, float]:
         """``size``: bytes per broker; ``nw-in-capacity`` / ``nw-out-capacity``: network use;
         ``bal-size`` / ``bal-rate``: the bytes / bytes-in of the partitions balanced."""
+        if self.bal_before is self.before:
+            # every partition balanced: the sums over the partitions balanced are those over all
+            # (bytes; bytes-in, as network-in use sums them: the same terms in the same order)
+            what = _WHOLE.get(what, what)
         got = self._sums.get((what, when))
         if got is None:
             assign = self.assignment(when, what.startswith("bal-"))
@@ -81,6 +89,15 @@ class Evaluation:
         """What :meth:`counts` would count, counted by the caller (over every broker of ``ids``
         at least): taken, over ``ids``, instead."""
         self._sums[("count", when, slot)] = {b: per_broker[b] for b in self.ids}
+
+    def summed(self, when: str, per_broker: Mapping[int, int]) -> None:
+        """The bytes per broker (:meth:`per_broker`, ``size``) summed by the caller over every
+        partition from the same sizes, all integers of at least 0 (over every broker of ``ids``
+        at least): taken, over ``ids``, as the floats :meth:`per_broker` sums -- the same numbers,
+        since a float holds every integer below 2**53 exactly, each partial sum among them (a
+        larger sum is summed again)."""
+        if all(per_broker[b] < 1 << 53 for b in self.ids):
+            self._sums[("size", when)] = {b: float(per_broker[b]) for b in self.ids}
 
     def largest(self, weight: Mapping[TopicPartition, float | None]) -> float:
         """The largest weight of a partition balanced."""

@@ -347,23 +347,16 @@ class TopicSpreadGoal(PlanGoal):
 
     def _replicas(self, st: PlacementState, src: int, dst: int, topics: set[int]) -> list[int]:
         """A replica on src of each of ``topics`` that dst does not hold, the first that may go
-        rack-safe where there is one (the first one found may be one only another partition's
-        list lets go; whether it fits the limits is checked when tried)."""
+        rack-safe (whether it fits the limits is checked when tried). (A topic with none is
+        left out: no move of the pair changes those lists, so :meth:`_across` could not move one.)"""
         by_topic, reps, replaced = self.by_topic(src), st.reps, st.racks.safety.replaced
         out = []
         for t in topics:
-            first = None
             for p in by_topic.get(t, ()):
                 r = reps[p]
-                if dst not in r:
-                    if replaced(r, src, dst):
-                        out.append(p)
-                        break
-                    if first is None:
-                        first = p
-            else:
-                if first is not None:
-                    out.append(first)
+                if dst not in r and replaced(r, src, dst):
+                    out.append(p)
+                    break
         return out
 
     @staticmethod
@@ -396,8 +389,9 @@ class TopicSpreadGoal(PlanGoal):
             x, y = c.get(src, 0), c.get(dst, 0)
             if p not in on_src or not (x > lo and y < hi and (x > hi or y < lo)):
                 continue  # (an earlier move of the pair filled the topic's cell)
-            r = reps[p]
-            if dst in r or p in unrepaired or (limited and not lfits(dst, p)) or not replaced(r, src, dst):
+            # (not on dst and rack-safe there: :meth:`_replicas` took it so, and only p's own move
+            # changes its list)
+            if p in unrepaired or (limited and not lfits(dst, p)):
                 continue
             srooms, drooms = rooms(src), rooms(dst)
             for w, rlo, rhi in srooms:
