@@ -240,6 +240,20 @@ def test_merge_order_across_many_time_ranges(spark, logs):
     assert [r["l"] for r in rows] == _reference(logs)
 
 
+def test_hash_keys_are_the_ones_spark_hash_partitions_by(spark):
+    """order.hash_keys (Spark's Murmur3 in Python, no job) gives, for each partition, the least int
+    that Spark's own pmod(hash(x), k) sends there."""
+    from pyspark.sql import functions as F
+
+    xs = [0, 1, 2, 7, 42, 1000, -1, -42, 2**31 - 1, -(2**31), 123456789]
+    got = spark.range(1).select(*[F.hash(F.lit(x)).alias(f"h{i}") for i, x in enumerate(xs)]).first()
+    assert [got[f"h{i}"] for i in range(len(xs))] == [order.spark_hash_int(x) for x in xs]
+    for k in (1, 2, 3, 7, 16, 61):
+        rows = (spark.range(0, 64 * k + 64).select(F.col("id").cast("int").alias("x"))
+                .groupBy(F.expr(f"pmod(hash(x), {k})").alias("r")).agg(F.min("x").alias("x")).collect())
+        assert order.hash_keys(k) == [x for _, x in sorted((r["r"], r["x"]) for r in rows)]
+
+
 def test_cli_merge_outputs(spark, logs, tmp_path):
     from typer.testing import CliRunner
 
