@@ -120,6 +120,18 @@ def release_cached() -> None:
             pass
 
 
+def inline_table(spark: SparkSession, cols: list[tuple[str, str]], rows: list[tuple]) -> DataFrame:
+    """A few rows of Python values as a table Spark keeps in the driver (``VALUES``, the values passed
+    as parameters): a query that only projects or filters it is evaluated there, with no Spark job."""
+    args: dict[str, Any] = {}
+    tuples = []
+    for i, row in enumerate(rows):
+        for j, v in enumerate(row):
+            args[f"v{i}_{j}"] = v
+        tuples.append("(" + ", ".join(f"CAST(:v{i}_{j} AS {t})" for j, (_, t) in enumerate(cols)) + ")")
+    return spark.sql(f"SELECT * FROM VALUES {', '.join(tuples)} AS t({', '.join(c for c, _ in cols)})", args=args)
+
+
 def _cache(df: DataFrame) -> DataFrame:
     df = df.cache()
     _CACHED.append(df)
@@ -431,8 +443,8 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
         restore_conf(spark)
         return None
     pattern = broker_of or lf.DEFAULT_BROKER_OF_PATH
-    names = spark.createDataFrame([(x.uri, given[x.path]) for x in scans], "file string, given int")
-    brokers = [r["b"] for r in names.select(F.coalesce(  # the path's broker by Spark's regex, as number_lines
+    names = inline_table(spark, [("file", "string"), ("given", "int")], [(x.uri, given[x.path]) for x in scans])
+    brokers = [r["b"] for r in names.select(F.coalesce(  # the path's broker by Spark's regex, as number_lines (no job)
         "given", F.nullif(F.regexp_extract("file", pattern, 1), F.lit("")).cast("int")).alias("b")).collect()]
     if any(b is None for b in brokers):
         restore_conf(spark)
