@@ -61,12 +61,15 @@ class MergeStats:
     #: per file split: (first time, last time, lines), times as yyyyMMddHHmmssSSS; where the sort's
     #: time ranges are drawn from (not part of the summary)
     split_times: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
+    #: continuation lines at the top of a file (no record above them: unparsed), counted by the first
+    #: pass or the byte scan (not part of the summary)
+    top_orphans: int = field(default=0, repr=False)
     #: a single-read merge's counts still to take once the writer's action ran (:func:`settle`)
     pending: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        del d["split_times"], d["pending"]
+        del d["split_times"], d["top_orphans"], d["pending"]
         return d
 
 
@@ -228,6 +231,7 @@ def number_lines(
         F.min("id").alias("min_id"),
         F.sum(F.when(F.col("_start"), 0).otherwise(1)).alias("n_cont"),
         F.sum(F.when(F.col("_start") & ~ok, 1).otherwise(0)).alias("n_bad"),
+        F.min(F.when(F.col("_start"), F.col("id"))).alias("start_id"),  # the split's first line with a '['
         F.min(ts).alias("first_ts"),
         F.max(ts).alias("last_ts"),
         F.min("_mb").alias("bmin"),
@@ -246,9 +250,12 @@ def number_lines(
     file_lines: dict[str, int] = {}
     file_bro: dict[str, set] = {}
     file_path_bro: dict[str, int | None] = {}
+    top: dict[str, int] = {}  # per file: the lines above its first line with a '[' (all, without one)
     for r in rows:
         off = file_lines.get(r["file"], 0)
         file_lines[r["file"]] = off + r["n"]
+        if r["file"] not in top and r["start_id"] is not None:
+            top[r["file"]] = off + r["start_id"] - r["min_id"]
         s = file_bro.setdefault(r["file"], set())
         if r["bmin"] is not None:
             s.update({r["bmin"], r["bmax"]})
@@ -270,6 +277,7 @@ def number_lines(
         _display_path(f): file_path_bro.get(f) if file_path_bro.get(f) is not None else inferred.get(f)
         for f in file_lines
     }
+    stats.top_orphans = sum(top.get(f, n) for f, n in file_lines.items())
     stats.unparsed_lines = bad  # + orphan continuation lines, added by parse_records
     # the offsets are computed by Spark from the cached aggregate (no Python worker, no literal data)
     from pyspark.sql import Window
@@ -452,6 +460,8 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
     stats.files = stats.splits = len(scans)
     stats.lines = sum(x.lines for x in scans)
     stats.continuation_lines = sum(len(x.continuations) for x in scans)
+    stats.top_orphans = sum(next((i for i, (n, _) in enumerate(x.continuations) if n != i + 1), len(x.continuations))
+                            for x in scans)
     stats.file_brokers = {_display_path(x.uri): b for x, b in zip(scans, brokers)}
     stats.split_times = [(x.first_ts, x.last_ts, x.lines) for x in scans if x.first_ts and x.last_ts]
     part = F.spark_partition_id() + 1
@@ -513,21 +523,21 @@ def settle(stats: MergeStats) -> None:
 
 def _account_unparsed(stats: MergeStats, bad: DataFrame, n_bad: int, cont: DataFrame | None, samples: int) -> None:
     """``stats.unparsed_lines`` and samples of them: the lines that break the layout (``bad``, read
-    only when there are some), and the continuation lines at the top of a file or below such a line."""
+    only when there are some), and the continuation lines at the top of a file (counted already:
+    ``stats.top_orphans``) or below such a line. With none of them, no Spark job runs here."""
     F = spark_functions()
     parts = [bad.select("file", "line", "value", "file_broker")] if n_bad else []
-    n = n_bad
-    if cont is not None:
+    n = n_bad + stats.top_orphans
+    if cont is not None and (n_bad or stats.top_orphans):
         orphans = cont.filter(F.col("parent_line") == 0)
         if n_bad:
             bad_starts = bad.select("file", F.col("line").alias("parent_line"))
-            orphans = orphans.unionByName(cont.join(bad_starts, ["file", "parent_line"], "left_semi"))
-        n_orphans = orphans.count()
-        n += n_orphans
-        if n_orphans:
-            parts.append(orphans.select("file", "line", "value", "file_broker"))
+            below_bad = cont.join(bad_starts, ["file", "parent_line"], "left_semi")
+            n += below_bad.count()
+            orphans = orphans.unionByName(below_bad)
+        parts.append(orphans.select("file", "line", "value", "file_broker"))
     stats.unparsed_lines = n
-    if parts:
+    if n:
         u = parts[0]
         for o in parts[1:]:
             u = u.unionByName(o)
