@@ -421,15 +421,16 @@ PARENT_FIELDS = [
 
 
 def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
-               broker_of: str | None) -> tuple[DataFrame, DataFrame | None, dict] | None:
+               broker_of: str | None) -> tuple[DataFrame, DataFrame | None, DataFrame | None, dict] | None:
     """Local, uncompressed files whose paths name their brokers, read in one scan with one Spark
     partition per file: a line's number is its row's position in the partition
     (``monotonically_increasing_id``'s low 33 bits), its file and broker are looked up by the
     partition's index (Spark's own list of the scan's partitions, asked before the job: no join, no
     path per row), and what :func:`number_lines` reads the whole input for comes from a byte scan
     in Python (:mod:`kops.pipeline.localscan`). Returns (numbered lines, continuation lines or None,
-    what the observed counts must be), or None where this does not apply (then the numbering pass
-    runs)."""
+    their runs under the lines above them or None, what the observed counts must be), or None where
+    this does not apply (then the numbering pass runs). The continuation lines are all in Python here,
+    so their runs are too: no Spark job finds them."""
     F = spark_functions()
     if not paths_name_brokers(sources, broker_of):
         return None
@@ -474,14 +475,29 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
         (F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1)) + 1).alias("line"),
         "value", by_part(brokers).alias("file_broker"), by_part(list(range(1, len(scans) + 1))).alias("_fid"),
         by_part([x.clean for x in scans]).alias("_clean"))
-    cont = None
+    cont = runs = None
     if stats.continuation_lines:
-        rows = [(x.uri, n, t, b) for x, b in zip(scans, brokers) for n, t in x.continuations]
-        cont = spark.createDataFrame(rows, "file string, line long, b binary, file_broker int").select(
-            "file", "line", F.col("b").cast("string").alias("value"), "file_broker")
+        rows, run_rows = [], []  # run_rows: (file, the line above the run, [(line, text) ...])
+        for x, b in zip(scans, brokers):
+            parent, prev, run = 0, 0, None
+            for n, t in x.continuations:
+                if n != prev + 1:  # a new run, below line n - 1
+                    parent, run = n - 1, None
+                prev = n
+                rows.append((x.uri, n, t, b, parent))
+                if parent:
+                    if run is None:
+                        run = []
+                        run_rows.append((x.uri, parent, run))
+                    run.append((n, t))
+        cont = spark.createDataFrame(rows, "file string, line long, b binary, file_broker int, parent_line long").select(
+            "file", "line", F.col("b").cast("string").alias("value"), "file_broker", "parent_line")
+        runs = spark.createDataFrame(run_rows, "file string, line long, c array<struct<l: long, b: binary>>").select(
+            "file", "line", F.transform("c", lambda e: F.struct(e["l"].alias("l"), e["b"].cast("string").alias("v")))
+            .alias("_cont"))
     starts = [(i + 1, x.lines * (x.lines + 1) // 2 - sum(n for n, _ in x.continuations),
                x.lines - len(x.continuations)) for i, x in enumerate(scans)]
-    return numbered, cont, {"n": sum(n for _, _, n in starts), "line_sum": sum(s for _, s, _ in starts),
+    return numbered, cont, runs, {"n": sum(n for _, _, n in starts), "line_sum": sum(s for _, s, _ in starts),
                             "weighted": sum(i * s for i, s, _ in starts)}
 
 
@@ -577,8 +593,9 @@ def merged_records(
         numbered = number_lines(spark, raw, stats, broker_of=broker_of,
                                 writers=not paths_name_brokers(sources, broker_of))
         cont = numbered.filter(~is_start) if stats.continuation_lines else None
+        runs = None
     else:
-        numbered, cont, expected = once
+        numbered, cont, runs, expected = once
     if include_unparsed is None:
         include_unparsed = not filters.active
     ok = F.col("_ok")
@@ -602,17 +619,18 @@ def merged_records(
 
     small_parts = []
     if cont is not None:
-        w = Window.partitionBy("file").orderBy("line")
-        cont = cont.withColumn("_grp", F.col("line") - F.row_number().over(w))
-        cont = cont.withColumn(
-            "parent_line", F.min("line").over(Window.partitionBy("file", "_grp")) - 1
-        ).drop("_grp")
         small = stats.continuation_lines <= BROADCAST_CONTINUATIONS
-        if small:
-            cont = _cache(cont)  # few rows; used by the orphan count, the join and the output
-        runs = cont.filter(F.col("parent_line") > 0).groupBy("file", F.col("parent_line").alias("line")).agg(
-            F.sort_array(F.collect_list(F.struct(F.col("line").alias("l"), F.col("value").alias("v")))).alias("_cont")
-        )
+        if runs is None:  # the numbering pass's continuation lines: their runs found by Spark
+            w = Window.partitionBy("file").orderBy("line")
+            cont = cont.withColumn("_grp", F.col("line") - F.row_number().over(w))
+            cont = cont.withColumn(
+                "parent_line", F.min("line").over(Window.partitionBy("file", "_grp")) - 1
+            ).drop("_grp")
+            if small:
+                cont = _cache(cont)  # few rows; used by the orphan count, the join and the output
+            runs = cont.filter(F.col("parent_line") > 0).groupBy("file", F.col("parent_line").alias("line")).agg(
+                F.sort_array(F.collect_list(F.struct(F.col("line").alias("l"), F.col("value").alias("v")))).alias("_cont")
+            )
         starts = starts.join(F.broadcast(runs) if small else runs, ["file", "line"], "left")
         items = F.when(F.col("_cont").isNull(), own).otherwise(F.concat(own, F.col("_cont")))
         rows = starts.select("*", F.posexplode(items).alias("_pos", "_it"))
