@@ -108,8 +108,8 @@ _CACHED: list = []
 
 
 def release_cached() -> None:
-    """Unpersist the small DataFrames a merge cached (per-split counts, continuation lines) and put
-    back the settings a single-read merge changed."""
+    """Unpersist what a merge cached (the numbering pass's continuation lines, the timeline's records)
+    and put back the settings a single-read merge changed."""
     if _CONF:
         from pyspark.sql import SparkSession
 
@@ -135,7 +135,8 @@ def inline_table(spark: SparkSession, cols: list[tuple[str, str]], rows: list[tu
     return spark.sql(f"SELECT * FROM VALUES {', '.join(tuples)} AS t({', '.join(c for c, _ in cols)})", args=args)
 
 
-def _cache(df: DataFrame) -> DataFrame:
+def cache_for_run(df: DataFrame) -> DataFrame:
+    """``df`` cached until :func:`release_cached`."""
     df = df.cache()
     _CACHED.append(df)
     return df
@@ -616,7 +617,7 @@ def merged_records(
                 "parent_line", F.min("line").over(Window.partitionBy("file", "_grp")) - 1
             ).drop("_grp")
             if small:
-                cont = _cache(cont)  # few rows; used by the orphan count, the join and the output
+                cont = cache_for_run(cont)  # few rows; used by the orphan count, the join and the output
             runs = cont.filter(F.col("parent_line") > 0).groupBy("file", F.col("parent_line").alias("line")).agg(
                 F.sort_array(F.collect_list(F.struct(F.col("line").alias("l"), F.col("value").alias("v")))).alias("_cont")
             )
