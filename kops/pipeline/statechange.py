@@ -35,6 +35,7 @@ from kops.pipeline.sources import (  # noqa: F401  (the merge's inputs, re-expor
     LogSource,
     expand_sources,
     is_remote_path,
+    local_bytes,
     validate_filters,
 )
 

@@ -17,7 +17,7 @@ from kops.pipeline import statechange as sc
 def spark():
     from kops.pipeline.session import get_spark
 
-    return get_spark("local[2]", shuffle_partitions=1)
+    return get_spark("local[2]", shuffle_partitions=1, input_bytes=0)  # small samples: the JVM of small inputs
 
 
 @pytest.fixture(scope="module")
@@ -445,14 +445,15 @@ def test_layout_fields_equal_line_re_groups_in_the_jvm(spark):
 
 
 def test_the_embedded_jvm_runs_with_kops_jit_and_gc_options(spark, monkeypatch):
-    """The session's JVM was started with embedded_java_opts (what docs/benchmarks.md measured);
-    KOPS_SPARK_JAVA_OPTS replaces them, empty for the JVM's defaults."""
+    """The session's JVM was started with embedded_java_opts (what docs/benchmarks.md measured: C1
+    alone for small local inputs, as the fixture's); KOPS_SPARK_JAVA_OPTS replaces them, empty for
+    the JVM's defaults."""
     from kops.pipeline import session
 
     if "KOPS_SPARK_JAVA_OPTS" in os.environ:
         pytest.skip("KOPS_SPARK_JAVA_OPTS is set: the JVM runs with the caller's options")
     args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    want = session.embedded_java_opts(os.cpu_count() or 2).split()
+    want = session.embedded_java_opts(os.cpu_count() or 2, 0).split()
     assert want and all(a in args for a in want), args
     assert ("-XX:+UseSerialGC" in want) == ((os.cpu_count() or 2) <= 2)
     monkeypatch.setenv("KOPS_SPARK_JAVA_OPTS", "-XX:+UseParallelGC")
@@ -461,3 +462,6 @@ def test_the_embedded_jvm_runs_with_kops_jit_and_gc_options(spark, monkeypatch):
     assert session.embedded_java_opts(2) == ""
     monkeypatch.delenv("KOPS_SPARK_JAVA_OPTS")
     assert session.embedded_java_opts(8) == "-XX:CompileThresholdScaling=10"
+    assert session.embedded_java_opts(8, session.SMALL_INPUT_BYTES + 1) == "-XX:CompileThresholdScaling=10"
+    assert session.embedded_java_opts(8, session.SMALL_INPUT_BYTES) == "-XX:TieredStopAtLevel=1"
+    assert session.embedded_java_opts(2, 0) == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
