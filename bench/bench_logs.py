@@ -63,10 +63,11 @@ def worker_spark(data: str, out: str, cores: int, mode: str) -> dict:
     from kops.pipeline.session import get_spark
 
     t0 = time.time()
-    spark = get_spark(f"local[{cores}]", shuffle_partitions=max(2, 4 * cores))
+    sources = sc.expand_sources([data])
+    spark = get_spark(f"local[{cores}]", shuffle_partitions=max(2, 4 * cores), input_bytes=sc.local_bytes(sources))
     t1 = time.time()
     stats = sc.MergeStats()
-    df = sc.merged_records(spark, sc.expand_sources([data]), sc.Filters(), stats)
+    df = sc.merged_records(spark, sources, sc.Filters(), stats)
     if mode == "spark-text":
         n = 0
         with open(out, "w", encoding="utf-8") as f:

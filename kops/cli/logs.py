@@ -247,7 +247,7 @@ def merge(
     from kops.pipeline import statechange as sc
     from kops.pipeline.session import get_spark
 
-    spark = get_spark(master)
+    spark = get_spark(master, input_bytes=sc.local_bytes(sources))
     stats = sc.MergeStats()
     df = sc.merged_records(spark, sources, filters, stats, broker_of=broker_of, include_unparsed=include_unparsed)
     if fmt is MergeFormat.parquet:
@@ -323,7 +323,7 @@ def timeline(
     from kops.pipeline import statechange as sc
     from kops.pipeline.session import get_spark
 
-    spark = get_spark(master)
+    spark = get_spark(master, input_bytes=sc.local_bytes(sources))
     stats = sc.MergeStats()
     tables = tl.build_timeline(spark, sources, filters, stats, broker_of=broker_of, bucket_s=bucket_s)
     extra: dict = {}

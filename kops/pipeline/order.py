@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
 
 def sort_keys() -> list:
@@ -96,26 +96,37 @@ def time_bounds(split_times: list[tuple[int, int, int]], k: int) -> list[str]:
     return out
 
 
-_HASH_KEYS: dict[int, list[int]] = {}
+_M32 = 0xFFFFFFFF
 
 
-def _hash_keys(spark: SparkSession, k: int) -> list[int]:
-    """For each partition i < k an int key that Spark's hash partitioning sends to partition i
-    (``pmod(hash(key), k) == i``, asked of Spark itself: the same Murmur3 hash as the shuffle's)."""
-    keys = _HASH_KEYS.get(k)
-    if keys is None:
-        from pyspark.sql import functions as F
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
 
-        span = 64 * k + 64
-        while True:
-            rows = (spark.range(0, span).select(F.col("id").cast("int").alias("x"))
-                    .groupBy(F.expr(f"pmod(hash(x), {k})").alias("r")).agg(F.min("x").alias("x")).collect())
-            found = {r["r"]: r["x"] for r in rows}
-            if len(found) == k:
-                break
-            span *= 4
-        keys = _HASH_KEYS[k] = [found[i] for i in range(k)]
-    return keys
+
+def spark_hash_int(x: int, seed: int = 42) -> int:
+    """Spark's ``hash(x)`` of an int (Murmur3_x86_32 ``hashInt``, seed 42: the hash of a shuffle's
+    hash partitioning), in Python. Pure."""
+    k = _rotl32((x & _M32) * 0xCC9E2D51 & _M32, 15) * 0x1B873593 & _M32
+    h = (_rotl32(seed ^ k, 13) * 5 + 0xE6546B64) & _M32
+    h ^= 4
+    h ^= h >> 16
+    h = h * 0x85EBCA6B & _M32
+    h ^= h >> 13
+    h = h * 0xC2B2AE35 & _M32
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def hash_keys(k: int) -> list[int]:
+    """For each partition i < k the least int key that Spark's hash partitioning sends to partition i
+    (``pmod(hash(key), k) == i``); computed here, so that no Spark job runs for them (a unit test
+    checks them against Spark's own ``pmod(hash(x), k)``). Pure."""
+    found: dict[int, int] = {}
+    x = 0
+    while len(found) < k:
+        found.setdefault(spark_hash_int(x) % k, x)  # Python's % of a negative hash is Spark's pmod
+        x += 1
+    return [found[i] for i in range(k)]
 
 
 def in_merge_order(df: DataFrame, split_times: list[tuple[int, int, int]], partitions: int) -> DataFrame:
@@ -128,7 +139,7 @@ def in_merge_order(df: DataFrame, split_times: list[tuple[int, int, int]], parti
     from pyspark.sql import functions as F
 
     bounds = time_bounds(split_times, partitions)
-    keys = _hash_keys(df.sparkSession, len(bounds) + 1)
+    keys = hash_keys(len(bounds) + 1)
     ts = F.col("ts")
 
     def node(lo: int, hi: int) -> Column:  # a binary search over the bounds, as nested CASE WHENs

@@ -45,17 +45,26 @@ def _quiet_log4j2_file() -> str:
     return path
 
 
-def embedded_java_opts(cores: int) -> str:
+#: local inputs up to this size are merged by a JVM with C1 only (see :func:`embedded_java_opts`)
+SMALL_INPUT_BYTES = 32 << 20
+
+
+def embedded_java_opts(cores: int, input_bytes: int | None = None) -> str:
     """JIT and GC options of the embedded session's JVM (measured on the 2.27 GB merge, see
     docs/benchmarks.md). A kops job runs for seconds to minutes, so methods are compiled later
     (``CompileThresholdScaling=10``: only the truly hot ones reach C2, whose compiler threads otherwise
     spend ~12 CPU-s, a fifth of the merge, without the tasks getting slower); on a machine of at most
     2 CPUs the serial collector (no GC threads besides the two tasks; the pipeline's heap holds little
-    that lives long). ``KOPS_SPARK_JAVA_OPTS`` replaces them (empty: the JVM's defaults)."""
+    that lives long). Local inputs of at most :data:`SMALL_INPUT_BYTES` (``input_bytes``; None:
+    unknown) run on C1 alone (``TieredStopAtLevel=1``): their tasks take a second or less, and C2
+    would spend more compiling Spark's own start and planning than it saves.
+    ``KOPS_SPARK_JAVA_OPTS`` replaces them (empty: the JVM's defaults)."""
     env = os.environ.get("KOPS_SPARK_JAVA_OPTS")
     if env is not None:
         return env
-    return "-XX:CompileThresholdScaling=10" + (" -XX:+UseSerialGC" if cores <= 2 else "")
+    small = input_bytes is not None and input_bytes <= SMALL_INPUT_BYTES
+    jit = "-XX:TieredStopAtLevel=1" if small else "-XX:CompileThresholdScaling=10"
+    return jit + (" -XX:+UseSerialGC" if cores <= 2 else "")
 
 
 def under_spark_submit() -> bool:
@@ -69,7 +78,9 @@ def get_spark(
     app_name: str = "kops-logs",
     shuffle_partitions: int | None = None,
     driver_memory: str | None = None,
+    input_bytes: int | None = None,
 ) -> SparkSession:
+    """The session (``input_bytes``: the local inputs' size, for the embedded JVM's options)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -105,7 +116,8 @@ def get_spark(
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores)))
             .config("spark.driver.memory", driver_memory or os.environ.get("KOPS_SPARK_DRIVER_MEMORY", "2g"))
             .config("spark.driver.extraJavaOptions",
-                    f"-Dlog4j2.configurationFile=file:{_quiet_log4j2_file()} {embedded_java_opts(cores)}".strip())
+                    f"-Dlog4j2.configurationFile=file:{_quiet_log4j2_file()} {embedded_java_opts(cores, input_bytes)}"
+                    .strip())
         )
     elif shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))

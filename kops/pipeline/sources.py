@@ -54,6 +54,17 @@ def _local(p: str) -> str:
     return p[len("file://"):] if p.startswith("file://") else p
 
 
+def local_bytes(sources: list[LogSource]) -> int | None:
+    """The inputs' total size, or None when one of them is remote (its size unknown here)."""
+    paths = [p for src in sources for p in src.paths]
+    if any(is_remote_path(p) for p in paths):
+        return None
+    try:
+        return sum(os.path.getsize(_local(p)) for p in paths)
+    except OSError:
+        return None
+
+
 def expand_sources(specs: list[str], *, include_controller: bool = False) -> list[LogSource]:
     """``--logs`` values -> groups of concrete paths.
 

@@ -35,6 +35,7 @@ from kops.pipeline.sources import (  # noqa: F401  (the merge's inputs, re-expor
     LogSource,
     expand_sources,
     is_remote_path,
+    local_bytes,
     validate_filters,
 )
 
@@ -61,12 +62,15 @@ class MergeStats:
     #: per file split: (first time, last time, lines), times as yyyyMMddHHmmssSSS; where the sort's
     #: time ranges are drawn from (not part of the summary)
     split_times: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
+    #: continuation lines at the top of a file (no record above them: unparsed), counted by the first
+    #: pass or the byte scan (not part of the summary)
+    top_orphans: int = field(default=0, repr=False)
     #: a single-read merge's counts still to take once the writer's action ran (:func:`settle`)
     pending: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        del d["split_times"], d["pending"]
+        del d["split_times"], d["top_orphans"], d["pending"]
         return d
 
 
@@ -105,8 +109,8 @@ _CACHED: list = []
 
 
 def release_cached() -> None:
-    """Unpersist the small DataFrames a merge cached (per-split counts, continuation lines) and put
-    back the settings a single-read merge changed."""
+    """Unpersist what a merge cached (the numbering pass's continuation lines, the timeline's records)
+    and put back the settings a single-read merge changed."""
     if _CONF:
         from pyspark.sql import SparkSession
 
@@ -120,7 +124,20 @@ def release_cached() -> None:
             pass
 
 
-def _cache(df: DataFrame) -> DataFrame:
+def inline_table(spark: SparkSession, cols: list[tuple[str, str]], rows: list[tuple]) -> DataFrame:
+    """A few rows of Python values as a table Spark keeps in the driver (``VALUES``, the values passed
+    as parameters): a query that only projects or filters it is evaluated there, with no Spark job."""
+    args: dict[str, Any] = {}
+    tuples = []
+    for i, row in enumerate(rows):
+        for j, v in enumerate(row):
+            args[f"v{i}_{j}"] = v
+        tuples.append("(" + ", ".join(f"CAST(:v{i}_{j} AS {t})" for j, (_, t) in enumerate(cols)) + ")")
+    return spark.sql(f"SELECT * FROM VALUES {', '.join(tuples)} AS t({', '.join(c for c, _ in cols)})", args=args)
+
+
+def cache_for_run(df: DataFrame) -> DataFrame:
+    """``df`` cached until :func:`release_cached`."""
     df = df.cache()
     _CACHED.append(df)
     return df
@@ -216,6 +233,7 @@ def number_lines(
         F.min("id").alias("min_id"),
         F.sum(F.when(F.col("_start"), 0).otherwise(1)).alias("n_cont"),
         F.sum(F.when(F.col("_start") & ~ok, 1).otherwise(0)).alias("n_bad"),
+        F.min(F.when(F.col("_start"), F.col("id"))).alias("start_id"),  # the split's first line with a '['
         F.min(ts).alias("first_ts"),
         F.max(ts).alias("last_ts"),
         F.min("_mb").alias("bmin"),
@@ -226,17 +244,21 @@ def number_lines(
         F.col("given_broker"),
         F.nullif(F.regexp_extract("file", broker_of or lf.DEFAULT_BROKER_OF_PATH, 1), F.lit("")).cast("int"),
     ))
-    per_split_df = _cache(per_split_df)  # one row per file split: tiny; reused for the line offsets below
-    per_split = per_split_df.collect()
+    per_split = per_split_df.collect()  # one row per file split
     if not writers and any(r["path_broker"] is None for r in per_split):
         return number_lines(spark, raw, stats, broker_of=broker_of, writers=True)
     rows = sorted(per_split, key=lambda r: (r["file"], r["block_start"]))
     file_lines: dict[str, int] = {}
     file_bro: dict[str, set] = {}
     file_path_bro: dict[str, int | None] = {}
+    top: dict[str, int] = {}  # per file: the lines above its first line with a '[' (all, without one)
+    offsets = []
     for r in rows:
         off = file_lines.get(r["file"], 0)
         file_lines[r["file"]] = off + r["n"]
+        offsets.append((r["file"], r["block_start"], off, r["min_id"]))
+        if r["file"] not in top and r["start_id"] is not None:
+            top[r["file"]] = off + r["start_id"] - r["min_id"]
         s = file_bro.setdefault(r["file"], set())
         if r["bmin"] is not None:
             s.update({r["bmin"], r["bmax"]})
@@ -254,25 +276,14 @@ def number_lines(
     stats.first_ts = _ts_text(min(firsts)) if firsts else None
     stats.split_times = [(r["first_ts"], r["last_ts"], r["n"]) for r in rows if r["first_ts"] is not None]
     stats.last_ts = _ts_text(max(lasts)) if lasts else None
-    stats.file_brokers = {
-        _display_path(f): file_path_bro.get(f) if file_path_bro.get(f) is not None else inferred.get(f)
-        for f in file_lines
-    }
+    broker = {f: file_path_bro.get(f) if file_path_bro.get(f) is not None else inferred.get(f) for f in file_lines}
+    stats.file_brokers = {_display_path(f): b for f, b in broker.items()}
+    stats.top_orphans = sum(top.get(f, n) for f, n in file_lines.items())
     stats.unparsed_lines = bad  # + orphan continuation lines, added by parse_records
-    # the offsets are computed by Spark from the cached aggregate (no Python worker, no literal data)
-    from pyspark.sql import Window
-
-    wf = Window.partitionBy("file").orderBy("block_start").rowsBetween(Window.unboundedPreceding, -1)
-    inferred_map = F.create_map(*[x for f, b in inferred.items() if b is not None for x in (F.lit(f), F.lit(b))]) \
-        if any(b is not None for b in inferred.values()) else None
-    off_df = per_split_df.select(
-        "file",
-        "block_start",
-        F.coalesce(F.sum("n").over(wf), F.lit(0)).alias("line_offset"),
-        "min_id",
-        F.coalesce(F.col("path_broker"), inferred_map[F.col("file")] if inferred_map is not None else F.lit(None))
-        .cast("int").alias("file_broker"),
-    )
+    # each split's first line number and its file's broker, from the rows collected (no Spark job
+    # computes them; the rows are unpickled in the JVM, no Python worker)
+    off_df = spark.createDataFrame([(*o, broker[o[0]]) for o in offsets],
+                                   "file string, block_start long, line_offset long, min_id long, file_broker int")
     numbered = raw.join(F.broadcast(off_df), ["file", "block_start"]).select(
         "file",
         (F.col("line_offset") + F.col("id") - F.col("min_id") + 1).alias("line"),
@@ -401,15 +412,16 @@ PARENT_FIELDS = [
 
 
 def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
-               broker_of: str | None) -> tuple[DataFrame, DataFrame | None, dict] | None:
+               broker_of: str | None) -> tuple[DataFrame, DataFrame | None, DataFrame | None, dict] | None:
     """Local, uncompressed files whose paths name their brokers, read in one scan with one Spark
     partition per file: a line's number is its row's position in the partition
     (``monotonically_increasing_id``'s low 33 bits), its file and broker are looked up by the
     partition's index (Spark's own list of the scan's partitions, asked before the job: no join, no
     path per row), and what :func:`number_lines` reads the whole input for comes from a byte scan
     in Python (:mod:`kops.pipeline.localscan`). Returns (numbered lines, continuation lines or None,
-    what the observed counts must be), or None where this does not apply (then the numbering pass
-    runs)."""
+    their runs under the lines above them or None, what the observed counts must be), or None where
+    this does not apply (then the numbering pass runs). The continuation lines are all in Python here,
+    so their runs are too: no Spark job finds them."""
     F = spark_functions()
     if not paths_name_brokers(sources, broker_of):
         return None
@@ -431,8 +443,8 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
         restore_conf(spark)
         return None
     pattern = broker_of or lf.DEFAULT_BROKER_OF_PATH
-    names = spark.createDataFrame([(x.uri, given[x.path]) for x in scans], "file string, given int")
-    brokers = [r["b"] for r in names.select(F.coalesce(  # the path's broker by Spark's regex, as number_lines
+    names = inline_table(spark, [("file", "string"), ("given", "int")], [(x.uri, given[x.path]) for x in scans])
+    brokers = [r["b"] for r in names.select(F.coalesce(  # the path's broker by Spark's regex, as number_lines (no job)
         "given", F.nullif(F.regexp_extract("file", pattern, 1), F.lit("")).cast("int")).alias("b")).collect()]
     if any(b is None for b in brokers):
         restore_conf(spark)
@@ -440,6 +452,8 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
     stats.files = stats.splits = len(scans)
     stats.lines = sum(x.lines for x in scans)
     stats.continuation_lines = sum(len(x.continuations) for x in scans)
+    stats.top_orphans = sum(next((i for i, (n, _) in enumerate(x.continuations) if n != i + 1), len(x.continuations))
+                            for x in scans)
     stats.file_brokers = {_display_path(x.uri): b for x, b in zip(scans, brokers)}
     stats.split_times = [(x.first_ts, x.last_ts, x.lines) for x in scans if x.first_ts and x.last_ts]
     part = F.spark_partition_id() + 1
@@ -452,15 +466,53 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
         (F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1)) + 1).alias("line"),
         "value", by_part(brokers).alias("file_broker"), by_part(list(range(1, len(scans) + 1))).alias("_fid"),
         by_part([x.clean for x in scans]).alias("_clean"))
-    cont = None
+    cont = runs = None
     if stats.continuation_lines:
-        rows = [(x.uri, n, t, b) for x, b in zip(scans, brokers) for n, t in x.continuations]
-        cont = spark.createDataFrame(rows, "file string, line long, b binary, file_broker int").select(
-            "file", "line", F.col("b").cast("string").alias("value"), "file_broker")
+        cont, runs = _continuation_frames(spark, [(x.uri, b, x.continuations) for x, b in zip(scans, brokers)])
     starts = [(i + 1, x.lines * (x.lines + 1) // 2 - sum(n for n, _ in x.continuations),
                x.lines - len(x.continuations)) for i, x in enumerate(scans)]
-    return numbered, cont, {"n": sum(n for _, _, n in starts), "line_sum": sum(s for _, s, _ in starts),
+    return numbered, cont, runs, {"n": sum(n for _, _, n in starts), "line_sum": sum(s for _, s, _ in starts),
                             "weighted": sum(i * s for i, s, _ in starts)}
+
+
+def _continuation_frames(spark: SparkSession, files: list[tuple[str, int | None, list[tuple[int, bytes]]]]
+                         ) -> tuple[DataFrame, DataFrame]:
+    """The continuation lines known in Python — per file (path as Spark names it, broker, [(line
+    number, bytes) ...] in line order) — as DataFrames: the lines (``parent_line``: the line above
+    their run, 0 at the top of a file) and the runs under the lines above them (``_cont``, joined
+    to those lines). The runs are found here, so no Spark job (window, group-by, cache) finds them;
+    the bytes become Spark strings in Spark, as its text source reads them."""
+    F = spark_functions()
+    rows, run_rows = [], []  # run_rows: (file, the line above the run, [(line, bytes) ...])
+    for uri, b, conts in files:
+        parent, prev, run = 0, 0, None
+        for n, t in conts:
+            if n != prev + 1:  # a new run, below line n - 1
+                parent, run = n - 1, None
+            prev = n
+            rows.append((uri, n, t, b, parent))
+            if parent:
+                if run is None:
+                    run = []
+                    run_rows.append((uri, parent, run))
+                run.append((n, t))
+    cont = spark.createDataFrame(rows, "file string, line long, b binary, file_broker int, parent_line long").select(
+        "file", "line", F.col("b").cast("string").alias("value"), "file_broker", "parent_line")
+    runs = spark.createDataFrame(run_rows, "file string, line long, c array<struct<l: long, b: binary>>").select(
+        "file", "line", F.transform("c", lambda e: F.struct(e["l"].alias("l"), e["b"].cast("string").alias("v")))
+        .alias("_cont"))
+    return cont, runs
+
+
+def _collected_continuations(spark: SparkSession, numbered: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The numbering pass's continuation lines (at most ``localscan.MAX_CONTINUATIONS``), collected
+    as bytes in one job and made into :func:`_continuation_frames`."""
+    F = spark_functions()
+    files: dict[str, tuple[int | None, list[tuple[int, bytes]]]] = {}
+    for r in numbered.filter(~F.col("value").startswith("[")).select(
+            "file", "line", F.col("value").cast("binary").alias("b"), "file_broker").collect():
+        files.setdefault(r["file"], (r["file_broker"], []))[1].append((r["line"], bytes(r["b"])))
+    return _continuation_frames(spark, [(f, b, sorted(conts)) for f, (b, conts) in sorted(files.items())])
 
 
 def _partition_files(df: DataFrame, sizes: dict[str, int]) -> list[str | None]:
@@ -501,21 +553,21 @@ def settle(stats: MergeStats) -> None:
 
 def _account_unparsed(stats: MergeStats, bad: DataFrame, n_bad: int, cont: DataFrame | None, samples: int) -> None:
     """``stats.unparsed_lines`` and samples of them: the lines that break the layout (``bad``, read
-    only when there are some), and the continuation lines at the top of a file or below such a line."""
+    only when there are some), and the continuation lines at the top of a file (counted already:
+    ``stats.top_orphans``) or below such a line. With none of them, no Spark job runs here."""
     F = spark_functions()
     parts = [bad.select("file", "line", "value", "file_broker")] if n_bad else []
-    n = n_bad
-    if cont is not None:
+    n = n_bad + stats.top_orphans
+    if cont is not None and (n_bad or stats.top_orphans):
         orphans = cont.filter(F.col("parent_line") == 0)
         if n_bad:
             bad_starts = bad.select("file", F.col("line").alias("parent_line"))
-            orphans = orphans.unionByName(cont.join(bad_starts, ["file", "parent_line"], "left_semi"))
-        n_orphans = orphans.count()
-        n += n_orphans
-        if n_orphans:
-            parts.append(orphans.select("file", "line", "value", "file_broker"))
+            below_bad = cont.join(bad_starts, ["file", "parent_line"], "left_semi")
+            n += below_bad.count()
+            orphans = orphans.unionByName(below_bad)
+        parts.append(orphans.select("file", "line", "value", "file_broker"))
     stats.unparsed_lines = n
-    if parts:
+    if n:
         u = parts[0]
         for o in parts[1:]:
             u = u.unionByName(o)
@@ -539,11 +591,11 @@ def merged_records(
     filtered, in merge order. Columns: :data:`kops.pipeline.logformat.RECORD_FIELDS` + ``rec_line``, ``value``.
 
     The lines are read in one pass: every line that starts with ``[`` is parsed (or marked
-    unparsed), and the continuation lines (a small set, from the byte scan or found and cached by the
-    numbering pass's counts) ride along with the line above them through one join and an explode;
-    only the continuation lines at the top of a file come from that small set on their own. Local
-    files are read once (:func:`_read_once`): the counts that pass would give come with the merge,
-    and :func:`settle` puts them in ``stats`` after the writer's action."""
+    unparsed), and the continuation lines (a small set, from the byte scan or collected after the
+    numbering pass, their runs found in Python) ride along with the line above them through one join
+    and an explode; only the continuation lines at the top of a file come from that small set on
+    their own. Local files are read once (:func:`_read_once`): the counts that pass would give come
+    with the merge, and :func:`settle` puts them in ``stats`` after the writer's action."""
     from pyspark.sql import Observation, Window
 
     F = spark_functions()
@@ -554,9 +606,13 @@ def merged_records(
         raw = read_sources(spark, sources)
         numbered = number_lines(spark, raw, stats, broker_of=broker_of,
                                 writers=not paths_name_brokers(sources, broker_of))
-        cont = numbered.filter(~is_start) if stats.continuation_lines else None
+        cont = runs = None
+        if 0 < stats.continuation_lines <= localscan.MAX_CONTINUATIONS:
+            cont, runs = _collected_continuations(spark, numbered)
+        elif stats.continuation_lines:
+            cont = numbered.filter(~is_start)
     else:
-        numbered, cont, expected = once
+        numbered, cont, runs, expected = once
     if include_unparsed is None:
         include_unparsed = not filters.active
     ok = F.col("_ok")
@@ -580,17 +636,18 @@ def merged_records(
 
     small_parts = []
     if cont is not None:
-        w = Window.partitionBy("file").orderBy("line")
-        cont = cont.withColumn("_grp", F.col("line") - F.row_number().over(w))
-        cont = cont.withColumn(
-            "parent_line", F.min("line").over(Window.partitionBy("file", "_grp")) - 1
-        ).drop("_grp")
         small = stats.continuation_lines <= BROADCAST_CONTINUATIONS
-        if small:
-            cont = _cache(cont)  # few rows; used by the orphan count, the join and the output
-        runs = cont.filter(F.col("parent_line") > 0).groupBy("file", F.col("parent_line").alias("line")).agg(
-            F.sort_array(F.collect_list(F.struct(F.col("line").alias("l"), F.col("value").alias("v")))).alias("_cont")
-        )
+        if runs is None:  # more continuation lines than the driver takes: their runs found by Spark
+            w = Window.partitionBy("file").orderBy("line")
+            cont = cont.withColumn("_grp", F.col("line") - F.row_number().over(w))
+            cont = cont.withColumn(
+                "parent_line", F.min("line").over(Window.partitionBy("file", "_grp")) - 1
+            ).drop("_grp")
+            if small:
+                cont = cache_for_run(cont)  # few rows; used by the orphan count, the join and the output
+            runs = cont.filter(F.col("parent_line") > 0).groupBy("file", F.col("parent_line").alias("line")).agg(
+                F.sort_array(F.collect_list(F.struct(F.col("line").alias("l"), F.col("value").alias("v")))).alias("_cont")
+            )
         starts = starts.join(F.broadcast(runs) if small else runs, ["file", "line"], "left")
         items = F.when(F.col("_cont").isNull(), own).otherwise(F.concat(own, F.col("_cont")))
         rows = starts.select("*", F.posexplode(items).alias("_pos", "_it"))

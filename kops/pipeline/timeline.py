@@ -62,6 +62,9 @@ def build_timeline(
 
     recs = sc.merged_records(spark, sources, filters, stats, broker_of=broker_of, include_unparsed=False)
     recs = recs.filter((F.col("kind") == "record") & F.col("topic").isNotNull() & F.col("partition").isNotNull())
+    # each table (and the chart) reads the records: parsed once, only the fields the tables use kept
+    recs = sc.cache_for_run(recs.select("ts", "broker", "event", "topic", "partition", "leader", "leader_epoch", "isr",
+                                        "partition_epoch"))
 
     lead = recs.filter(F.col("event").isin(*LEADERSHIP_EVENTS) & F.col("leader").isNotNull())
     lead = lead.groupBy("topic", "partition", "leader_epoch", "leader").agg(

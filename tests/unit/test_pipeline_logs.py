@@ -17,7 +17,7 @@ from kops.pipeline import statechange as sc
 def spark():
     from kops.pipeline.session import get_spark
 
-    return get_spark("local[2]", shuffle_partitions=1)
+    return get_spark("local[2]", shuffle_partitions=1, input_bytes=0)  # small samples: the JVM of small inputs
 
 
 @pytest.fixture(scope="module")
@@ -240,6 +240,20 @@ def test_merge_order_across_many_time_ranges(spark, logs):
     assert [r["l"] for r in rows] == _reference(logs)
 
 
+def test_hash_keys_are_the_ones_spark_hash_partitions_by(spark):
+    """order.hash_keys (Spark's Murmur3 in Python, no job) gives, for each partition, the least int
+    that Spark's own pmod(hash(x), k) sends there."""
+    from pyspark.sql import functions as F
+
+    xs = [0, 1, 2, 7, 42, 1000, -1, -42, 2**31 - 1, -(2**31), 123456789]
+    got = spark.range(1).select(*[F.hash(F.lit(x)).alias(f"h{i}") for i, x in enumerate(xs)]).first()
+    assert [got[f"h{i}"] for i in range(len(xs))] == [order.spark_hash_int(x) for x in xs]
+    for k in (1, 2, 3, 7, 16, 61):
+        rows = (spark.range(0, 64 * k + 64).select(F.col("id").cast("int").alias("x"))
+                .groupBy(F.expr(f"pmod(hash(x), {k})").alias("r")).agg(F.min("x").alias("x")).collect())
+        assert order.hash_keys(k) == [x for _, x in sorted((r["r"], r["x"]) for r in rows)]
+
+
 def test_cli_merge_outputs(spark, logs, tmp_path):
     from typer.testing import CliRunner
 
@@ -431,14 +445,15 @@ def test_layout_fields_equal_line_re_groups_in_the_jvm(spark):
 
 
 def test_the_embedded_jvm_runs_with_kops_jit_and_gc_options(spark, monkeypatch):
-    """The session's JVM was started with embedded_java_opts (what docs/benchmarks.md measured);
-    KOPS_SPARK_JAVA_OPTS replaces them, empty for the JVM's defaults."""
+    """The session's JVM was started with embedded_java_opts (what docs/benchmarks.md measured: C1
+    alone for small local inputs, as the fixture's); KOPS_SPARK_JAVA_OPTS replaces them, empty for
+    the JVM's defaults."""
     from kops.pipeline import session
 
     if "KOPS_SPARK_JAVA_OPTS" in os.environ:
         pytest.skip("KOPS_SPARK_JAVA_OPTS is set: the JVM runs with the caller's options")
     args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    want = session.embedded_java_opts(os.cpu_count() or 2).split()
+    want = session.embedded_java_opts(os.cpu_count() or 2, 0).split()
     assert want and all(a in args for a in want), args
     assert ("-XX:+UseSerialGC" in want) == ((os.cpu_count() or 2) <= 2)
     monkeypatch.setenv("KOPS_SPARK_JAVA_OPTS", "-XX:+UseParallelGC")
@@ -447,3 +462,6 @@ def test_the_embedded_jvm_runs_with_kops_jit_and_gc_options(spark, monkeypatch):
     assert session.embedded_java_opts(2) == ""
     monkeypatch.delenv("KOPS_SPARK_JAVA_OPTS")
     assert session.embedded_java_opts(8) == "-XX:CompileThresholdScaling=10"
+    assert session.embedded_java_opts(8, session.SMALL_INPUT_BYTES + 1) == "-XX:CompileThresholdScaling=10"
+    assert session.embedded_java_opts(8, session.SMALL_INPUT_BYTES) == "-XX:TieredStopAtLevel=1"
+    assert session.embedded_java_opts(2, 0) == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
