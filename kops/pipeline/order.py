@@ -9,6 +9,7 @@ each partition is sorted; partition i (part file i) sorts before partition i + 1
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,25 +97,12 @@ def time_bounds(split_times: list[tuple[int, int, int]], k: int) -> list[str]:
     return out
 
 
-_M32 = 0xFFFFFFFF
+def spark_hash_int(x: int) -> int:
+    """Spark's ``hash(x)`` of an int: Murmur3_x86_32 of its 4 little-endian bytes with seed 42 (the
+    hash of a shuffle's hash partitioning), by the ``mmh3`` library. Pure."""
+    import mmh3
 
-
-def _rotl32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def spark_hash_int(x: int, seed: int = 42) -> int:
-    """Spark's ``hash(x)`` of an int (Murmur3_x86_32 ``hashInt``, seed 42: the hash of a shuffle's
-    hash partitioning), in Python. Pure."""
-    k = _rotl32((x & _M32) * 0xCC9E2D51 & _M32, 15) * 0x1B873593 & _M32
-    h = (_rotl32(seed ^ k, 13) * 5 + 0xE6546B64) & _M32
-    h ^= 4
-    h ^= h >> 16
-    h = h * 0x85EBCA6B & _M32
-    h ^= h >> 13
-    h = h * 0xC2B2AE35 & _M32
-    h ^= h >> 16
-    return h - (1 << 32) if h & 0x80000000 else h
+    return mmh3.hash(struct.pack("<i", x), 42, signed=True)
 
 
 def hash_keys(k: int) -> list[int]:
