@@ -16,6 +16,8 @@ class KopsError(Exception):
     """Base class; ``exit_code`` says how the CLI ends."""
 
     exit_code = EXIT_FAILURE
+    #: how the CLI names it on stderr (``error: <message>``); a stop that is no failure says so
+    label = "error"
 
     def __init__(self, message: str, *, details: list[str] | None = None):
         super().__init__(message)

@@ -425,7 +425,8 @@ def _report(e: KopsError) -> None:
     from rich.markup import escape
 
     con = err_console()
-    con.print(f"[red]error:[/red] {escape(e.message)}")
+    color = "red" if e.label == "error" else "yellow"
+    con.print(f"[{color}]{e.label}:[/{color}] {escape(e.message)}")
     for d in e.details[:200]:
         con.print(f"  - {escape(d)}")
     if len(e.details) > 200:

@@ -131,9 +131,11 @@ class HookFailed(StepFailed):
 
 
 class PausedForOperator(KopsError):
-    """A pause step without a terminal and without --yes: the run stops, resumable (exit 3)."""
+    """A pause step without a terminal and without --yes: the run stops, resumable (exit 3).
+    Reported as a pause, not an error: the run did what it was told."""
 
     exit_code = 3
+    label = "paused"
 
 
 @dataclass

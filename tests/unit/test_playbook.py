@@ -460,3 +460,34 @@ def test_a_throttle_parameter_takes_a_rate_or_auto_and_the_execute_step_gets_it(
     with pytest.raises(BadInput) as e:
         bind_params(pb, {"rack": "c", "throttle": "auto:fast"})
     assert "auto:MIN-MAX" in " ".join(e.value.details)
+
+
+def test_a_pause_is_reported_as_a_pause_not_an_error(monkeypatch):
+    """A run stopped at an operator pause exits 3 and says ``paused:`` on stderr; a failed step
+    still says ``error:`` (the CLI's one error reporter, kops.cli.common.handle_errors)."""
+    import io
+
+    import typer
+    from rich.console import Console
+
+    from kops.cli import common
+
+    buf = io.StringIO()
+    monkeypatch.setattr(common, "_stderr_console", Console(file=buf, soft_wrap=True, emoji=False))
+
+    def stops(exc):
+        @common.handle_errors
+        def command():
+            raise exc
+
+        with pytest.raises(typer.Exit) as e:
+            command()
+        out = buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        return e.value.exit_code, out
+
+    code, out = stops(engine.PausedForOperator("Rack b leads no partition. Proceed?"))
+    assert code == 3 and out.startswith("paused: Rack b leads no partition.") and "error" not in out, out
+    code, out = stops(engine.StepFailed("the hook exited 1"))
+    assert code == 1 and out.startswith("error: the hook exited 1"), out
