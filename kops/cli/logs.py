@@ -122,6 +122,7 @@ def _prepare(logs, topic, topic_regex, partitions, start_time, end_time, control
             end_time=end_time, events=events, brokers=brokers, broker_of=broker_of,
         )
         sources = sc.expand_sources(_split(logs), include_controller=controller_log)
+        sc.check_path_brokers(sources, broker_of)
     except sc.LogInputError as e:
         raise BadInput(str(e)) from None
     return sources, filters

@@ -113,6 +113,36 @@ def expand_sources(specs: list[str], *, include_controller: bool = False) -> lis
     return out
 
 
+def check_path_brokers(sources: list[LogSource], broker_of: str | None) -> None:
+    """``--broker-of``'s group, where it matches a local file's path without ``ID=PATH``, must
+    capture a broker id (digits, an int32): a group capturing ``a`` from ``host-a/`` is refused,
+    naming the path (:class:`LogInputError`), before Spark starts. Checked by Python's ``re`` (a
+    pattern only Java reads is Spark's to judge: a capture that is no id then leaves the file
+    without a broker, as a remote file's)."""
+    if broker_of is None:
+        return
+    from kops.inputs import values
+
+    try:
+        pattern = re.compile(broker_of)
+    except re.error:
+        return
+    for src in sources:
+        if src.broker is not None:
+            continue
+        for p in src.paths:
+            m = None if is_remote_path(p) else pattern.search(p)
+            if m is None or not m.group(1):
+                continue
+            try:
+                values.broker_id(m.group(1))
+            except values.Invalid:
+                raise LogInputError(
+                    f"--broker-of {broker_of!r}: its group captured {m.group(1)[:40]!r} from {p}, which is no "
+                    f"broker id (digits, at most {values.INT32_MAX}); make the group capture the id's digits, "
+                    "or pin the files' broker with ID=PATH") from None
+
+
 def validate_filters(
     *,
     topic: str | None,

@@ -33,6 +33,7 @@ from kops.pipeline.sources import (  # noqa: F401  (the merge's inputs, re-expor
     Filters,
     LogInputError,
     LogSource,
+    check_path_brokers,
     expand_sources,
     is_remote_path,
     local_bytes,
@@ -242,7 +243,7 @@ def number_lines(
     )
     per_split_df = per_split_df.withColumn("path_broker", F.coalesce(
         F.col("given_broker"),
-        F.nullif(F.regexp_extract("file", broker_of or lf.DEFAULT_BROKER_OF_PATH, 1), F.lit("")).cast("int"),
+        F.nullif(F.regexp_extract("file", broker_of or lf.DEFAULT_BROKER_OF_PATH, 1), F.lit("")).try_cast("int"),
     ))
     per_split = per_split_df.collect()  # one row per file split
     if not writers and any(r["path_broker"] is None for r in per_split):
@@ -445,7 +446,7 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
     pattern = broker_of or lf.DEFAULT_BROKER_OF_PATH
     names = inline_table(spark, [("file", "string"), ("given", "int")], [(x.uri, given[x.path]) for x in scans])
     brokers = [r["b"] for r in names.select(F.coalesce(  # the path's broker by Spark's regex, as number_lines (no job)
-        "given", F.nullif(F.regexp_extract("file", pattern, 1), F.lit("")).cast("int")).alias("b")).collect()]
+        "given", F.nullif(F.regexp_extract("file", pattern, 1), F.lit("")).try_cast("int")).alias("b")).collect()]
     if any(b is None for b in brokers):
         restore_conf(spark)
         return None

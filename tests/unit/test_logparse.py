@@ -294,3 +294,25 @@ def test_required_literals_are_in_every_match(tmp_path):
                 matched += 1
                 assert lits is None or any(x in ln for x in lits), (p, lits, ln)
     assert len(lines) > 60 and matched > 200, (len(lines), matched)
+
+
+def test_broker_of_capturing_no_id_is_refused_before_spark(tmp_path):
+    """--broker-of whose group captures letters (``host-([a-c])/``) or a number above int32 from a
+    local path: exit 2 naming the pattern, what it captured and the path; no Spark started. Files
+    pinned by ID=PATH and paths the pattern does not match are not its business."""
+    from typer.testing import CliRunner
+
+    from kops.cli.logs import app
+
+    for name in ("host-a", "host-99999999999"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "state-change.log").write_text("x\n")
+    r = CliRunner().invoke(app, ["merge", "--logs", str(tmp_path / "host-a"), "--broker-of", r"host-([a-c])/"])
+    assert r.exit_code == 2, r.output
+    assert "--broker-of" in r.output and "'a'" in r.output and "host-a/state-change.log" in r.output, r.output
+    with pytest.raises(sc.LogInputError, match="99999999999"):
+        sc.check_path_brokers(sc.expand_sources([str(tmp_path / "host-99999999999")]), r"host-(\d+)/")
+    sc.check_path_brokers(sc.expand_sources([f"3={tmp_path}/host-a"]), r"host-([a-c])/")  # pinned
+    sc.check_path_brokers(sc.expand_sources([str(tmp_path / "host-a")]), r"broker-(\d+)/")  # no match
+    sc.check_path_brokers(sc.expand_sources([str(tmp_path / "host-a")]), None)
