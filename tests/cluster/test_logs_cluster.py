@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cluster
 def spark():
     from kops.pipeline.session import get_spark
 
-    return get_spark("local[2]", shuffle_partitions=1)
+    return get_spark("local[2]", shuffle_partitions=1, input_bytes=0)  # a sandbox's logs are small: the small-input JVM
 
 
 def _partition(admin, topic, p):

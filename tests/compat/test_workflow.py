@@ -652,7 +652,7 @@ def test_rack_maintenance_playbook_with_the_rack_down(cluster, unique_topic, kop
 def spark():
     from kops.pipeline.session import get_spark
 
-    return get_spark("local[2]", shuffle_partitions=1)  # one session for the whole test run
+    return get_spark("local[2]", shuffle_partitions=1, input_bytes=0)  # one session for the whole run; small logs: the small-input JVM
 
 
 def test_logs_merge_reads_this_versions_logs(cluster, kafka, spark, tmp_path, note):
