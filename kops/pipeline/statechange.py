@@ -469,51 +469,28 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
         by_part([x.clean for x in scans]).alias("_clean"))
     cont = runs = None
     if stats.continuation_lines:
-        cont, runs = _continuation_frames(spark, [(x.uri, b, x.continuations) for x, b in zip(scans, brokers)])
+        rows, run_rows = [], []  # run_rows: (file, the line above the run, [(line, text) ...])
+        for x, b in zip(scans, brokers):
+            parent, prev, run = 0, 0, None
+            for n, t in x.continuations:
+                if n != prev + 1:  # a new run, below line n - 1
+                    parent, run = n - 1, None
+                prev = n
+                rows.append((x.uri, n, t, b, parent))
+                if parent:
+                    if run is None:
+                        run = []
+                        run_rows.append((x.uri, parent, run))
+                    run.append((n, t))
+        cont = spark.createDataFrame(rows, "file string, line long, b binary, file_broker int, parent_line long").select(
+            "file", "line", F.col("b").cast("string").alias("value"), "file_broker", "parent_line")
+        runs = spark.createDataFrame(run_rows, "file string, line long, c array<struct<l: long, b: binary>>").select(
+            "file", "line", F.transform("c", lambda e: F.struct(e["l"].alias("l"), e["b"].cast("string").alias("v")))
+            .alias("_cont"))
     starts = [(i + 1, x.lines * (x.lines + 1) // 2 - sum(n for n, _ in x.continuations),
                x.lines - len(x.continuations)) for i, x in enumerate(scans)]
     return numbered, cont, runs, {"n": sum(n for _, _, n in starts), "line_sum": sum(s for _, s, _ in starts),
                             "weighted": sum(i * s for i, s, _ in starts)}
-
-
-def _continuation_frames(spark: SparkSession, files: list[tuple[str, int | None, list[tuple[int, bytes]]]]
-                         ) -> tuple[DataFrame, DataFrame]:
-    """The continuation lines known in Python — per file (path as Spark names it, broker, [(line
-    number, bytes) ...] in line order) — as DataFrames: the lines (``parent_line``: the line above
-    their run, 0 at the top of a file) and the runs under the lines above them (``_cont``, joined
-    to those lines). The runs are found here, so no Spark job (window, group-by, cache) finds them;
-    the bytes become Spark strings in Spark, as its text source reads them."""
-    F = spark_functions()
-    rows, run_rows = [], []  # run_rows: (file, the line above the run, [(line, bytes) ...])
-    for uri, b, conts in files:
-        parent, prev, run = 0, 0, None
-        for n, t in conts:
-            if n != prev + 1:  # a new run, below line n - 1
-                parent, run = n - 1, None
-            prev = n
-            rows.append((uri, n, t, b, parent))
-            if parent:
-                if run is None:
-                    run = []
-                    run_rows.append((uri, parent, run))
-                run.append((n, t))
-    cont = spark.createDataFrame(rows, "file string, line long, b binary, file_broker int, parent_line long").select(
-        "file", "line", F.col("b").cast("string").alias("value"), "file_broker", "parent_line")
-    runs = spark.createDataFrame(run_rows, "file string, line long, c array<struct<l: long, b: binary>>").select(
-        "file", "line", F.transform("c", lambda e: F.struct(e["l"].alias("l"), e["b"].cast("string").alias("v")))
-        .alias("_cont"))
-    return cont, runs
-
-
-def _collected_continuations(spark: SparkSession, numbered: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """The numbering pass's continuation lines (at most ``localscan.MAX_CONTINUATIONS``), collected
-    as bytes in one job and made into :func:`_continuation_frames`."""
-    F = spark_functions()
-    files: dict[str, tuple[int | None, list[tuple[int, bytes]]]] = {}
-    for r in numbered.filter(~F.col("value").startswith("[")).select(
-            "file", "line", F.col("value").cast("binary").alias("b"), "file_broker").collect():
-        files.setdefault(r["file"], (r["file_broker"], []))[1].append((r["line"], bytes(r["b"])))
-    return _continuation_frames(spark, [(f, b, sorted(conts)) for f, (b, conts) in sorted(files.items())])
 
 
 def _partition_files(df: DataFrame, sizes: dict[str, int]) -> list[str | None]:
@@ -592,11 +569,11 @@ def merged_records(
     filtered, in merge order. Columns: :data:`kops.pipeline.logformat.RECORD_FIELDS` + ``rec_line``, ``value``.
 
     The lines are read in one pass: every line that starts with ``[`` is parsed (or marked
-    unparsed), and the continuation lines (a small set, from the byte scan or collected after the
-    numbering pass, their runs found in Python) ride along with the line above them through one join
-    and an explode; only the continuation lines at the top of a file come from that small set on
-    their own. Local files are read once (:func:`_read_once`): the counts that pass would give come
-    with the merge, and :func:`settle` puts them in ``stats`` after the writer's action."""
+    unparsed), and the continuation lines (a small set, from the byte scan or found and cached by the
+    numbering pass's counts) ride along with the line above them through one join and an explode;
+    only the continuation lines at the top of a file come from that small set on their own. Local
+    files are read once (:func:`_read_once`): the counts that pass would give come with the merge,
+    and :func:`settle` puts them in ``stats`` after the writer's action."""
     from pyspark.sql import Observation, Window
 
     F = spark_functions()
@@ -607,11 +584,8 @@ def merged_records(
         raw = read_sources(spark, sources)
         numbered = number_lines(spark, raw, stats, broker_of=broker_of,
                                 writers=not paths_name_brokers(sources, broker_of))
-        cont = runs = None
-        if 0 < stats.continuation_lines <= localscan.MAX_CONTINUATIONS:
-            cont, runs = _collected_continuations(spark, numbered)
-        elif stats.continuation_lines:
-            cont = numbered.filter(~is_start)
+        cont = numbered.filter(~is_start) if stats.continuation_lines else None
+        runs = None
     else:
         numbered, cont, runs, expected = once
     if include_unparsed is None:
@@ -638,7 +612,7 @@ def merged_records(
     small_parts = []
     if cont is not None:
         small = stats.continuation_lines <= BROADCAST_CONTINUATIONS
-        if runs is None:  # more continuation lines than the driver takes: their runs found by Spark
+        if runs is None:  # the numbering pass's continuation lines: their runs found by Spark
             w = Window.partitionBy("file").orderBy("line")
             cont = cont.withColumn("_grp", F.col("line") - F.row_number().over(w))
             cont = cont.withColumn(
