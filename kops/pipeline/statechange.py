@@ -245,7 +245,8 @@ def number_lines(
         F.col("given_broker"),
         F.nullif(F.regexp_extract("file", broker_of or lf.DEFAULT_BROKER_OF_PATH, 1), F.lit("")).try_cast("int"),
     ))
-    per_split = per_split_df.collect()  # one row per file split
+    per_split_df = _cache(per_split_df)  # one row per file split: tiny; reused for the line offsets below
+    per_split = per_split_df.collect()
     if not writers and any(r["path_broker"] is None for r in per_split):
         return number_lines(spark, raw, stats, broker_of=broker_of, writers=True)
     rows = sorted(per_split, key=lambda r: (r["file"], r["block_start"]))
@@ -253,11 +254,9 @@ def number_lines(
     file_bro: dict[str, set] = {}
     file_path_bro: dict[str, int | None] = {}
     top: dict[str, int] = {}  # per file: the lines above its first line with a '[' (all, without one)
-    offsets = []
     for r in rows:
         off = file_lines.get(r["file"], 0)
         file_lines[r["file"]] = off + r["n"]
-        offsets.append((r["file"], r["block_start"], off, r["min_id"]))
         if r["file"] not in top and r["start_id"] is not None:
             top[r["file"]] = off + r["start_id"] - r["min_id"]
         s = file_bro.setdefault(r["file"], set())
@@ -277,14 +276,26 @@ def number_lines(
     stats.first_ts = _ts_text(min(firsts)) if firsts else None
     stats.split_times = [(r["first_ts"], r["last_ts"], r["n"]) for r in rows if r["first_ts"] is not None]
     stats.last_ts = _ts_text(max(lasts)) if lasts else None
-    broker = {f: file_path_bro.get(f) if file_path_bro.get(f) is not None else inferred.get(f) for f in file_lines}
-    stats.file_brokers = {_display_path(f): b for f, b in broker.items()}
+    stats.file_brokers = {
+        _display_path(f): file_path_bro.get(f) if file_path_bro.get(f) is not None else inferred.get(f)
+        for f in file_lines
+    }
     stats.top_orphans = sum(top.get(f, n) for f, n in file_lines.items())
     stats.unparsed_lines = bad  # + orphan continuation lines, added by parse_records
-    # each split's first line number and its file's broker, from the rows collected (no Spark job
-    # computes them; the rows are unpickled in the JVM, no Python worker)
-    off_df = spark.createDataFrame([(*o, broker[o[0]]) for o in offsets],
-                                   "file string, block_start long, line_offset long, min_id long, file_broker int")
+    # the offsets are computed by Spark from the cached aggregate (no Python worker, no literal data)
+    from pyspark.sql import Window
+
+    wf = Window.partitionBy("file").orderBy("block_start").rowsBetween(Window.unboundedPreceding, -1)
+    inferred_map = F.create_map(*[x for f, b in inferred.items() if b is not None for x in (F.lit(f), F.lit(b))]) \
+        if any(b is not None for b in inferred.values()) else None
+    off_df = per_split_df.select(
+        "file",
+        "block_start",
+        F.coalesce(F.sum("n").over(wf), F.lit(0)).alias("line_offset"),
+        "min_id",
+        F.coalesce(F.col("path_broker"), inferred_map[F.col("file")] if inferred_map is not None else F.lit(None))
+        .cast("int").alias("file_broker"),
+    )
     numbered = raw.join(F.broadcast(off_df), ["file", "block_start"]).select(
         "file",
         (F.col("line_offset") + F.col("id") - F.col("min_id") + 1).alias("line"),
