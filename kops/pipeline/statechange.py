@@ -433,9 +433,11 @@ def _read_once(spark: SparkSession, sources: list[LogSource], stats: MergeStats,
     in Python (:mod:`kops.pipeline.localscan`). Returns (numbered lines, continuation lines or None,
     their runs under the lines above them or None, what the observed counts must be), or None where
     this does not apply (then the numbering pass runs). The continuation lines are all in Python here,
-    so their runs are too: no Spark job finds them."""
+    so their runs are too: no Spark job finds them. A local master only: those continuation lines
+    become a DataFrame of Python rows, whose tasks would start a Python worker on a cluster's
+    executors (which run Spark SQL only, docs/logs-pipeline.md)."""
     F = spark_functions()
-    if not paths_name_brokers(sources, broker_of):
+    if not spark.sparkContext.master.startswith("local") or not paths_name_brokers(sources, broker_of):
         return None
     given = {p: src.broker for src in sources for p in src.paths}
     scans = localscan.scan(list(given))
