@@ -245,7 +245,7 @@ def number_lines(
         F.col("given_broker"),
         F.nullif(F.regexp_extract("file", broker_of or lf.DEFAULT_BROKER_OF_PATH, 1), F.lit("")).try_cast("int"),
     ))
-    per_split_df = _cache(per_split_df)  # one row per file split: tiny; reused for the line offsets below
+    per_split_df = cache_for_run(per_split_df)  # one row per file split: tiny; reused for the line offsets below
     per_split = per_split_df.collect()
     if not writers and any(r["path_broker"] is None for r in per_split):
         return number_lines(spark, raw, stats, broker_of=broker_of, writers=True)
