@@ -78,8 +78,14 @@ def _docker_sandbox(tmp_path_factory, request, **config):
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
     workdir = tmp_path_factory.mktemp("kops-docker-sandbox", numbered=True)
-    ports = free_ports(1 + config.get("brokers", 6))
-    cfg = SandboxConfig(engine="docker", workdir=workdir, zookeeper_port=ports[0], broker_ports=ports[1:],
+    # every port of the sandbox from one call: ports drawn by two calls can repeat (nothing listens
+    # on them yet), seen as "port ... is used twice: controller 1002 port and broker 0 port"
+    brokers = config.get("brokers", 6)
+    controllers = config.get("controllers", 1) if config.get("mode") == "kraft" else 0
+    ports = free_ports(1 + brokers + controllers)
+    if controllers:
+        config["controller_ports"] = ports[1 + brokers:]
+    cfg = SandboxConfig(engine="docker", workdir=workdir, zookeeper_port=ports[0], broker_ports=ports[1:1 + brokers],
                         heap=os.environ.get("KOPS_TEST_HEAP", "384m"), **config)
     sb = Sandbox(cfg, log=lambda m: print(f"[docker sandbox] {m}", flush=True))
     failed_before = request.session.testsfailed
@@ -111,9 +117,7 @@ def dsandbox(docker_engine, tmp_path_factory, request):
 def dsandbox_kraft(docker_engine, tmp_path_factory, request):
     """A KRaft quorum of 3 controllers + 6 brokers (Kafka 4.x) in containers, started by the first
     test that asks for it."""
-    from kops.sandbox.procs import free_ports
-
-    yield from _docker_sandbox(tmp_path_factory, request, mode="kraft", controllers=3, controller_ports=free_ports(3))
+    yield from _docker_sandbox(tmp_path_factory, request, mode="kraft", controllers=3)
 
 
 @pytest.fixture

@@ -22,10 +22,8 @@ OLDEST = [("zookeeper", ZOOKEEPER[0]), ("kraft", KRAFT[0])]
 
 @pytest.fixture(scope="module", params=OLDEST, ids=[f"{m}-{v}" for m, v in OLDEST])
 def old_dsandbox(request, docker_engine, tmp_path_factory):
-    from kops.sandbox.procs import free_ports
-
     mode, version = request.param
-    extra = {"mode": "kraft", "controller_ports": free_ports(1)} if mode == "kraft" else {}
+    extra = {"mode": "kraft"} if mode == "kraft" else {}
     yield from _docker_sandbox(tmp_path_factory, request, kafka_version=version, **extra)
 
 
