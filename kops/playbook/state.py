@@ -177,6 +177,23 @@ class RunContext:
                         {(e["topic"], e["partition"]): e["replicas"] for e in plan["partitions"]})
         return topo
 
+    def brokers(self) -> dict[int, Any]:
+        """The live brokers by id (host, port, rack), read without the topics. A step that needs only
+        these (``restart``) asks nothing that a broker forwards to the controller (a whole read asks
+        for the reassignments): in a ZooKeeper -> KRaft rollback, between the KRaft controllers'
+        stop and a ZooKeeper broker's taking over, the brokers in migration mode still forward such
+        requests to the stopped controller, and they time out."""
+        if self.topology_file:
+            from kops.cluster.snapshot import load_topology
+
+            return {b.id: b for b in load_topology(self.topology_file).brokers}
+        from kops.cluster.topology import ReadOptions, read_topology
+
+        with self.connection() as conn:
+            topo = read_topology(conn, ReadOptions(with_configs=False, with_sizes=False, with_reassignments=False,
+                                                   topics=()))
+        return {b.id: b for b in topo.brokers}
+
     def run_dir(self) -> Path:
         d = runs_dir() / self.state.run_id
         if not self.dry_run:

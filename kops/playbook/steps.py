@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from kops.errors import BadInput
+from kops.errors import BadInput, ClusterTimeout
 from kops.model import Topology
 from kops.playbook.state import HookFailed, PausedForOperator, RunContext, StepFailed
 from kops.playbook.spec import HOOK_VARS, StepSpec
@@ -145,21 +145,39 @@ def _only_because_down(f: Any, topo: Topology, lost: set[int]) -> bool:
     return bool(missing) and missing <= lost
 
 
+def observe(condition: str, fields: dict[str, Any], ctx: RunContext) -> tuple[bool | None, str]:
+    """:func:`evaluate` on a fresh topology, or ``(None, why)`` for a read the cluster answered too
+    late (:class:`ClusterTimeout`: a broker restarting, a controller moving, a request forwarded to
+    a controller that is gone): "not yet". A wait polls the cluster while brokers restart, and one
+    late answer must not end the run."""
+    try:
+        return evaluate(condition, fields, ctx.topology(), ctx)
+    except ClusterTimeout as e:
+        return None, f"the cluster did not answer in time ({e.message})"
+
+
 def wait_until(condition: str, fields: dict[str, Any], ctx: RunContext, timeout: float, interval: float) -> str:
+    """Poll ``condition`` every ``interval`` s until it holds; at ``timeout`` the step fails with
+    what the last answered read said (the leaders a lagging replica waits on, say), and what
+    timed out when the last reads were late."""
     from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-    last = {"why": ""}
+    last = {"why": "", "late": ""}
 
-    def probe() -> bool:
-        ok, why = evaluate(condition, fields, ctx.topology(), ctx)
-        last["why"] = why
-        return ok
+    def poll() -> bool:
+        ok, why = observe(condition, fields, ctx)
+        if ok is None:
+            last["late"] = why
+        else:
+            last.update(why=why, late="")
+        return bool(ok)
 
     try:
         Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
-                 retry=retry_if_result(lambda ok: not ok))(probe)
+                 retry=retry_if_result(lambda ok: not ok))(poll)
     except RetryError:
-        raise StepFailed(f"{condition} not reached within {timeout:.0f} s: {last['why']}") from None
+        why = last["why"] + ("; then " if last["why"] and last["late"] else "") + last["late"]
+        raise StepFailed(f"{condition} not reached within {timeout:.0f} s: {why}") from None
     return last["why"]
 
 
@@ -167,8 +185,7 @@ def wait_until(condition: str, fields: dict[str, Any], ctx: RunContext, timeout:
 @step("health_gate")
 def _health_gate(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     timeout = float(f.get("timeout", 0))
-    topo = ctx.topology()
-    ok, why = evaluate("healthy", f, topo, ctx)
+    ok, why = observe("healthy", f, ctx)
     if ok:
         what = "cluster healthy" if why == "healthy" else f"cluster {why}"
         return {"summary": what + (f" (allowed: {', '.join(f['allow'])})" if f.get("allow") else "")}
@@ -183,7 +200,7 @@ def _health_gate(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 def _wait_for(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     cond = f["condition"]
     if ctx.dry_run:
-        ok, why = evaluate(cond, f, ctx.topology(), ctx)
+        ok, why = observe(cond, f, ctx)
         return {"summary": f"would wait up to {f['timeout']:.0f} s for {cond} (now: {'met' if ok else why})"}
     why = wait_until(cond, f, ctx, float(f["timeout"]), float(f.get("interval", 2.0)))
     return {"summary": f"{cond}: {why}"}
@@ -260,8 +277,7 @@ def _restart(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     ``_RACK``). Its exit code and the end of its output go into the state file; a failure or a
     timeout stops the run with exit 3 (resumable: the step runs again)."""
     b = int(f["broker"])
-    topo = ctx.topology()
-    broker = next((x for x in topo.brokers if x.id == b), None)
+    broker = ctx.brokers().get(b)
     values = {"broker": b, "host": getattr(broker, "host", None) or "", "port": getattr(broker, "port", None) or "",
               "rack": getattr(broker, "rack", None) or ""}
     cmd = _HOOK_REF.sub(lambda m: shlex.quote(str(values[m.group(1)])), f["command"])

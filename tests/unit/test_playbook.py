@@ -249,6 +249,8 @@ def _offline_run(tmp_path, monkeypatch, text: str, topo_file: str = "topo6.json"
     from kops.cluster.snapshot import load_topology
 
     monkeypatch.setattr(engine.RunContext, "topology", lambda self: load_topology(DATA / topo_file))
+    monkeypatch.setattr(engine.RunContext, "brokers",
+                        lambda self: {b.id: b for b in load_topology(DATA / topo_file).brokers})
     pb = parse_playbook(text, source="loop.yaml")
     ctx = Context(None, None, None, 5.0, Output.table)
 
@@ -491,3 +493,65 @@ def test_a_pause_is_reported_as_a_pause_not_an_error(monkeypatch):
     assert code == 3 and out.startswith("paused: Rack b leads no partition.") and "error" not in out, out
     code, out = stops(engine.StepFailed("the hook exited 1"))
     assert code == 1 and out.startswith("error: the hook exited 1"), out
+
+
+LATE = """\
+name: late
+steps:
+  - {id: w, type: wait_for, condition: in_sync, brokers: [1, 2], timeout: 30s, interval: 0.1s}
+  - {id: g, type: health_gate, timeout: 0.5s}
+"""
+
+
+def test_a_wait_takes_a_read_answered_too_late_as_not_yet(tmp_path, monkeypatch):
+    """A wait polls the cluster while brokers restart: a read that timed out (ClusterTimeout,
+    e.g. a request forwarded to a KRaft controller a rollback has stopped) is "not yet", not the
+    end of the run; a gate whose every read times out fails at its deadline, naming what timed
+    out."""
+    from kops.cluster.snapshot import load_topology
+    from kops.errors import ClusterTimeout
+
+    run = _offline_run(tmp_path, monkeypatch, LATE)
+    reads = {"n": 0}
+
+    def late_twice(self):
+        reads["n"] += 1
+        if reads["n"] in (2, 3) or reads["n"] >= 5:  # (the first: the run's pre-flight read)
+            raise ClusterTimeout("list partition reassignments: RequestTimedOutError (error 7)")
+        return load_topology(DATA / "topo6.json")
+
+    monkeypatch.setattr(engine.RunContext, "topology", late_twice)
+    with pytest.raises(engine.StepFailed) as e:
+        run()
+    st = e.value.run_state
+    assert [(s["id"], s["status"]) for s in st.steps] == [("w", "done"), ("g", "failed")]
+    assert reads["n"] >= 6  # pre-flight, two late answers, the one that met the condition, the gate's
+    assert "in_sync: 0 replicas on [1, 2] out of ISR" in st.step("w")["result"]["summary"]
+    err = st.step("g")["error"]
+    assert "healthy not reached within 0 s: the cluster did not answer in time" in err, err
+    assert "RequestTimedOutError (error 7)" in err
+
+
+def test_a_wait_that_times_out_names_the_last_answer_and_what_was_late():
+    """The failure keeps what the last answered read said (here: broker 1 still registered), and
+    adds what timed out after it."""
+    from types import SimpleNamespace
+
+    from kops.cluster.snapshot import load_topology
+    from kops.errors import ClusterTimeout
+    from kops.playbook.steps import wait_until
+
+    reads = {"n": 0}
+
+    def topology():
+        reads["n"] += 1
+        if reads["n"] > 1:
+            raise ClusterTimeout("list partition reassignments: RequestTimedOutError (error 7)")
+        return load_topology(DATA / "topo6.json")
+
+    ctx = SimpleNamespace(topology=topology)
+    with pytest.raises(engine.StepFailed) as e:
+        wait_until("brokers_down", {"broker": 1}, ctx, 0.5, 0.1)
+    assert reads["n"] > 2
+    assert e.value.message == ("brokers_down not reached within 0 s: brokers [1] still registered; then the cluster "
+                               "did not answer in time (list partition reassignments: RequestTimedOutError (error 7))")
