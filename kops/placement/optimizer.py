@@ -210,8 +210,12 @@ class Optimizer:
                     return False
                 budget.forced = True
             budget.spend(cost_mv, cost_by)
-        for p, src, dst in moves:
-            st.replace(p, src, dst)  # (every goal tracking the plan follows: PlacementState.watchers)
+        # (every goal tracking the plan follows: PlacementState.watchers)
+        if len(moves) == 1:
+            st.replace(*moves[0])
+        else:
+            (p, src, dst), (q, _dst, _src) = moves
+            st.swap(p, q, src, dst)
         for _p, src, dst in moves:
             self._room_of.pop(src, None)
             self._room_of.pop(dst, None)
