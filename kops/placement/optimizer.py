@@ -163,7 +163,8 @@ class Optimizer:
             self._room_of.clear()
 
     def try_moves(self, moves: Sequence[Move], goal: Any, checked: bool = False, hard: bool = False) -> bool:
-        """Make ``moves`` (each: a partition's replica from one broker to another, same slot) if
+        """Make ``moves`` (one, or two that are a swap: ``(p, src, dst), (q, dst, src)``; each a
+        partition's replica from one broker to another, same slot) if
         together they gain on ``goal`` and keep every hard and earlier goal; returns whether.
         ``checked``: the caller found that they keep every earlier goal (the guards); ``hard``:
         that every move is rack-safe and within the disk and network limits, as of now."""

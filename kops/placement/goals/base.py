@@ -79,7 +79,9 @@ class PlanGoal:
     def swapped(self, p: int, q: int, src: int, dst: int) -> None:
         """As a state watcher: p's replica went src -> dst and q's dst -> src, in one step
         (:meth:`~kops.placement.state.PlacementState.swap`): its ``moved`` of each in turn, unless
-        the goal follows a swap more cheaply to the same result."""
+        the goal follows a swap more cheaply to the same result. While watchers follow a swap,
+        ``st.reps`` still holds both partitions' old lists (the state sets them after the last
+        watcher): a watcher whose ``moved`` reads ``st.reps`` must override this."""
         self.moved(p, (src,), (dst,))  # type: ignore[attr-defined]
         self.moved(q, (dst,), (src,))  # type: ignore[attr-defined]
 
