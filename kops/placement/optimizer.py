@@ -163,7 +163,8 @@ class Optimizer:
             self._room_of.clear()
 
     def try_moves(self, moves: Sequence[Move], goal: Any, checked: bool = False, hard: bool = False) -> bool:
-        """Make ``moves`` (each: a partition's replica from one broker to another, same slot) if
+        """Make ``moves`` (one, or two that are a swap: ``(p, src, dst), (q, dst, src)``; each a
+        partition's replica from one broker to another, same slot) if
         together they gain on ``goal`` and keep every hard and earlier goal; returns whether.
         ``checked``: the caller found that they keep every earlier goal (the guards); ``hard``:
         that every move is rack-safe and within the disk and network limits, as of now."""
@@ -210,8 +211,12 @@ class Optimizer:
                     return False
                 budget.forced = True
             budget.spend(cost_mv, cost_by)
-        for p, src, dst in moves:
-            st.replace(p, src, dst)  # (every goal tracking the plan follows: PlacementState.watchers)
+        # (every goal tracking the plan follows: PlacementState.watchers)
+        if len(moves) == 1:
+            st.replace(*moves[0])
+        else:
+            (p, src, dst), (q, _dst, _src) = moves
+            st.swap(p, q, src, dst)
         for _p, src, dst in moves:
             self._room_of.pop(src, None)
             self._room_of.pop(dst, None)

@@ -39,7 +39,18 @@ from kops.placement.rackcheck import RackSafety
 from kops.placement.racks import RackTree
 from kops.placement.scope import Goal
 
-__all__ = ["BrokerIndex", "BrokerLoads", "Budget", "Limits", "Partitions", "PlacementState", "Racks"]
+__all__ = ["BrokerIndex", "BrokerLoads", "Budget", "Limits", "Partitions", "PlacementState", "Racks", "swap_load"]
+
+
+def swap_load(load: dict[int, Any], w: Sequence[Any], p: int, q: int, src: int, dst: int) -> None:
+    """A per-broker ``load`` summed over replicas by weight ``w``, after p's replica went src -> dst
+    and q's dst -> src: the two moves' steps in their order (src less p's weight, then plus q's;
+    dst plus p's, then less q's), so that float loads come out as moved one at a time."""
+    wp, wq = w[p], w[q]
+    if src in load:
+        load[src] = load[src] - wp + wq
+    if dst in load:
+        load[dst] = load[dst] + wp - wq
 
 
 class Budget:
@@ -301,6 +312,15 @@ class BrokerLoads:
                     if b in load:
                         self.heaps.push(b)
 
+    def swapped(self, p: int, q: int, src: int, dst: int) -> None:
+        """p's replica went src -> dst and q's dst -> src (:meth:`PlacementState.swap`): :meth:`moved`
+        of each in turn, in one call (each load takes the same two steps in the same order)."""
+        if self.balancing:
+            self.moved(p, (src,), (dst,))
+            self.moved(q, (dst,), (src,))
+            return
+        swap_load(self.load, self.w, p, q, src, dst)
+
 
 class BrokerIndex:
     """Per allowed broker, what it holds of the assignment: the partitions (``on``), the partitions
@@ -370,7 +390,8 @@ class PlacementState:
         self.band_share = band_share
         #: replica lists whose set of brokers changed so far (moves; reorders not counted)
         self.moved = 0
-        #: what follows every move (``moved(p, gone, came)``): the goals tracking the plan
+        #: what follows every move (``moved(p, gone, came)``) and swap (``swapped(p, q, src,
+        #: dst)``, :meth:`swap`): the goals tracking the plan
         self.watchers: list[Any] = []
 
     def end_balance(self) -> None:
@@ -402,3 +423,24 @@ class PlacementState:
             for watcher in self.watchers:
                 watcher.moved(p, gone, came)
         self.reps[p] = new
+
+    def swap(self, p: int, q: int, src: int, dst: int) -> None:
+        """Partition ``p``'s replica on ``src`` and ``q``'s on ``dst`` trade brokers, each in its
+        slot (neither holding the other broker): :meth:`replace` of p then of q, as one step --
+        the limits and the brokers' index follow each half in that order, the loads and every
+        watcher the two at once (``swapped(p, q, src, dst)``: the same result as ``moved`` of
+        each half in turn)."""
+        reps = self.reps
+        old_p, old_q = reps[p], reps[q]
+        new_p = [dst if b == src else b for b in old_p]
+        new_q = [src if b == dst else b for b in old_q]
+        at_src, at_dst = [src], [dst]
+        self.limits.moved(p, old_p, new_p)
+        self.limits.moved(q, old_q, new_q)
+        self.loads.swapped(p, q, src, dst)
+        self.index.moved(p, old_p, new_p, at_src, at_dst)
+        self.index.moved(q, old_q, new_q, at_dst, at_src)
+        self.moved += 2
+        for watcher in self.watchers:
+            watcher.swapped(p, q, src, dst)
+        reps[p], reps[q] = new_p, new_q

@@ -76,6 +76,15 @@ class PlanGoal:
         data is missing."""
         return None
 
+    def swapped(self, p: int, q: int, src: int, dst: int) -> None:
+        """As a state watcher: p's replica went src -> dst and q's dst -> src, in one step
+        (:meth:`~kops.placement.state.PlacementState.swap`): its ``moved`` of each in turn, unless
+        the goal follows a swap more cheaply to the same result. While watchers follow a swap,
+        ``st.reps`` still holds both partitions' old lists (the state sets them after the last
+        watcher): a watcher whose ``moved`` reads ``st.reps`` must override this."""
+        self.moved(p, (src,), (dst,))  # type: ignore[attr-defined]
+        self.moved(q, (dst,), (src,))  # type: ignore[attr-defined]
+
     def optimize(self, mover: Mover) -> int:
         """Replica moves toward the goal's band that keep every goal before it; returns how many."""
         return 0

@@ -25,7 +25,7 @@ from kops.placement.feasible import count_band
 from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, band, within
 from kops.placement.goals.measure import Evaluation, count_bound, off_band, spread
 from kops.placement.racks import RackTree
-from kops.placement.state import PlacementState
+from kops.placement.state import PlacementState, swap_load
 
 __all__ = ["DiskUsageGoal", "Load", "NwInUsageGoal", "ReplicasGoal"]
 
@@ -101,6 +101,11 @@ class Load(PlanGoal):
         for b in came:
             if b in load:
                 load[b] += w
+
+    def swapped(self, p: int, q: int, src: int, dst: int) -> None:
+        """p's replica went src -> dst and q's dst -> src: :meth:`moved` of each in turn, in one
+        call (each load takes the same two steps in the same order: the same floats)."""
+        swap_load(self.load, self.w, p, q, src, dst)
 
     def fits(self, b: int, delta: float) -> bool:
         """Does changing ``b``'s load by ``delta`` leave it no further from the band (:meth:`room`)?"""
