@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -198,6 +199,10 @@ def port_range() -> tuple[int, int]:
     return max(1024, hi - 12288), hi
 
 
+#: the ports :func:`free_ports` handed out lately in this process, the oldest first
+_handed_out: deque[int] = deque(maxlen=1024)
+
+
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct ports that are free right now, from :func:`port_range` (below the kernel's
     ephemeral range; kept open until all are chosen so they differ).
@@ -205,14 +210,23 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     Below it because a client that connects again and again to a port of that range where nothing
     listens yet (a probe waiting for ZooKeeper, kazoo retrying through a restart) can be given that
     same port as its own local port and connect to itself, and the server then cannot bind it: seen
-    as "ZooKeeper exited during start-up" once in a full test run. Falls back to the kernel's
-    choice if no port below the range is free."""
+    as "ZooKeeper exited during start-up" once in a full test run.
+
+    A port this process handed out lately is taken last (the longest ago first): a port handed out
+    is free until its server binds it, so two calls before that could otherwise both hand it out
+    (seen as "port 20493 is used twice" in the fault lab), and a port a stopped server left is
+    better not given to the next one while clients still know its old address. In a range too
+    small for that, such ports are taken again rather than leaving the range. Falls back to the
+    kernel's choice if no port of the range is free."""
     import random
 
     lo, hi = port_range()
+    recent = [p for p in _handed_out if lo <= p < hi]
+    seen = set(recent)
+    fresh = [p for p in random.sample(range(lo, hi), min(max(0, hi - lo), 64 * n + 64 + len(seen))) if p not in seen]
     socks: list[socket.socket] = []
     try:
-        for port in random.sample(range(lo, hi), min(max(0, hi - lo), 64 * n + 64)):
+        for port in [*fresh, *recent]:
             if len(socks) == n:
                 break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -226,10 +240,15 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind((host, 0))
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        ports = [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
+    for port in ports:
+        if port in _handed_out:
+            _handed_out.remove(port)
+        _handed_out.append(port)
+    return ports
 
 
 def tail(path: Path, lines: int = 30, *, max_bytes: int = 64_000) -> list[str]:

@@ -339,6 +339,22 @@ def test_free_ports_from_the_range_kops_port_range_names(monkeypatch):
             procs.free_ports(1)
 
 
+def test_free_ports_hands_out_the_ports_of_recent_calls_last(monkeypatch):
+    """Two calls before anything binds what the first handed out do not share a port (the fault
+    lab's "port 20493 is used twice"); in a range too small to avoid it, the oldest come back."""
+    from collections import deque
+
+    monkeypatch.setattr(procs, "_handed_out", deque(maxlen=1024))
+    monkeypatch.setenv("KOPS_PORT_RANGE", "21000-21040")
+    for _ in range(10):
+        a, b = procs.free_ports(5), procs.free_ports(5)
+        assert not set(a) & set(b), (a, b)
+    # all 40 handed out: the next call takes the 5 handed out longest ago, in that order
+    oldest = list(procs._handed_out)[:5]
+    assert procs.free_ports(5) == oldest
+    assert list(procs._handed_out)[-5:] == oldest
+
+
 def test_tail(tmp_path: Path):
     f = tmp_path / "log"
     f.write_text("\n".join(f"line {i}" for i in range(100)))
