@@ -48,22 +48,109 @@ def require_dynamic_quorum(conn, what: str) -> int:
     return int(features.get(KRAFT_VERSION).finalized)
 
 
+#: how long one AddRaftVoter / RemoveRaftVoter may wait for its answer before the quorum is read
+ATTEMPT_S = 20.0
+#: the pause between a late answer's quorum reads and before the change is sent again
+PAUSE_S = 1.0
+
+
 def add_voter(conn, voter_id: int, directory_id: str, endpoints: list[tuple[str, str, int]], *,
-              timeout_s: float = 30.0) -> None:
+              timeout_s: float = 30.0) -> str:
     """AddRaftVoter for ``voter_id`` (an observer with that directory id, reachable at ``endpoints``:
-    ``(listener name, host, port)``); returns once the new voter set is committed."""
-    try:
-        conn.kp_admin().add_raft_voter(voter_id, directory_id, endpoints, timeout_ms=int(timeout_s * 1000))
-    except Exception as e:  # noqa: BLE001 - mapped to a kops error naming the request
-        raise _mapped(conn, e, f"add controller {voter_id} (directory {directory_id}) to the KRaft quorum") from None
+    ``(listener name, host, port)``); returns once the new voter set is committed (with
+    :func:`until_committed`'s note)."""
+    what = f"add controller {voter_id} (directory {directory_id}) to the KRaft quorum"
+
+    def send(attempt_s: float) -> None:
+        try:
+            conn.kp_admin().add_raft_voter(voter_id, directory_id, endpoints, timeout_ms=int(attempt_s * 1000))
+        except Exception as e:  # noqa: BLE001 - mapped to a kops error naming the request
+            raise _mapped(conn, e, what) from None
+
+    return until_committed(send, lambda: _is_voter(conn, voter_id), timeout_s)
 
 
-def remove_voter(conn, voter_id: int, directory_id: str, *, timeout_s: float = 30.0) -> None:
-    """RemoveRaftVoter for ``voter_id`` with that directory id; returns once committed."""
+def remove_voter(conn, voter_id: int, directory_id: str, *, timeout_s: float = 30.0) -> str:
+    """RemoveRaftVoter for ``voter_id`` with that directory id; returns once committed (with
+    :func:`until_committed`'s note)."""
+    what = f"remove controller {voter_id} (directory {directory_id}) from the KRaft quorum"
+
+    def send(attempt_s: float) -> None:
+        try:
+            conn.kp_admin().remove_raft_voter(voter_id, directory_id, timeout_ms=int(attempt_s * 1000))
+        except Exception as e:  # noqa: BLE001
+            raise _mapped(conn, e, what) from None
+
+    def landed() -> bool | None:
+        now = _is_voter(conn, voter_id)
+        return None if now is None else not now
+
+    return until_committed(send, landed, timeout_s)
+
+
+def until_committed(send, landed, timeout_s: float, *, attempt_s: float = ATTEMPT_S, pause_s: float = PAUSE_S,
+                    clock=None, sleep=None) -> str:
+    """Send a voter change until the quorum shows it, for at most ``timeout_s``. Returns "" when
+    the first send was answered, else a note for the step's summary (the late answer, how many
+    sends).
+
+    ``send(attempt_s)`` sends it once and returns when the leader answered that it committed;
+    ``landed()`` reads the quorum: True once the change is in the voter set, False while it is
+    not, None when the quorum does not answer. A late answer (:class:`ClusterTimeout`) says
+    nothing about the change: the leader answers REQUEST_TIMED_OUT when the new voter set did not
+    commit within ``controller.quorum.request.timeout.ms`` or while an earlier change is not
+    committed yet, and a broker answers so when it could not forward the request to the active
+    controller within 60 s. The change may commit after any of these, so the quorum is read, and
+    the change is sent again while it has not landed. Each send waits at most ``attempt_s``. Any
+    other error ends it, unless the quorum shows the change (an earlier send committed it:
+    Kafka answers VOTER_NOT_FOUND or DUPLICATE_VOTER to the next one). At ``timeout_s`` the last
+    late answer is raised, saying how long and how many sends."""
+    import time
+
+    from kops.cluster.connection import AuthenticationError
+    from kops.errors import AuthorizationError, ClusterError, ClusterTimeout
+
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    deadline = clock() + timeout_s
+    sends, late = 0, None
+
+    def note(how: str) -> str:
+        return "" if late is None else f"{how} (sent {sends} time{'s' if sends != 1 else ''}; a late answer: {late.message})"
+
+    while True:
+        sends += 1
+        try:
+            send(max(1.0, min(attempt_s, deadline - clock())))
+            return note("committed")
+        except (AuthorizationError, AuthenticationError):
+            raise
+        except ClusterTimeout as e:
+            late = e
+        except ClusterError:
+            if late is not None and landed() is True:  # an earlier send committed it
+                return note("committed, as the quorum shows")
+            raise
+        while clock() + pause_s < deadline:
+            sleep(pause_s)
+            state = landed()
+            if state is True:
+                return note("committed, as the quorum shows")
+            if state is False:
+                break
+        if clock() + pause_s >= deadline:
+            raise ClusterTimeout(f"{late.message}; not committed within {timeout_s:.0f} s "
+                                 f"({sends} send{'s' if sends != 1 else ''}, the quorum read after each late answer)")
+
+
+def _is_voter(conn, node: int) -> bool | None:
+    """Whether ``node`` is a voter now (DescribeQuorum); None when the quorum does not answer."""
+    from kops.cluster.topology import read_quorum
+    from kops.errors import ClusterError
+
     try:
-        conn.kp_admin().remove_raft_voter(voter_id, directory_id, timeout_ms=int(timeout_s * 1000))
-    except Exception as e:  # noqa: BLE001
-        raise _mapped(conn, e, f"remove controller {voter_id} (directory {directory_id}) from the KRaft quorum") from None
+        return any(v.id == node for v in read_quorum(conn).voters)
+    except ClusterError:
+        return None
 
 
 def voter_endpoints(conn) -> dict[int, set[tuple[str, int]]]:
@@ -123,5 +210,5 @@ def _mapped(conn, exc: BaseException, what: str) -> Exception:
     return err
 
 
-__all__ = ["KRAFT_VERSION", "add_voter", "bootstrap_servers", "dynamic_quorum_problem", "parse_servers", "remove_voter",
-           "require_dynamic_quorum", "stranded_brokers", "voter_endpoints"]
+__all__ = ["ATTEMPT_S", "KRAFT_VERSION", "PAUSE_S", "add_voter", "bootstrap_servers", "dynamic_quorum_problem", "parse_servers", "remove_voter",
+           "require_dynamic_quorum", "stranded_brokers", "until_committed", "voter_endpoints"]

@@ -258,10 +258,10 @@ def _add_voter(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     if not ok or directory is None:
         raise StepFailed(f"cannot add {say}: {why if not ok else 'the leader reports no directory id for it'}")
     with ctx.connection() as conn:
-        add_voter(conn, node, directory, [(listener, host, port)], timeout_s=float(f.get("timeout", 60)))
+        late = add_voter(conn, node, directory, [(listener, host, port)], timeout_s=float(f.get("timeout", 60)))
     after = _quorum_after(ctx)
     return {"summary": f"added {say}, directory {directory}"
-                       + (f" ({voters_text(after)})" if after is not None else " (committed)"),
+                       + (f" ({voters_text(after)})" if after is not None else " (committed)") + (f"; {late}" if late else ""),
             "directory_id": directory, **({"voters": [v.id for v in after.voters]} if after is not None else {})}
 
 
@@ -299,14 +299,15 @@ def _remove_voter(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     if v.directory_id is None:
         raise StepFailed(f"controller {node} not removed: the leader reports no directory id for it")
     with ctx.connection() as conn:
-        remove_voter(conn, node, v.directory_id, timeout_s=float(f.get("timeout", 60)))
+        late = remove_voter(conn, node, v.directory_id, timeout_s=float(f.get("timeout", 60)))
+    late = f"; {late}" if late else ""
     after = _quorum_after(ctx)  # (the leader removed itself: it resigns, the quorum elects another)
     if after is None:
         left = len(q.voters) - 1
         return {"summary": f"removed controller {node}, directory {v.directory_id} (committed; the quorum is electing "
-                           f"a leader){fragility(left)}", "directory_id": v.directory_id}
+                           f"a leader){fragility(left)}{late}", "directory_id": v.directory_id}
     return {"summary": f"removed controller {node}, directory {v.directory_id} ({voters_text(after)})"
-                       f"{fragility(len(after.voters))}", "directory_id": v.directory_id,
+                       f"{fragility(len(after.voters))}{late}", "directory_id": v.directory_id,
             "voters": [x.id for x in after.voters]}
 
 

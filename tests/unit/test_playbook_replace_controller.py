@@ -178,3 +178,83 @@ def test_directory_ids_round_trip_in_a_snapshot():
     jsonschema.validate(doc, topology_schema())
     assert doc["quorum"]["voters"][0]["directory_id"] == "dir-1000"
     assert parse_topology(json.loads(json.dumps(doc))).quorum == topo.quorum
+
+
+# -- a voter change answered late (until_committed) -----------------------------------------------
+class _Clock:
+    """Time that moves only when slept in or spent by a send."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def _until(sends, reads, timeout_s=60.0):
+    """until_committed with each send's outcome (None: answered; an exception: raised after the
+    attempt's time passed) and the quorum reads' answers (True/False/None) in order."""
+    from kops.cluster.raft_voters import until_committed
+
+    clock, sends, reads, attempts = _Clock(), list(sends), list(reads), []
+
+    def send(attempt_s):
+        attempts.append((clock.now, attempt_s))
+        outcome = sends.pop(0)
+        if outcome is not None:
+            clock.sleep(attempt_s)
+            raise outcome
+
+    note = until_committed(send, lambda: reads.pop(0), timeout_s, attempt_s=20, pause_s=1, clock=clock,
+                           sleep=clock.sleep)
+    return note, attempts, clock.now
+
+
+def test_a_voter_change_answered_at_once_is_sent_once():
+    note, attempts, _ = _until([None], [])
+    assert note == "" and attempts == [(0.0, 20)]
+
+
+def test_a_late_answer_whose_change_committed_is_done_without_sending_again():
+    """CI: RemoveRaftVoter answered REQUEST_TIMED_OUT by the forwarding broker; the leader may
+    still commit it: the quorum is read, and it shows the change."""
+    from kops.errors import ClusterTimeout
+
+    note, attempts, _ = _until([ClusterTimeout("remove controller 1001: RequestTimedOutError (error 7)")], [None, True])
+    assert len(attempts) == 1
+    assert note.startswith("committed, as the quorum shows (sent 1 time; a late answer: remove controller 1001")
+
+
+def test_a_late_answer_whose_change_did_not_land_is_sent_again():
+    from kops.errors import ClusterTimeout
+
+    note, attempts, _ = _until([ClusterTimeout("late"), None], [False])
+    assert [t for t, _ in attempts] == [0.0, 21.0] and note.startswith("committed (sent 2 times; a late answer: late")
+
+
+def test_an_error_after_a_late_answer_is_done_when_the_quorum_shows_the_change():
+    """The first send committed after its late answer; the second is refused (VOTER_NOT_FOUND)."""
+    from kops.errors import ClusterError, ClusterTimeout
+
+    note, attempts, _ = _until([ClusterTimeout("late"), ClusterError("VoterNotFoundError")], [False, True])
+    assert len(attempts) == 2 and note.startswith("committed, as the quorum shows (sent 2 times")
+
+
+def test_an_error_that_is_no_late_answer_ends_it_at_once():
+    from kops.errors import AuthorizationError, ClusterError
+
+    for err in (ClusterError("UnsupportedVersionError"), AuthorizationError("not authorized")):
+        with pytest.raises(type(err)) as caught:
+            _until([err], [True])
+        assert caught.value is err
+
+
+def test_late_answers_until_the_deadline_raise_the_last_one_with_the_sends():
+    from kops.errors import ClusterTimeout
+
+    with pytest.raises(ClusterTimeout) as caught:
+        _until([ClusterTimeout("late")] * 5, [False, None, False, False, False], timeout_s=60)
+    assert "late; not committed within 60 s (3 sends" in caught.value.message
