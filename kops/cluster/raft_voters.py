@@ -48,9 +48,9 @@ def require_dynamic_quorum(conn, what: str) -> int:
     return int(features.get(KRAFT_VERSION).finalized)
 
 
-#: how long one AddRaftVoter / RemoveRaftVoter may wait for its answer before the quorum is read
+#: how long one AddRaftVoter / RemoveRaftVoter may wait for its answer
 ATTEMPT_S = 20.0
-#: the pause between a late answer's quorum reads and before the change is sent again
+#: the pause after a late answer, before the change is sent again
 PAUSE_S = 1.0
 
 
@@ -67,7 +67,7 @@ def add_voter(conn, voter_id: int, directory_id: str, endpoints: list[tuple[str,
         except Exception as e:  # noqa: BLE001 - mapped to a kops error naming the request
             raise _mapped(conn, e, what) from None
 
-    return until_committed(send, lambda: _is_voter(conn, voter_id), timeout_s)
+    return until_committed(send, "DuplicateVoterError", timeout_s)
 
 
 def remove_voter(conn, voter_id: int, directory_id: str, *, timeout_s: float = 30.0) -> str:
@@ -81,29 +81,25 @@ def remove_voter(conn, voter_id: int, directory_id: str, *, timeout_s: float = 3
         except Exception as e:  # noqa: BLE001
             raise _mapped(conn, e, what) from None
 
-    def landed() -> bool | None:
-        now = _is_voter(conn, voter_id)
-        return None if now is None else not now
-
-    return until_committed(send, landed, timeout_s)
+    return until_committed(send, "VoterNotFoundError", timeout_s)
 
 
-def until_committed(send, landed, timeout_s: float, *, attempt_s: float = ATTEMPT_S, pause_s: float = PAUSE_S,
-                    clock=None, sleep=None) -> str:
-    """Send a voter change until the quorum shows it, for at most ``timeout_s``. Returns "" when
-    the first send was answered, else a note for the step's summary (the late answer, how many
-    sends).
+def until_committed(send, committed_error: str, timeout_s: float, *, attempt_s: float = ATTEMPT_S,
+                    pause_s: float = PAUSE_S, clock=None, sleep=None) -> str:
+    """Send a voter change until the leader answers that it is committed, for at most
+    ``timeout_s``. Returns "" when the first send was answered, else a note for the step's
+    summary (how many sends, the late answer).
 
-    ``send(attempt_s)`` sends it once and returns when the leader answered that it committed;
-    ``landed()`` reads the quorum: True once the change is in the voter set, False while it is
-    not, None when the quorum does not answer. A late answer (:class:`ClusterTimeout`) says
-    nothing about the change: the leader answers REQUEST_TIMED_OUT when the new voter set did not
-    commit within ``controller.quorum.request.timeout.ms`` or while an earlier change is not
+    ``send(attempt_s)`` sends it once, waiting at most ``attempt_s`` for the answer, and returns
+    when the leader answered that the change is committed. A late answer (:class:`ClusterTimeout`)
+    says nothing about the change: the leader answers REQUEST_TIMED_OUT when the new voter set did
+    not commit within ``controller.quorum.request.timeout.ms`` or while an earlier change is not
     committed yet, and a broker answers so when it could not forward the request to the active
-    controller within 60 s. The change may commit after any of these, so the quorum is read, and
-    the change is sent again while it has not landed. Each send waits at most ``attempt_s``. Any
-    other error ends it, unless the quorum shows the change (an earlier send committed it:
-    Kafka answers VOTER_NOT_FOUND or DUPLICATE_VOTER to the next one). At ``timeout_s`` the last
+    controller within 60 s. The change may commit after any of these, so it is sent again. The
+    leader's answer to that send is exact: committed now; REQUEST_TIMED_OUT at once while the
+    earlier one is still pending (never a second change); or ``committed_error`` (VOTER_NOT_FOUND
+    to a removal, DUPLICATE_VOTER to an addition) once an earlier send committed it. Any other
+    error ends it, as ``committed_error`` does before any late answer. At ``timeout_s`` the last
     late answer is raised, saying how long and how many sends."""
     import time
 
@@ -126,31 +122,14 @@ def until_committed(send, landed, timeout_s: float, *, attempt_s: float = ATTEMP
             raise
         except ClusterTimeout as e:
             late = e
-        except ClusterError:
-            if late is not None and landed() is True:  # an earlier send committed it
-                return note("committed, as the quorum shows")
+        except ClusterError as e:
+            if late is not None and committed_error in e.message:
+                return note(f"committed by an earlier send, as the leader answered the next ({committed_error})")
             raise
-        while clock() + pause_s < deadline:
-            sleep(pause_s)
-            state = landed()
-            if state is True:
-                return note("committed, as the quorum shows")
-            if state is False:
-                break
         if clock() + pause_s >= deadline:
             raise ClusterTimeout(f"{late.message}; not committed within {timeout_s:.0f} s "
-                                 f"({sends} send{'s' if sends != 1 else ''}, the quorum read after each late answer)")
-
-
-def _is_voter(conn, node: int) -> bool | None:
-    """Whether ``node`` is a voter now (DescribeQuorum); None when the quorum does not answer."""
-    from kops.cluster.topology import read_quorum
-    from kops.errors import ClusterError
-
-    try:
-        return any(v.id == node for v in read_quorum(conn).voters)
-    except ClusterError:
-        return None
+                                 f"({sends} send{'s' if sends != 1 else ''})")
+        sleep(pause_s)
 
 
 def voter_endpoints(conn) -> dict[int, set[tuple[str, int]]]:

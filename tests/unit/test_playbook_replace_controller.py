@@ -182,7 +182,7 @@ def test_directory_ids_round_trip_in_a_snapshot():
 
 # -- a voter change answered late (until_committed) -----------------------------------------------
 class _Clock:
-    """Time that moves only when slept in or spent by a send."""
+    """Time that moves only when slept in or spent waiting for a send's answer."""
 
     def __init__(self):
         self.now = 0.0
@@ -194,67 +194,80 @@ class _Clock:
         self.now += s
 
 
-def _until(sends, reads, timeout_s=60.0):
-    """until_committed with each send's outcome (None: answered; an exception: raised after the
-    attempt's time passed) and the quorum reads' answers (True/False/None) in order."""
+def _until(outcomes, timeout_s=60.0):
+    """until_committed (a removal) with each send's outcome: None (committed), a ClusterTimeout
+    (raised once the attempt's time passed) or another error (raised at once)."""
     from kops.cluster.raft_voters import until_committed
+    from kops.errors import ClusterTimeout
 
-    clock, sends, reads, attempts = _Clock(), list(sends), list(reads), []
+    clock, outcomes, attempts = _Clock(), list(outcomes), []
 
     def send(attempt_s):
         attempts.append((clock.now, attempt_s))
-        outcome = sends.pop(0)
-        if outcome is not None:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, ClusterTimeout):
             clock.sleep(attempt_s)
+        if outcome is not None:
             raise outcome
 
-    note = until_committed(send, lambda: reads.pop(0), timeout_s, attempt_s=20, pause_s=1, clock=clock,
+    note = until_committed(send, "VoterNotFoundError", timeout_s, attempt_s=20, pause_s=1, clock=clock,
                            sleep=clock.sleep)
-    return note, attempts, clock.now
+    return note, attempts
+
+
+def _late(text="RequestTimedOutError (error 7): The request timed out."):
+    from kops.errors import ClusterTimeout
+
+    return ClusterTimeout(f"remove controller 1001 (directory d) from the KRaft quorum: {text}")
+
+
+def _not_found():
+    from kops.errors import ClusterError
+
+    return ClusterError("remove controller 1001 (directory d) from the KRaft quorum: VoterNotFoundError (error 127)")
 
 
 def test_a_voter_change_answered_at_once_is_sent_once():
-    note, attempts, _ = _until([None], [])
+    note, attempts = _until([None])
     assert note == "" and attempts == [(0.0, 20)]
 
 
-def test_a_late_answer_whose_change_committed_is_done_without_sending_again():
-    """CI: RemoveRaftVoter answered REQUEST_TIMED_OUT by the forwarding broker; the leader may
-    still commit it: the quorum is read, and it shows the change."""
-    from kops.errors import ClusterTimeout
-
-    note, attempts, _ = _until([ClusterTimeout("remove controller 1001: RequestTimedOutError (error 7)")], [None, True])
-    assert len(attempts) == 1
-    assert note.startswith("committed, as the quorum shows (sent 1 time; a late answer: remove controller 1001")
-
-
-def test_a_late_answer_whose_change_did_not_land_is_sent_again():
-    from kops.errors import ClusterTimeout
-
-    note, attempts, _ = _until([ClusterTimeout("late"), None], [False])
-    assert [t for t, _ in attempts] == [0.0, 21.0] and note.startswith("committed (sent 2 times; a late answer: late")
+def test_a_late_answer_is_sent_again_and_the_next_answer_is_exact():
+    """CI: RemoveRaftVoter answered REQUEST_TIMED_OUT after 61 s by the broker forwarding it; the
+    leader may commit it later. Sent again: REQUEST_TIMED_OUT at once while it is pending, then
+    VOTER_NOT_FOUND once the earlier send committed it."""
+    note, attempts = _until([_late(), _late("pending"), _not_found()])
+    assert [t for t, _ in attempts] == [0.0, 21.0, 42.0]
+    assert note.startswith("committed by an earlier send, as the leader answered the next (VoterNotFoundError) "
+                           "(sent 3 times; a late answer: remove controller 1001")
 
 
-def test_an_error_after_a_late_answer_is_done_when_the_quorum_shows_the_change():
-    """The first send committed after its late answer; the second is refused (VOTER_NOT_FOUND)."""
-    from kops.errors import ClusterError, ClusterTimeout
+def test_a_late_answer_then_a_committed_send():
+    note, attempts = _until([_late(), None])
+    assert len(attempts) == 2 and note.startswith("committed (sent 2 times; a late answer:")
 
-    note, attempts, _ = _until([ClusterTimeout("late"), ClusterError("VoterNotFoundError")], [False, True])
-    assert len(attempts) == 2 and note.startswith("committed, as the quorum shows (sent 2 times")
+
+def test_the_committed_error_before_any_late_answer_is_an_error():
+    """VOTER_NOT_FOUND to the first send: the directory id is not the voter's, nothing was removed."""
+    err = _not_found()
+    with pytest.raises(type(err)) as caught:
+        _until([err])
+    assert caught.value is err
 
 
 def test_an_error_that_is_no_late_answer_ends_it_at_once():
     from kops.errors import AuthorizationError, ClusterError
 
-    for err in (ClusterError("UnsupportedVersionError"), AuthorizationError("not authorized")):
-        with pytest.raises(type(err)) as caught:
-            _until([err], [True])
-        assert caught.value is err
+    for outcomes in ([ClusterError("UnsupportedVersionError")], [_late(), ClusterError("InvalidVoterKeyError")],
+                     [AuthorizationError("not authorized")]):
+        with pytest.raises(type(outcomes[-1])) as caught:
+            _until(outcomes)
+        assert caught.value is outcomes[-1]
 
 
 def test_late_answers_until_the_deadline_raise_the_last_one_with_the_sends():
     from kops.errors import ClusterTimeout
 
     with pytest.raises(ClusterTimeout) as caught:
-        _until([ClusterTimeout("late")] * 5, [False, None, False, False, False], timeout_s=60)
-    assert "late; not committed within 60 s (3 sends" in caught.value.message
+        _until([_late()] * 5, timeout_s=60)
+    assert caught.value.message.endswith("The request timed out.; not committed within 60 s (3 sends)")
