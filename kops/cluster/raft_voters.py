@@ -95,7 +95,9 @@ def until_committed(send, committed_error: str, timeout_s: float, *, attempt_s: 
     says nothing about the change: the leader answers REQUEST_TIMED_OUT when the new voter set did
     not commit within ``controller.quorum.request.timeout.ms`` or while an earlier change is not
     committed yet, and a broker answers so when it could not forward the request to the active
-    controller within 60 s. The change may commit after any of these, so it is sent again. The
+    controller within 60 s; the leader answers NOT_LEADER_OR_FOLLOWER when it resigned before the
+    change committed (seen on 3.9.2 with a voter of the new set stopped: the leader, missing a
+    majority, resigned). The change may commit after any of these, so it is sent again. The
     leader's answer to that send is exact: committed now; REQUEST_TIMED_OUT at once while the
     earlier one is still pending (never a second change); or ``committed_error`` (VOTER_NOT_FOUND
     to a removal, DUPLICATE_VOTER to an addition) once an earlier send committed it. Any other
@@ -182,7 +184,14 @@ def _mapped(conn, exc: BaseException, what: str) -> Exception:
     if isinstance(exc, Errors.IncompatibleBrokerVersion):
         return Unsupported(f"{what}: {DYNAMIC_QUORUM.what} needs {DYNAMIC_QUORUM.needs()}; the broker asked "
                            f"does not answer {DYNAMIC_QUORUM.api}. Nothing was changed.")
+    from kops.errors import ClusterError, ClusterTimeout
+
     err = conn.map_error(exc, what)
+    if getattr(exc, "retriable", False) and type(err) is ClusterError:
+        # an answer that says "ask again" (NOT_LEADER_OR_FOLLOWER: the leader resigned before the
+        # change committed; a connection lost): whether the change commits is open, as after a
+        # late answer (:func:`until_committed`)
+        err = ClusterTimeout(err.message)
     leader_text = str(exc).strip()
     if leader_text and leader_text not in err.message:
         err.message = f"{err.message} ({leader_text})"

@@ -206,6 +206,42 @@ def test_a_run_killed_after_the_add_is_resumed_without_doing_anything_twice(dyna
     assert [v.id for v in after.voters] == sorted({*voters, new} - {old}) and after.leader >= 0, after
 
 
+def test_a_removal_that_cannot_commit_for_a_while_is_sent_until_it_did(dynamic39):
+    """The voter the new set needs besides the leader is stopped (SIGSTOP) for 8 s: the removal
+    cannot commit, the leader answers it REQUEST_TIMED_OUT or, once it resigned for want of a
+    majority, NOT_LEADER_OR_FOLLOWER. kops sends it again until the leader's answer says it is
+    committed (CI once saw a RemoveRaftVoter answered late after 61 s)."""
+    from kops.cluster.config import ClientConfig
+    from kops.cluster.connection import Connection
+    from kops.cluster.raft_voters import remove_voter
+
+    sb = dynamic39
+    q = _quorum(sb)
+    old = next(v for v in q.voters if v.id != q.leader)
+    other = next(v.id for v in q.voters if v.id not in (q.leader, old.id))  # the new set: the leader and it
+    pids = [int(p) for p in subprocess.run(["pgrep", "-f", f"{sb.workdir}/controller-{other}/"],
+                                           capture_output=True, text=True).stdout.split()]
+    assert pids, f"controller {other}'s process not found"
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    resume = threading.Timer(8, lambda: [os.kill(pid, signal.SIGCONT) for pid in pids])
+    resume.start()
+    try:
+        with Connection(sb.bootstrap_servers, ClientConfig(), timeout_s=10) as conn:
+            note = remove_voter(conn, old.id, old.directory_id, timeout_s=120)
+    finally:
+        resume.join()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    # the fault happened: the first answer left the change open, and it was sent again
+    assert time.monotonic() - t0 >= 8 and note.startswith("committed") and "a late answer" in note, note
+    assert int(note.split("(sent ")[1].split(" time")[0]) >= 2, note
+    after = _quorum(sb)
+    assert old.id not in [v.id for v in after.voters] and other in [v.id for v in after.voters], after
+
+
 def test_a_static_quorum_is_refused_before_anything_changes(static39, tmp_path):
     sb = static39
     before = _quorum(sb)

@@ -271,3 +271,21 @@ def test_late_answers_until_the_deadline_raise_the_last_one_with_the_sends():
     with pytest.raises(ClusterTimeout) as caught:
         _until([_late()] * 5, timeout_s=60)
     assert caught.value.message.endswith("The request timed out.; not committed within 60 s (3 sends)")
+
+
+def test_an_answer_that_says_ask_again_leaves_the_change_open():
+    """Seen on 3.9.2: a leader that resigned before the removal committed answers
+    NOT_LEADER_OR_FOLLOWER; kafka-python marks it retriable: sent again, like a late answer.
+    VOTER_NOT_FOUND is an answer: it stays an error."""
+    import kafka.errors as Errors
+
+    from kops.cluster.config import ClientConfig
+    from kops.cluster.connection import Connection
+    from kops.cluster.raft_voters import _mapped
+    from kops.errors import ClusterError, ClusterTimeout
+
+    conn = Connection("127.0.0.1:1", ClientConfig(), timeout_s=1)
+    err = _mapped(conn, Errors.NotLeaderForPartitionError(""), "remove controller 1000")
+    assert type(err) is ClusterTimeout and "NotLeaderForPartitionError (error 6)" in err.message
+    err = _mapped(conn, Errors.for_code(127)("Cannot remove voter"), "remove controller 1000")
+    assert type(err) is ClusterError and "VoterNotFoundError (error 127)" in err.message
