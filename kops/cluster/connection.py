@@ -34,7 +34,7 @@ from typing import Any
 from kops.cluster import broker_configs
 from kops.cluster.config import ClientConfig, ZookeeperAuth
 from kops.cluster.redact import redact
-from kops.errors import AuthorizationError, BadInput, ClusterError, ClusterTimeout
+from kops.errors import AuthenticationError, AuthorizationError, BadInput, ClusterError, ClusterTimeout
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,6 @@ def _kafka_error_text(exc: BaseException) -> str:
         except Exception:  # pragma: no cover - defensive
             pass
     return redact(str(exc))
-
-
-class AuthenticationError(ClusterError):
-    """The cluster (or ZooKeeper) refused the login: wrong user/password, mechanism or protocol."""
 
 
 _AUTHZ_MARKERS = ("AUTHORIZATION_FAILED", "NOT AUTHORIZED", "AUTHORIZATIONEXCEPTION", "AUTHORIZATIONFAILED",
