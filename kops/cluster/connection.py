@@ -714,12 +714,19 @@ class Connection:
         comes first. The cause is judged from what the session went through
         (:func:`kops.cluster.zk_session.failure`), not from the error this read got."""
         try:
-            zk.retry(zk.exists, "/")  # a connection lost and made again within the deadline is no failure
+            zk.exists("/")
             return
         except Exception as e:
-            _stop_zk(zk)  # joins kazoo's connection thread: the session's record is complete
-            raise (zk_session.failure(self.zookeeper, self.zookeeper_auth, self.timeout_s, session, e)
-                   or self.map_error(e, f"read ZooKeeper at {self.zookeeper}")) from None
+            error = e
+        if type(error).__name__ == "ConnectionLoss" and not session.closed:
+            try:  # the connection dropped and kazoo makes it again: read again within the deadline
+                zk.retry(zk.exists, "/")
+                return
+            except Exception as e:
+                error = e
+        _stop_zk(zk)  # joins kazoo's connection thread: the session's record is complete
+        raise (zk_session.failure(self.zookeeper, self.zookeeper_auth, self.timeout_s, session, error)
+               or self.map_error(error, f"read ZooKeeper at {self.zookeeper}")) from None
 
     def close(self) -> None:
         if self._kp_admin is not None:

@@ -47,6 +47,11 @@ class Session:
         return any(s in ("CONNECTED", "CONNECTED_RO") for s in self.states)
 
     @property
+    def closed(self) -> bool:
+        """kazoo's connection thread is over (it makes no connection again)."""
+        return bool(self.states) and self.states[-1] in ("CLOSED", "AUTH_FAILED")
+
+    @property
     def auth_failed(self) -> bool:
         return "AUTH_FAILED" in self.states
 

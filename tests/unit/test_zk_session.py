@@ -169,14 +169,20 @@ def test_record_on_kazoo_itself_with_nothing_listening():
 class _RacingKazooClient:
     """A stand-in for ``KazooClient`` whose ZooKeeper accepts the session and then refuses the SASL
     login, ``start_saw_it`` deciding the race: True, ``start`` sees the session gone (kazoo then
-    stops the client and raises ``KazooTimeoutError``); False, it returns and the first read fails."""
+    stops the client and raises ``KazooTimeoutError``); False, it returns and the first read fails
+    with ``first_read`` (kazoo's ``ConnectionLoss`` when it was queued before the thread ended,
+    ``ConnectionClosedError`` after)."""
 
     start_saw_it = False
+    first_read: type[Exception] = ConnectionClosedError
+    thread_error: Exception | None = SessionClosedRequireSaslError()
+    instances: list[_RacingKazooClient] = []
 
     def __init__(self, hosts, timeout, connection_retry, command_retry, read_only, **auth):
-        self.stopped = False
-        self._connection = _Handler(self, SessionClosedRequireSaslError())
+        self._connection = _Handler(self, type(self).thread_error)
         self._thread = None
+        self.reads = 0
+        type(self).instances.append(self)
 
     def _session_callback(self, state):
         self.state = state
@@ -184,6 +190,8 @@ class _RacingKazooClient:
     def start(self, timeout):
         self._session_callback("CONNECTING")
         self._session_callback("CONNECTED")
+        if self._connection.thread_error is None:
+            return  # a session that serves: the thread runs on (not started here)
         self._thread = threading.Thread(target=self._connection.zk_loop, daemon=True)
         self._thread.start()
         if type(self).start_saw_it:
@@ -194,28 +202,51 @@ class _RacingKazooClient:
         return func(*args)
 
     def exists(self, path):
+        self.reads += 1
+        if self._thread is None:  # a connection dropped once, then made again
+            if self.reads == 1:
+                self._session_callback("CONNECTING")
+                raise ConnectionLoss()
+            self._session_callback("CONNECTED")
+            return None
         self._thread.join(5)
-        raise ConnectionClosedError("Connection has been closed")
+        raise type(self).first_read()
 
     def stop(self):
-        self.stopped = True
-        self._thread.join(5)
+        if self._thread is not None:
+            self._thread.join(5)
 
     def close(self):
         pass
 
 
-@pytest.mark.parametrize("start_saw_it", [True, False])
-def test_connection_reports_a_refused_login_the_same_way_in_either_order(monkeypatch, tmp_path, start_saw_it):
+def _connection(monkeypatch, tmp_path, **race) -> Connection:
     import kazoo.client
 
     monkeypatch.setattr(kazoo.client, "KazooClient", _RacingKazooClient)
-    monkeypatch.setattr(_RacingKazooClient, "start_saw_it", start_saw_it)
+    monkeypatch.setattr(_RacingKazooClient, "instances", [])
+    for k, v in race.items():
+        monkeypatch.setattr(_RacingKazooClient, k, v)
     f = tmp_path / "zk.properties"
     f.write_text(f"username=kafka\npassword={PASSWORD}\n")
-    c = Connection(None, ClientConfig.load(None), ZK, timeout_s=5, zookeeper_auth=ZookeeperAuth.load(str(f)))
+    return Connection(None, ClientConfig.load(None), ZK, timeout_s=5, zookeeper_auth=ZookeeperAuth.load(str(f)))
+
+
+@pytest.mark.parametrize("start_saw_it, first_read", [(True, None), (False, ConnectionLoss),
+                                                      (False, ConnectionClosedError)])
+def test_connection_reports_a_refused_login_the_same_way_in_every_order(monkeypatch, tmp_path, start_saw_it,
+                                                                          first_read):
+    c = _connection(monkeypatch, tmp_path, start_saw_it=start_saw_it, first_read=first_read)
     with pytest.raises(AuthenticationError) as e:
         c.zk(migrating=True)
     assert e.value.message == (f"ZooKeeper at {ZK} refused the SASL/DIGEST-MD5 login of user 'kafka'; "
-                               f"check the credentials in --zookeeper-auth-file {f}")
+                               f"check the credentials in --zookeeper-auth-file {tmp_path / 'zk.properties'}")
     assert c._zk is None
+    # a closed session is not read again (kazoo makes no connection any more)
+    assert [zk.reads for zk in _RacingKazooClient.instances] == [0 if start_saw_it else 1]
+
+
+def test_connection_lost_at_the_first_read_and_made_again_is_no_failure(monkeypatch, tmp_path):
+    c = _connection(monkeypatch, tmp_path, thread_error=None)
+    zk = c.zk(migrating=True)
+    assert zk is c._zk and zk.reads == 2
