@@ -47,3 +47,7 @@ class ClusterTimeout(ClusterError):
 
 class AuthorizationError(ClusterError):
     """The cluster refused an operation for lack of authorization."""
+
+
+class AuthenticationError(ClusterError):
+    """The cluster (or ZooKeeper) refused the login: wrong user/password, mechanism or protocol."""

@@ -31,10 +31,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from kops.cluster import broker_configs
+from kops.cluster import broker_configs, zk_session
 from kops.cluster.config import ClientConfig, ZookeeperAuth
 from kops.cluster.redact import redact
-from kops.errors import AuthorizationError, BadInput, ClusterError, ClusterTimeout
+from kops.errors import AuthenticationError, AuthorizationError, BadInput, ClusterError, ClusterTimeout
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,6 @@ def _kafka_error_text(exc: BaseException) -> str:
         except Exception:  # pragma: no cover - defensive
             pass
     return redact(str(exc))
-
-
-class AuthenticationError(ClusterError):
-    """The cluster (or ZooKeeper) refused the login: wrong user/password, mechanism or protocol."""
 
 
 _AUTHZ_MARKERS = ("AUTHORIZATION_FAILED", "NOT AUTHORIZED", "AUTHORIZATIONEXCEPTION", "AUTHORIZATIONFAILED",
@@ -654,8 +650,6 @@ class Connection:
             if not (migrating or self.migrating):
                 self.require_zookeeper_mode("--zookeeper")
             from kazoo.client import KazooClient
-            from kazoo.exceptions import AuthFailedError
-            from kazoo.handlers.threading import KazooTimeoutError
 
             logging.getLogger("kazoo").setLevel(logging.CRITICAL)
             _quiet_kazoo_threads()
@@ -680,31 +674,15 @@ class Connection:
                 read_only=False,
                 **auth,
             )
+            session = zk_session.record(zk)
             try:
                 zk.start(timeout=self.timeout_s)
-            except AuthFailedError:
-                zk.stop()
-                zk.close()
-                who = self.zookeeper_auth.username if self.zookeeper_auth else "?"
-                src = self.zookeeper_auth.source if self.zookeeper_auth else None
-                raise AuthenticationError(
-                    f"ZooKeeper at {self.zookeeper} refused the SASL login of user {who!r}"
-                    + (f"; check the credentials in --zookeeper-auth-file {src}" if src else "")
-                ) from None
-            except KazooTimeoutError:
-                zk.stop()
-                zk.close()
-                hint = "" if self.zookeeper_auth else (
-                    " (a ZooKeeper that requires SASL authentication closes unauthenticated sessions: "
-                    "pass --zookeeper-auth-file FILE or set KOPS_ZOOKEEPER_AUTH_FILE)"
-                )
-                if self.zookeeper_auth:
-                    hint = f" (or it refused the SASL login of user {self.zookeeper_auth.username!r})"
-                raise ClusterError(
-                    f"cannot reach ZooKeeper at {self.zookeeper} within {self.timeout_s:.0f} s{hint}"
-                ) from None
-            self._check_zk_session(zk)
+            except Exception as e:  # a timeout, or (with a chroot) start's own read of it
+                _stop_zk(zk)
+                raise (zk_session.failure(self.zookeeper, self.zookeeper_auth, self.timeout_s, session, e)
+                       or self.map_error(e, f"connect to ZooKeeper at {self.zookeeper}")) from None
             zk.retry = self._zk_errors_as_cluster_errors(zk.retry)
+            self._check_zk_session(zk, session)
             self._zk = zk
         return self._zk
 
@@ -728,36 +706,27 @@ class Connection:
 
         return retry_mapped
 
-    def _check_zk_session(self, zk) -> None:
-        """One read right after the start: a ZooKeeper that enforces SASL closes the session of
-        an unauthenticated client (or one whose login failed) on its first request, which would
-        otherwise surface later as a bare ``SessionClosedRequireSaslError`` or
-        ``ConnectionClosedError`` in whatever read comes first."""
+    def _check_zk_session(self, zk, session: zk_session.Session) -> None:
+        """One read right after the start. kazoo calls a session started once ZooKeeper accepts
+        it, before the SASL login; a ZooKeeper that enforces SASL then closes the session of an
+        unauthenticated client (or one whose login failed), which would otherwise surface later
+        as a bare ``SessionClosedRequireSaslError`` or ``ConnectionClosedError`` in whatever read
+        comes first. The cause is judged from what the session went through
+        (:func:`kops.cluster.zk_session.failure`), not from the error this read got."""
         try:
             zk.exists("/")
             return
         except Exception as e:
-            name = type(e).__name__
-            try:
-                zk.stop()
-                zk.close()
-            except Exception:  # pragma: no cover
-                pass
-            if name == "SessionClosedRequireSaslError" or (self.zookeeper_auth is None and name in (
-                    "ConnectionClosedError", "ConnectionLoss", "AuthFailedError")):
-                raise AuthenticationError(
-                    f"ZooKeeper at {self.zookeeper} requires SASL authentication and closed the "
-                    "unauthenticated session: pass --zookeeper-auth-file FILE (username=..., password=...) "
-                    "or set KOPS_ZOOKEEPER_AUTH_FILE"
-                ) from None
-            if self.zookeeper_auth is not None and name in (
-                    "ConnectionClosedError", "ConnectionLoss", "AuthFailedError", "SessionExpiredError"):
-                raise AuthenticationError(
-                    f"ZooKeeper at {self.zookeeper} refused the SASL/{self.zookeeper_auth.mechanism} login "
-                    f"of user {self.zookeeper_auth.username!r}; check the credentials in "
-                    f"--zookeeper-auth-file {self.zookeeper_auth.source}"
-                ) from None
-            raise self.map_error(e, f"read ZooKeeper at {self.zookeeper}") from None
+            error = e
+        if type(error).__name__ == "ConnectionLoss" and not session.closed:
+            try:  # the connection dropped and kazoo makes it again: read again within the deadline
+                zk.retry(zk.exists, "/")
+                return
+            except Exception as e:
+                error = e
+        _stop_zk(zk)  # joins kazoo's connection thread: the session's record is complete
+        raise (zk_session.failure(self.zookeeper, self.zookeeper_auth, self.timeout_s, session, error)
+               or self.map_error(error, f"read ZooKeeper at {self.zookeeper}")) from None
 
     def close(self) -> None:
         if self._kp_admin is not None:
@@ -782,13 +751,22 @@ class Connection:
         self.close()
 
 
+def _stop_zk(zk) -> None:
+    """Stop and close a kazoo client that failed (its connection thread joined)."""
+    try:
+        zk.stop()
+        zk.close()
+    except Exception:  # pragma: no cover - already failing; the caller reports why
+        pass
+
+
 _kazoo_hook_installed = False
 
 
 def _quiet_kazoo_threads() -> None:
     """kazoo's connection thread dies with a traceback on stderr when ZooKeeper refuses a SASL
-    login (``SessionClosedRequireSaslError`` / ``AuthFailedError``); kops reports that itself
-    (see ``Connection._check_zk_session``), so such thread deaths go to debug logging."""
+    login (``SessionClosedRequireSaslError``); kops reports that itself (see
+    :mod:`kops.cluster.zk_session`), so such thread deaths go to debug logging."""
     global _kazoo_hook_installed
     if _kazoo_hook_installed:
         return

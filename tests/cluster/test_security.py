@@ -171,19 +171,33 @@ def test_zookeeper_reads_with_auth_file(secured, kops_home, tmp_path):
     r = kops(kops_home, "--zookeeper-auth-file", str(secured.zookeeper_auth_file), "cluster", "describe",
              *conn_args(secured, secured.admin_config), *zk)
     assert r.returncode == 0, r.stderr
-    # without credentials: refused, and told how to give them
+    # without credentials: refused, and told how to give them (the same message however kazoo
+    # reported the closed session: kops.cluster.zk_session)
     r = kops(kops_home, "cluster", "describe", *conn_args(secured, secured.admin_config), *zk, "--request-timeout", "5")
     assert r.returncode == 1
     err = " ".join(r.stderr.split())
-    assert "requires SASL authentication" in err and "--zookeeper-auth-file" in err and "Traceback" not in err
-    # wrong ZooKeeper password
+    assert (f"error: ZooKeeper at {secured.zookeeper_connect} requires SASL authentication and closed the "
+            "unauthenticated session: pass --zookeeper-auth-file FILE (username=..., password=...) or set "
+            "KOPS_ZOOKEEPER_AUTH_FILE") in err, err
+    assert "cannot reach" not in err and "Traceback" not in err, err
+    # wrong ZooKeeper password: the same message whether kazoo's start or the first read saw the
+    # refusal (a race a loaded machine decides either way), never "cannot reach"
     bad = tmp_path / "zk-wrong.properties"
     bad.write_text("username=kafka\npassword=Wrong-Zk-Pass-987654\n")
     r = kops(kops_home, "cluster", "describe", *conn_args(secured, secured.admin_config), *zk, "--request-timeout", "5",
              env={"KOPS_ZOOKEEPER_AUTH_FILE": str(bad)})
     assert r.returncode == 1
     err = " ".join(r.stderr.split())
-    assert "refused the SASL/DIGEST-MD5 login" in err and "Traceback" not in err, err
+    assert (f"error: ZooKeeper at {secured.zookeeper_connect} refused the SASL/DIGEST-MD5 login of user 'kafka'; "
+            f"check the credentials in --zookeeper-auth-file {bad}") in err, err
+    assert "cannot reach" not in err and "Traceback" not in err, err
+    assert "Wrong-Zk-Pass-987654" not in r.stdout + r.stderr
+    # the same as JSON: an authentication failure, exit 1
+    r = kops(kops_home, "cluster", "describe", *conn_args(secured, secured.admin_config), *zk, "--request-timeout", "5",
+             "--output", "json", env={"KOPS_ZOOKEEPER_AUTH_FILE": str(bad)})
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)["error"]
+    assert doc["type"] == "authentication_failed" and "refused the SASL/DIGEST-MD5 login of user 'kafka'" in doc["message"]
     assert "Wrong-Zk-Pass-987654" not in r.stdout + r.stderr
 
 
