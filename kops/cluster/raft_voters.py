@@ -105,8 +105,7 @@ def until_committed(send, committed_error: str, timeout_s: float, *, attempt_s: 
     late answer is raised, saying how long and how many sends."""
     import time
 
-    from kops.cluster.connection import AuthenticationError
-    from kops.errors import AuthorizationError, ClusterError, ClusterTimeout
+    from kops.errors import AuthenticationError, AuthorizationError, ClusterError, ClusterTimeout
 
     clock, sleep = clock or time.monotonic, sleep or time.sleep
     deadline = clock() + timeout_s
