@@ -440,3 +440,82 @@ def test_the_goals_following_a_plan_equal_goals_built_afresh(case, monkeypatch):
     topo, goal = cases()[case]
     plan(topo, goal)
     assert "topic-spread" in checked and "replicas" in checked
+
+
+def test_a_chain_backs_first_followers_verdict_from_its_indexes_is_the_guards():
+    """Topic leaders' chain back, a -> x -> c -> y -> a: the first-followers guard's verdict on each
+    step, known from the four indexes (``_first_followers_fit``), equals ``Counts.keeps`` of the
+    step built -- every step of every hand-back walked in real plans (racks of two brokers: many
+    chain backs), both verdicts and each of the 16 cases of the indexes at 1 or not among them."""
+    from collections import Counter
+
+    from kops.placement.goals import leadership
+
+    seen: Counter = Counter()
+    orig = leadership.Leadership._chain_back
+
+    def _chain_back(self, obj, a, c, chain, try_swaps, tries, ff=None):
+        assert ff is not None and ff.slot == 1
+        reps, led_by, allowed = self.st.reps, self.led_by, self.st.allowed_set
+        (p, i), (q, j) = chain
+        x = reps[p][i]
+        for q1 in sorted(led_by.lead.get(c, ())):
+            if q1 in (p, q):
+                continue
+            for k in range(1, len(reps[q1])):
+                y = reps[q1][k]
+                if y == a or y not in allowed:
+                    continue
+                for q2 in sorted(led_by.get((y, a), ())):
+                    if q2 in (p, q, q1):
+                        continue
+                    m = reps[q2].index(a)
+                    step = (*chain, (q1, k), (q2, m))
+                    assert [reps[s][0] for s, _ in step] == [a, x, c, y]
+                    assert [reps[s][n] for s, n in step] == [x, c, y, a]
+                    want = ff.keeps(step, reps)
+                    assert leadership._first_followers_fit(ff, a, x, c, y, i, j, k, m) == want, (step, a, x, c, y)
+                    seen[want] += 1
+                    seen[(i == 1, j == 1, k == 1, m == 1)] += 1
+                    seen["x is y"] += x == y
+        return orig(self, obj, a, c, chain, try_swaps, tries, ff)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(leadership.Leadership, "_chain_back", _chain_back):
+        for seed in (1, 2, 3):
+            plan(_topo(n_brokers=12, n_racks=6, topics=8, parts=12, seed=seed), Goal("rebalance"))
+    assert seen[True] > 50 and seen[False] > 50 and seen["x is y"] > 10, seen
+    assert sum(1 for k in seen if isinstance(k, tuple)) == 16, seen
+
+
+def test_the_chain_backs_known_verdicts_leave_the_plans_as_trying_every_step():
+    """With the first-followers verdict known before a chain back's step is built, a refused step
+    still counts as a try (a hand-back refused whole is charged at once): the plans are those of
+    trying every step through the guards, with budgets small enough to run out mid-walk too."""
+    import unittest.mock
+
+    from kops.placement.goals import leadership
+
+    differ = set()
+    for budget in (3, 8, 20, leadership.CHAIN_TRIES):
+        with unittest.mock.patch.object(leadership, "CHAIN_TRIES", budget):
+            for seed in (1, 2, 3, 4):
+                topo = _topo(n_brokers=12, n_racks=6, topics=8, parts=12, seed=seed)
+                known = plan(topo, Goal("rebalance"))
+                with unittest.mock.patch.object(leadership, "_first_followers_fit", lambda *a: True):
+                    each = plan(topo, Goal("rebalance"))
+                assert known.target == each.target and known.report == each.report, (budget, seed)
+                differ.add(repr(sorted(known.target.items())))
+    assert len(differ) > 4  # (the budget changes some plans: it is spent where it matters)
+
+
+@pytest.mark.parametrize("left", [-1, 0, 1, 2, 5])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 6, 9])
+def test_spending_n_tries_at_once_is_taking_n_one_by_one(left, n):
+    from kops.placement.goals.leadership import Tries
+
+    one = Tries(left)
+    ok = all(one.take() for _ in range(n))  # (stops at the first refused, as the walk does)
+    at_once = Tries(left)
+    assert at_once.spend(n) == ok and at_once.left == one.left, (left, n)

@@ -70,6 +70,8 @@ class Leadership:
                 led_by.add(p, new)
             return True
 
+        # the first-followers guard, whose verdict on a chain back's step is known from its indexes
+        ff = next((g for g in guards if g.slot == 1), None)
         made = 0
         for _round in range(8):
             before = made
@@ -113,13 +115,13 @@ class Leadership:
                     if done:
                         break
                 else:
-                    if obj.slot == "topic" and self._chain(p, obj, try_swaps):
+                    if obj.slot == "topic" and self._chain(p, obj, try_swaps, ff):
                         made += 2
             if made == before:
                 break
         return made
 
-    def _chain(self, p: int, obj: Counts, try_swaps) -> bool:
+    def _chain(self, p: int, obj: Counts, try_swaps, ff: Counts | None = None) -> bool:
         """Topic leaders: p's leader a hands its leadership to a follower x, and x hands the
         leadership of another partition of the topic to one of that partition's followers c,
         where the topic has fewer leaders: x keeps its count, a gives one to c. (With racks of two
@@ -143,19 +145,28 @@ class Leadership:
                     if not tries.take():
                         return False
                     chain = ((p, i), (q, j))
-                    if try_swaps(chain) or self._chain_back(obj, a, c, chain, try_swaps, tries):
+                    if try_swaps(chain) or self._chain_back(obj, a, c, chain, try_swaps, tries, ff):
                         return True
         return False
 
-    def _chain_back(self, obj: Counts, a: int, c: int, chain, try_swaps, tries: Tries) -> bool:
+    def _chain_back(self, obj: Counts, a: int, c: int, chain, try_swaps, tries: Tries,
+                    ff: Counts | None = None) -> bool:
         """Where the chain a -> x -> c would take a's leader count out of its band (or c's), the
         same chain back, c -> y -> a, through partitions of any topic, in one step with it: every
-        broker keeps its leader count."""
+        broker keeps its leader count.
+
+        ``ff``: the first-followers guard. A step's first-follower changes depend only on which of
+        its four swaps is at index 1 (:func:`_first_followers_fit`), so its verdict is known before
+        the step is built: a hand-back whose every step it refuses is counted as tried at once
+        (:meth:`Tries.spend`), a refused step counted and skipped -- the same tries in the same
+        order as trying each, so the same decisions."""
         reps, allowed, led_by = self.st.reps, self.st.allowed_set, self.led_by
         used = {q for q, _i in chain}
+        (p, i), (q, j) = chain
+        x = reps[p][i]
         # the step's gain is the chain's and each hand-back's where the three are of three topics:
         # a step that gains nothing is counted as tried, not computed again
-        t = obj.topic[chain[0][0]]
+        t = obj.topic[p]
         gain = obj.gain(chain, reps)
         handed = obj.hand_gains()
         for q1 in sorted(led_by.lead.get(c, ())):
@@ -167,20 +178,52 @@ class Leadership:
                 y = r1[k]
                 if y == a or y not in allowed:
                     continue
+                if ff is None:
+                    fit_at1 = fit_else = True
+                else:  # (the verdict where a is y's partition's first follower, and where not)
+                    fit_at1 = _first_followers_fit(ff, a, x, c, y, i, j, k, 1)
+                    fit_else = _first_followers_fit(ff, a, x, c, y, i, j, k, 2)
+                    if not (fit_at1 or fit_else):  # every step refused: each one a try, at once
+                        backs = led_by.get((y, a), ())
+                        n = len(backs) - (p in backs) - (q in backs) - (q1 in backs)
+                        if not tries.spend(n):
+                            return False
+                        continue
                 g1 = handed(t1, c, y) if t1 != t else None
                 for q2 in sorted(led_by.get((y, a), ())):
                     if q2 in used or q2 == q1:
                         continue
                     if not tries.take():
                         return False
+                    m = reps[q2].index(a)
+                    if not (fit_at1 if m == 1 else fit_else):  # (refused: a try, skipped)
+                        continue
                     t2 = obj.topic[q2]
                     # (three topics: the step's gain is the sum, computed once, not again by the try)
                     known = gain + g1 + handed(t2, y, a) if g1 is not None and t2 != t and t2 != t1 else None
                     if known is not None and known <= EPS:
                         continue
-                    if try_swaps((*chain, (q1, k), (q2, reps[q2].index(a))), known):
+                    if try_swaps((*chain, (q1, k), (q2, m)), known):
                         return True
         return False
+
+
+def _first_followers_fit(ff: Counts, a: int, x: int, c: int, y: int, i: int, j: int, k: int, m: int) -> bool:
+    """Does the first-followers guard ``ff`` keep a chain back's step, a -> x -> c -> y -> a (the
+    leaderships of four partitions, each handed from its leader to the follower at index ``i``,
+    ``j``, ``k``, ``m``)? Leader counts never change in such a step, and first followers only where
+    a swap is at index 1: its leader becomes the first follower (+1), the follower that takes the
+    leadership stops being it (-1). :meth:`Counts.keeps` of the step, from the four indexes."""
+    d: dict[int, int] = {}
+    for at, leader, taker in ((i, a, x), (j, x, c), (k, c, y), (m, y, a)):
+        if at == 1:
+            d[leader] = d.get(leader, 0) + 1
+            d[taker] = d.get(taker, 0) - 1
+    keeps_at = ff.keeps_at
+    for b, v in d.items():
+        if not keeps_at(b, v):
+            return False
+    return True
 
 
 #: the swaps one candidate's chains may try, the chains back included: a topic whose leaders are
@@ -201,6 +244,15 @@ class Tries:
             return False
         self.left -= 1
         return True
+
+    def spend(self, n: int) -> bool:
+        """``n`` tries at once: exactly :meth:`take` called ``n`` times, stopping at the first it
+        refuses (then none is left, and False)."""
+        if n <= max(self.left, 0):
+            self.left -= n
+            return True
+        self.left = min(self.left, 0)
+        return False
 
 
 class LedBy:
@@ -342,11 +394,15 @@ class Counts:
         return gain
 
     def keeps(self, swaps, reps) -> bool:
-        dist = self.dist
+        keeps_at = self.keeps_at
         for k, x in self.deltas(swaps, reps).items():
-            if x and dist(k, x) > dist(k) + EPS:  # (a delta of 0 keeps its key)
+            if not keeps_at(k, x):
                 return False
         return True
+
+    def keeps_at(self, key, delta: float) -> bool:
+        """Does ``delta`` on ``key`` leave it no further from the band? (A delta of 0 keeps its key.)"""
+        return not delta or self.dist(key, delta) <= self.dist(key) + EPS
 
     def apply(self, swaps, reps) -> None:
         for k, x in self.deltas(swaps, reps).items():
