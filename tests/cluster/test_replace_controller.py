@@ -219,9 +219,9 @@ def test_a_removal_that_cannot_commit_for_a_while_is_sent_until_it_did(dynamic39
     q = _quorum(sb)
     old = next(v for v in q.voters if v.id != q.leader)
     other = next(v.id for v in q.voters if v.id not in (q.leader, old.id))  # the new set: the leader and it
-    pids = [int(p) for p in subprocess.run(["pgrep", "-f", f"{sb.workdir}/controller-{other}/"],
-                                           capture_output=True, text=True).stdout.split()]
-    assert pids, f"controller {other}'s process not found"
+    sb.state.load()  # (the earlier tests' hooks added and removed controllers)
+    pids = [sb.nodes.pid(other)]
+    assert pids[0] and sb.nodes.running(other), f"controller {other}'s process not found"
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     t0 = time.monotonic()
