@@ -67,7 +67,10 @@ def add_voter(conn, voter_id: int, directory_id: str, endpoints: list[tuple[str,
         except Exception as e:  # noqa: BLE001 - mapped to a kops error naming the request
             raise _mapped(conn, e, what) from None
 
-    return until_committed(send, "DuplicateVoterError", timeout_s)
+    def landed() -> bool:  # DUPLICATE_VOTER: done when the voter is this one (its directory)
+        return any(v.id == voter_id and v.directory_id in (None, directory_id) for v in _voters(conn))
+
+    return until_committed(send, "DuplicateVoterError", timeout_s, landed=landed)
 
 
 def remove_voter(conn, voter_id: int, directory_id: str, *, timeout_s: float = 30.0) -> str:
@@ -81,10 +84,19 @@ def remove_voter(conn, voter_id: int, directory_id: str, *, timeout_s: float = 3
         except Exception as e:  # noqa: BLE001
             raise _mapped(conn, e, what) from None
 
-    return until_committed(send, "VoterNotFoundError", timeout_s)
+    def landed() -> bool:  # VOTER_NOT_FOUND: done when no voter has the id any more
+        return all(v.id != voter_id for v in _voters(conn))
+
+    return until_committed(send, "VoterNotFoundError", timeout_s, landed=landed)
 
 
-def until_committed(send, committed_error: str, timeout_s: float, *, attempt_s: float = ATTEMPT_S,
+def _voters(conn):
+    from kops.cluster.topology import read_quorum
+
+    return read_quorum(conn).voters
+
+
+def until_committed(send, committed_error: str, timeout_s: float, *, landed=None, attempt_s: float = ATTEMPT_S,
                     pause_s: float = PAUSE_S, clock=None, sleep=None) -> str:
     """Send a voter change until the leader answers that it is committed, for at most
     ``timeout_s``. Returns "" when the first send was answered, else a note for the step's
@@ -100,9 +112,17 @@ def until_committed(send, committed_error: str, timeout_s: float, *, attempt_s: 
     majority, resigned). The change may commit after any of these, so it is sent again. The
     leader's answer to that send is exact: committed now; REQUEST_TIMED_OUT at once while the
     earlier one is still pending (never a second change); or ``committed_error`` (VOTER_NOT_FOUND
-    to a removal, DUPLICATE_VOTER to an addition) once an earlier send committed it. Any other
-    error ends it, as ``committed_error`` does before any late answer. At ``timeout_s`` the last
-    late answer is raised, saying how long and how many sends."""
+    to a removal, DUPLICATE_VOTER to an addition) once an earlier send committed it.
+
+    ``committed_error`` can also answer the first send: the broker that forwards it to the active
+    controller sends it again after a lost connection or a NOT_CONTROLLER answer, and the second
+    forward finds the change the first one committed (seen on 3.9.2 under load: a removal's first
+    send answered VOTER_NOT_FOUND after 7 s, the voter gone). So on ``committed_error`` the quorum
+    is read (``landed()``, True when it shows the change): shown, the change is done; not shown
+    (a voter with that id and another directory), it is an error. Where the quorum cannot be
+    read (a leader election after a leader removed itself), the answer after a late one is taken
+    as exact, the first one as an error. Any other error ends it. At ``timeout_s`` the last late
+    answer is raised, saying how long and how many sends."""
     import time
 
     from kops.errors import AuthenticationError, AuthorizationError, ClusterError, ClusterTimeout
@@ -111,26 +131,43 @@ def until_committed(send, committed_error: str, timeout_s: float, *, attempt_s: 
     deadline = clock() + timeout_s
     sends, late = 0, None
 
-    def note(how: str) -> str:
-        return "" if late is None else f"{how} (sent {sends} time{'s' if sends != 1 else ''}; a late answer: {late.message})"
+    def told(how: str) -> str:
+        return f"{how} (sent {sends} time{'s' if sends != 1 else ''}" + (
+            f"; a late answer: {late.message})" if late is not None else ")")
 
     while True:
         sends += 1
         try:
             send(max(1.0, min(attempt_s, deadline - clock())))
-            return note("committed")
+            return "" if late is None else told("committed")
         except (AuthorizationError, AuthenticationError):
             raise
         except ClusterTimeout as e:
             late = e
         except ClusterError as e:
-            if late is not None and committed_error in e.message:
-                return note(f"committed by an earlier send, as the leader answered the next ({committed_error})")
-            raise
+            if committed_error not in e.message:
+                raise
+            shown = _shown(landed)
+            if shown is False or (shown is None and late is None):
+                raise
+            how = "the quorum shows it" if shown else "as the leader answered the next"
+            return told(f"committed by an earlier send, {how} ({committed_error})")
         if clock() + pause_s >= deadline:
             raise ClusterTimeout(f"{late.message}; not committed within {timeout_s:.0f} s "
                                  f"({sends} send{'s' if sends != 1 else ''})")
         sleep(pause_s)
+
+
+def _shown(landed) -> bool | None:
+    """``landed()``: whether the quorum shows the change; None when it cannot be read (or no check)."""
+    from kops.errors import ClusterError
+
+    if landed is None:
+        return None
+    try:
+        return bool(landed())
+    except ClusterError:
+        return None
 
 
 def voter_endpoints(conn) -> dict[int, set[tuple[str, int]]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tests.cluster.kafka_helpers import Producing, admin, kops
+from tests.cluster.kafka_helpers import Producing, admin, kops, wait_for
 from tests.sampling import Sampler
 
 
@@ -61,21 +61,22 @@ def mend_stuck_isr(r: subprocess.CompletedProcess, loop: str, hook: str, sampler
 
 def _wait_in_sync(sampler: Sampler, timeout_s: float) -> None:
     """Until every partition of the sampler's topics has all its replicas in sync."""
-    import time
-
     a = admin(sampler.bootstrap, sampler.client)
-    deadline, behind = time.monotonic() + timeout_s, ["not read yet"]
-    while time.monotonic() < deadline:
+    behind = ["not read yet"]
+
+    def in_sync() -> bool:
         try:
             md = a.list_topics(timeout=5)
-            behind = [f"{t}-{p} isr {pm.isrs} of {pm.replicas}" for t in sampler.topics
-                      for p, pm in md.topics[t].partitions.items() if pm.leader < 0 or set(pm.isrs) != set(pm.replicas)]
+            behind[:] = [f"{t}-{p} isr {pm.isrs} of {pm.replicas}" for t in sampler.topics
+                         for p, pm in md.topics[t].partitions.items() if pm.leader < 0 or set(pm.isrs) != set(pm.replicas)]
         except Exception as e:  # noqa: BLE001 - a broker still starting: read again
-            behind = [f"metadata not read: {e}"]
-        if not behind:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"not back in sync {timeout_s:.0f} s after the test's restarts: {behind[:5]}")
+            behind[:] = [f"metadata not read: {e}"]
+        return not behind
+
+    try:
+        wait_for(in_sync, timeout_s, 0.5, "every replica back in sync")
+    except AssertionError:
+        raise AssertionError(f"not back in sync {timeout_s:.0f} s after the test's restarts: {behind[:5]}") from None
 
 
 def run_mending_stuck_isr(run: list[str], resume: list[str], loop: str, hook: str, sampler: Sampler,

@@ -289,3 +289,59 @@ def test_an_answer_that_says_ask_again_leaves_the_change_open():
     assert type(err) is ClusterTimeout and "NotLeaderForPartitionError (error 6)" in err.message
     err = _mapped(conn, Errors.for_code(127)("Cannot remove voter"), "remove controller 1000")
     assert type(err) is ClusterError and "VoterNotFoundError (error 127)" in err.message
+
+
+def _until_read(outcomes, shown):
+    """_until with a quorum check: ``shown`` is what ``landed()`` gives (True, False, or an
+    exception raised)."""
+    from kops.cluster.raft_voters import until_committed
+
+    clock, outcomes, reads = _Clock(), list(outcomes), []
+
+    def send(attempt_s):
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    def landed():
+        reads.append(clock.now)
+        if isinstance(shown, Exception):
+            raise shown
+        return shown
+
+    note = until_committed(send, "VoterNotFoundError", 60, landed=landed, attempt_s=20, pause_s=1, clock=clock,
+                           sleep=clock.sleep)
+    return note, reads
+
+
+def test_the_committed_error_to_the_first_send_is_done_when_the_quorum_shows_it():
+    """Seen on 3.9.2 under load: the first send answered VOTER_NOT_FOUND after 7 s, the voter gone
+    (the forwarding broker had sent it twice, the first forward committed it): the quorum is read,
+    it shows the removal, the step is done."""
+    note, reads = _until_read([_not_found()], True)
+    assert len(reads) == 1
+    assert note == "committed by an earlier send, the quorum shows it (VoterNotFoundError) (sent 1 time)"
+
+
+def test_the_committed_error_is_an_error_while_the_quorum_still_shows_the_voter():
+    """VOTER_NOT_FOUND and the voter still in the set (another directory id): nothing was removed,
+    after a late answer too."""
+    for outcomes in ([_not_found()], [_late(), _not_found()]):
+        err = outcomes[-1]
+        with pytest.raises(type(err)) as caught:
+            _until_read(outcomes, False)
+        assert caught.value is err
+
+
+def test_an_unreadable_quorum_leaves_the_answer_as_it_was():
+    """The quorum cannot be read (electing a leader): after a late answer the committed error is
+    taken as exact; to the first send it stays an error."""
+    from kops.errors import ClusterTimeout
+
+    unreadable = ClusterTimeout("describe the KRaft metadata quorum: timed out")
+    note, reads = _until_read([_late(), _not_found()], unreadable)
+    assert len(reads) == 1 and note.startswith(
+        "committed by an earlier send, as the leader answered the next (VoterNotFoundError) (sent 2 times; a late")
+    err = _not_found()
+    with pytest.raises(type(err)):
+        _until_read([err], unreadable)
