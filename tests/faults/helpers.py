@@ -16,10 +16,10 @@ from tests.cluster.kafka_helpers import admin, assert_lock_released, create_topi
 from tests.cluster.test_reassign import replicas, same_rack_swap, write_plan
 
 __all__ = [
-    "KopsRun", "SANDBOXES", "admin", "assert_clean", "create_topic", "delete_topic", "fully_replicated", "kops", "kops_bg",
-    "moves_in_flight", "replication_report", "throttles_set", "wait_fully_replicated",
-    "ongoing", "replicas", "same_rack_swap", "unique", "wait_for", "wait_in_flight", "wait_recovered",
-    "write_plan", "workload_topics",
+    "FaultWatch", "KopsRun", "SANDBOXES", "admin", "assert_clean", "cluster_epochs", "create_topic", "delete_topic",
+    "fully_replicated", "kops", "kops_bg", "moves_in_flight", "replication_report", "throttles_set",
+    "unplanned_faults", "wait_fully_replicated", "wait_settled", "ongoing", "replicas", "same_rack_swap", "unique",
+    "wait_for", "wait_in_flight", "wait_recovered", "write_plan", "workload_topics",
 ]
 
 
@@ -292,3 +292,99 @@ def data_topic(bootstrap: str, sb, tmp_path: Path, *, partitions: int = 3, mb: i
     before = create_topic(bootstrap, topic, partitions=partitions, rf=3, min_isr=2, mb_per_partition=mb)
     target = same_rack_swap(sb, before)
     return topic, before, target, write_plan(tmp_path / plan_name, topic, target)
+
+
+def cluster_epochs(sb) -> dict:
+    """What a cluster fault nobody injected leaves behind (ZooKeeper mode): each registered
+    broker's registration time (``/brokers/ids/N``; a broker registers anew once its ZooKeeper
+    session has expired -- a JVM that did not heartbeat for ``zookeeper.session.timeout.ms``)
+    and the controller epoch (``/controller_epoch``, +1 at every controller election)."""
+    from kops.sandbox import probe
+
+    with probe.zk_client(sb.zookeeper_connect, 15.0) as zk:
+        regs = probe.zk_registrations(zk)
+        data, _ = zk.get("/controller_epoch")
+    return {"brokers": {b: r.timestamp_ms for b, r in regs.items()}, "controller_epoch": int(data.decode() or 0)}
+
+
+def unplanned_faults(sb, before: dict) -> list[str]:
+    """What changed since ``before`` (:func:`cluster_epochs`) although the scenario injected no
+    broker or ZooKeeper fault: brokers whose ZooKeeper session expired (registered anew, or not
+    registered at all) and controller elections. Empty when the cluster stayed as it was."""
+    from datetime import datetime, timezone
+
+    now = cluster_epochs(sb)
+    out = []
+    for b, ts in sorted(before["brokers"].items()):
+        t = now["brokers"].get(b)
+        if t is None:
+            out.append(f"broker {b} is not registered (its ZooKeeper session expired)")
+        elif t != ts:
+            at = datetime.fromtimestamp(t / 1000, timezone.utc).strftime("%H:%M:%S")
+            out.append(f"broker {b} registered anew at {at} UTC (its ZooKeeper session expired)")
+    elected = now["controller_epoch"] - before["controller_epoch"]
+    if elected:
+        out.append(f"{elected} controller election(s) (controller epoch {before['controller_epoch']} -> "
+                   f"{now['controller_epoch']})")
+    return out
+
+
+def wait_settled(sb, bootstrap: str, timeout: float = 180) -> dict:
+    """Until the cluster is as a scenario that injects no broker fault needs it: every broker
+    registered, a controller elected, every partition fully replicated, and no broker session
+    expiring meanwhile (two reads of :func:`cluster_epochs` 2 s apart agree, a ZooKeeper tick
+    of the sandbox). Returns those epochs: the baseline for :func:`unplanned_faults`."""
+    seen: list[dict] = []
+
+    def settled() -> bool:
+        if sb.registered_brokers() != set(sb.broker_ids) or sb.controller_id() is None:
+            return False
+        if not fully_replicated(bootstrap):
+            return False
+        e = cluster_epochs(sb)
+        stable = bool(seen) and seen[-1] == e
+        seen.append(e)
+        return stable
+
+    try:
+        wait_for(settled, timeout, 2.0, "every broker registered, a controller, every partition fully replicated")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{replication_report(bootstrap)}") from None
+    return seen[-1]
+
+
+class FaultWatch:
+    """``with FaultWatch(sb, bootstrap) as watch: ...; watch.settle(); ...`` around a scenario that
+    injects no broker or ZooKeeper fault of its own. :meth:`settle` waits until the cluster is
+    settled (:func:`wait_settled`) and keeps that baseline; when the scenario then fails, the
+    failure names the faults nobody injected (:func:`unplanned_faults`: a broker whose ZooKeeper
+    session expired on a loaded machine, a controller failover) ahead of the original error, so
+    a kops exit code measured on a cluster without a controller is not taken for kops' doing."""
+
+    def __init__(self, sb, bootstrap: str):
+        self.sb, self.bootstrap = sb, bootstrap
+        self.baseline: dict | None = None
+
+    def settle(self) -> dict:
+        self.baseline = wait_settled(self.sb, self.bootstrap)
+        return self.baseline
+
+    def faults(self) -> list[str]:
+        """The unplanned faults since :meth:`settle` (none before it)."""
+        return unplanned_faults(self.sb, self.baseline) if self.baseline is not None else []
+
+    def __enter__(self) -> FaultWatch:
+        return self
+
+    def __exit__(self, et, e, tb) -> bool:
+        if not isinstance(e, Exception) or self.baseline is None:
+            return False
+        try:
+            extra = self.faults()
+        except Exception:  # noqa: BLE001 - ZooKeeper not answering: the original error stands
+            return False
+        if extra:
+            raise AssertionError(
+                "the cluster had faults this scenario did not inject: " + "; ".join(extra)
+                + f"; what failed then (not a verdict on kops): {type(e).__name__}: {str(e)[-3000:]}") from e
+        return False

@@ -16,6 +16,7 @@ import pytest
 from tests.cluster.kafka_helpers import lock_topic_exists
 from tests.cluster.test_faults import _killed_at
 from tests.faults.helpers import (
+    FaultWatch,
     assert_clean,
     data_topic,
     kops,
@@ -70,45 +71,52 @@ def test_two_kops_in_two_containers_one_is_refused_by_the_lock(dsandbox, dbootst
                                                          str(plan2), *common], tmp_path),
     }
     results: dict[str, tuple[int, dict, str]] = {}
+    watch = FaultWatch(sb, bs)
     try:
-        with Workload(bs, work) as w:
-            w.wait_acknowledged(200)
-            t0 = time.monotonic()
-            for c in runs.values():
-                c.start()
-            for name, c in runs.items():
-                rc = c.get_wrapped_container().wait(timeout=300)["StatusCode"]
-                out, err = (x.decode(errors="replace") for x in c.get_logs())
-                results[name] = (rc, json.loads(out) if out.strip().startswith("{") else {}, err)
-            took = time.monotonic() - t0
-            winner = next((n for n, r in results.items() if r[0] == 0), None)
-            loser = next((n for n, r in results.items() if n != winner), None)
-            # the refused run changed nothing: its topic where it was, no throttle of its own
-            loser_topic, loser_before = (t2, before2) if loser == "kops-ops-2" else (t1, before1)
-            untouched = replicas(bs, loser_topic) == loser_before
-            its_throttles = {k: v for k, v in throttles_set(bs).items() if k == f"topic {loser_topic}"}
-            # the refused plan runs once the lock is free (from this host)
-            plan_again = plan2 if loser == "kops-ops-2" else plan1
-            again = kops("reassign", "execute", "--reassignment-json-file", str(plan_again), "--throttle", "1000000",
-                         "--wait", "--timeout", "240", "--yes", "--poll-interval", "1", "--bootstrap-server", bs,
-                         "--output", "json", timeout=300)
-            recover_s = wait_recovered(bs, t0)
-            w.wait_acknowledged(100)
-            res = w.finish()
-        codes = ", ".join(f"{n} {r[0]}" for n, r in sorted(results.items()))
-        record(scenario="h. two kops in two containers execute at once", workload=res,
-               kops_exit=f"{codes}; refused plan again {again.returncode}", recover_s=recover_s, kops_s=round(took, 1),
-               detail=f"{winner} ran, {loser} refused by the cluster lock")
-        assert sorted(r[0] for r in results.values()) == [0, 3], results
-        loser_err = results[loser][2] + json.dumps(results[loser][1])
-        assert "another kops execution" in loser_err and winner in loser_err, loser_err[-2000:]
-        assert untouched, f"the refused run moved {loser_topic}: {replicas(bs, loser_topic)} (was {loser_before})"
-        assert its_throttles == {}, its_throttles
-        assert results[winner][1]["state"] == "complete"
-        assert again.returncode == 0, again.stderr[-2000:]
-        assert replicas(bs, t1) == target1 and replicas(bs, t2) == target2
-        assert_clean(bs, record)
-        assert res.lost == 0, res.lost_examples
+        with watch:
+            watch.settle()  # the baseline a failure of the workload's start is measured against
+            with Workload(bs, work) as w:
+                w.wait_acknowledged(200)
+                watch.settle()  # both contenders start on a settled cluster: every broker in every ISR
+                t0 = time.monotonic()
+                for c in runs.values():
+                    c.start()
+                for name, c in runs.items():
+                    rc = c.get_wrapped_container().wait(timeout=300)["StatusCode"]
+                    out, err = (x.decode(errors="replace") for x in c.get_logs())
+                    results[name] = (rc, json.loads(out) if out.strip().startswith("{") else {}, err)
+                took = time.monotonic() - t0
+                winner = next((n for n, r in results.items() if r[0] == 0), None)
+                loser = next((n for n, r in results.items() if n != winner), None)
+                # the refused run changed nothing: its topic where it was, no throttle of its own
+                loser_topic, loser_before = (t2, before2) if loser == "kops-ops-2" else (t1, before1)
+                untouched = replicas(bs, loser_topic) == loser_before
+                its_throttles = {k: v for k, v in throttles_set(bs).items() if k == f"topic {loser_topic}"}
+                # the refused plan runs once the lock is free (from this host)
+                plan_again = plan2 if loser == "kops-ops-2" else plan1
+                again = kops("reassign", "execute", "--reassignment-json-file", str(plan_again), "--throttle",
+                             "1000000", "--wait", "--timeout", "240", "--yes", "--poll-interval", "1",
+                             "--bootstrap-server", bs, "--output", "json", timeout=300)
+                recover_s = wait_recovered(bs, t0)
+                w.wait_acknowledged(100)
+                res = w.finish()
+            unplanned = watch.faults()
+            codes = ", ".join(f"{n} {r[0]}" for n, r in sorted(results.items()))
+            record(scenario="h. two kops in two containers execute at once", workload=res,
+                   kops_exit=f"{codes}; refused plan again {again.returncode}", recover_s=recover_s,
+                   kops_s=round(took, 1),
+                   detail=f"{winner} ran, {loser} refused by the cluster lock"
+                   + (f"; faults nobody injected: {'; '.join(unplanned)}" if unplanned else ""))
+            assert sorted(r[0] for r in results.values()) == [0, 3], results
+            loser_err = results[loser][2] + json.dumps(results[loser][1])
+            assert "another kops execution" in loser_err and winner in loser_err, loser_err[-2000:]
+            assert untouched, f"the refused run moved {loser_topic}: {replicas(bs, loser_topic)} (was {loser_before})"
+            assert its_throttles == {}, its_throttles
+            assert results[winner][1]["state"] == "complete"
+            assert again.returncode == 0, again.stderr[-2000:]
+            assert replicas(bs, t1) == target1 and replicas(bs, t2) == target2
+            assert_clean(bs, record)
+            assert res.lost == 0, res.lost_examples
     finally:
         for c in runs.values():
             try:

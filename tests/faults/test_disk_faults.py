@@ -11,6 +11,7 @@ import time
 
 import pytest
 from tests.faults.helpers import (
+    FaultWatch,
     assert_clean,
     create_topic,
     kops,
@@ -88,31 +89,37 @@ def test_plan_that_would_pass_the_disk_threshold_is_refused_though_it_fits(dsand
     plan = write_plan(tmp_path / "plan.json", topic, target)
     common = ["--reassignment-json-file", str(plan), "--throttle", "10000000", "--wait", "--timeout", "240", "--yes",
               "--poll-interval", "1", "--bootstrap-server", bs, "--output", "json"]
+    watch = FaultWatch(sb, bs)
     try:
-        with Workload(bs, work) as w:
-            w.wait_acknowledged(200)
-            sb.faults.fill_disk(SMALL, leave_bytes=56 * MB)
-            total, free = sb.faults.disk_usage(SMALL)
-            t0 = time.monotonic()
-            r = kops("reassign", "execute", *common, timeout=120)
-            refused_s = time.monotonic() - t0
-            unchanged = replicas(bs, topic) == before and ongoing(bs) == {}
-            again = kops("reassign", "execute", *common, "--disk-threshold", "90", timeout=300)
-            w.wait_acknowledged(100)
-            res = w.finish()
-        record(scenario="f. a plan that fits the disk but would pass the 80 % threshold",
-               workload=res, kops_exit=f"execute {r.returncode}; with --disk-threshold 90: {again.returncode}",
-               kops_s=round(refused_s, 1),
-               detail=f"broker {SMALL}: {free / MB:.0f} MiB free of {total / MB:.0f} MiB, 18 MiB to copy")
-        assert r.returncode == 2, r.stdout + r.stderr
-        err = json.loads(r.stdout)["error"]
-        assert f"destination broker {SMALL}" in err["message"] and "--disk-threshold" in err["message"], err
-        assert "full at the peak (threshold 80 %)" in " ".join(err["details"]), err
-        assert unchanged, "the refused plan changed something"
-        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
-        assert replicas(bs, topic) == target
-        assert_clean(bs, record)
-        assert res.lost == 0, res.lost_examples
+        with watch:
+            watch.settle()  # the baseline a failure of the workload's start is measured against
+            with Workload(bs, work) as w:
+                w.wait_acknowledged(200)
+                watch.settle()  # a settled cluster: the health check passes, the disk figures are the scenario's
+                sb.faults.fill_disk(SMALL, leave_bytes=56 * MB)
+                total, free = sb.faults.disk_usage(SMALL)
+                t0 = time.monotonic()
+                r = kops("reassign", "execute", *common, timeout=120)
+                refused_s = time.monotonic() - t0
+                unchanged = replicas(bs, topic) == before and ongoing(bs) == {}
+                again = kops("reassign", "execute", *common, "--disk-threshold", "90", timeout=300)
+                w.wait_acknowledged(100)
+                res = w.finish()
+            unplanned = watch.faults()
+            record(scenario="f. a plan that fits the disk but would pass the 80 % threshold",
+                   workload=res, kops_exit=f"execute {r.returncode}; with --disk-threshold 90: {again.returncode}",
+                   kops_s=round(refused_s, 1),
+                   detail=f"broker {SMALL}: {free / MB:.0f} MiB free of {total / MB:.0f} MiB, 18 MiB to copy"
+                   + (f"; faults nobody injected: {'; '.join(unplanned)}" if unplanned else ""))
+            assert r.returncode == 2, r.stdout + r.stderr
+            err = json.loads(r.stdout)["error"]
+            assert f"destination broker {SMALL}" in err["message"] and "--disk-threshold" in err["message"], err
+            assert "full at the peak (threshold 80 %)" in " ".join(err["details"]), err
+            assert unchanged, "the refused plan changed something"
+            assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+            assert replicas(bs, topic) == target
+            assert_clean(bs, record)
+            assert res.lost == 0, res.lost_examples
     finally:
         sb.faults.release_disk(SMALL)
         _cleanup(bs, [topic, *work])
