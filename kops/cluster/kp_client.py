@@ -25,6 +25,9 @@ version matrix, tests/compat/). Remove an override once the pinned kafka-python 
   with kafka-python's own ``ApiMessage``, and :meth:`KopsAdminClient.add_raft_voter` /
   :meth:`KopsAdminClient.remove_raft_voter` send them (a broker forwards them to the active
   controller, as Kafka's ``kafka-metadata-quorum.sh --bootstrap-server`` does).
+- **One broker's own metadata**: kafka-python sends a request to the least loaded broker;
+  :meth:`KopsAdminClient.broker_view` sends a Metadata request to the broker named, for the
+  sandbox's readiness (every broker must know the cluster before a client may bootstrap from it).
 - **Kafka before 2.8** answers no DescribeCluster at all: kafka-python falls back to a Metadata
   request; kops refuses instead (:class:`kops.cluster.versions.Unsupported`), naming the version
   it needs.
@@ -66,6 +69,24 @@ class KopsAdminClient(KafkaAdminClient):
         self._process_acl_operations(answer)
         return answer
 
+
+    def broker_view(self, node_id: int) -> tuple[set[int], int | None]:
+        """(broker ids, controller id) as broker ``node_id`` itself answers a Metadata request for
+        no topic (what librdkafka asks a bootstrap broker); the controller None when it answers
+        -1. A ZooKeeper-mode broker answers from its metadata cache, which stays empty (no
+        broker, controller -1) until the controller's first UpdateMetadata reaches it."""
+        return self._manager.run(self._broker_view, node_id)
+
+    async def _broker_view(self, node_id: int) -> tuple[set[int], int | None]:
+        from kafka.protocol.metadata import MetadataRequest
+
+        request = MetadataRequest(topics=MetadataRequest.NO_TOPICS, allow_auto_topic_creation=False,
+                                  include_cluster_authorized_operations=False,
+                                  include_topic_authorized_operations=False)
+        response = await self._manager.send(request, node_id=node_id)
+        ids = {int(b[0]) for b in response.brokers}
+        ctrl = getattr(response, "controller_id", -1)
+        return ids, (int(ctrl) if ctrl is not None and int(ctrl) >= 0 else None)
 
     async def _async_describe_quorum(self, topic, partition):
         """kafka-python's ``_async_describe_quorum`` with the error fields of v2 read where the

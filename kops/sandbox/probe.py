@@ -113,3 +113,17 @@ def kafka_cluster(bootstrap: str, timeout_s: float = 5.0, client_config=None) ->
     with Connection(bootstrap, client_config or ClientConfig(), timeout_s=timeout_s) as conn:
         desc = conn.describe_cluster()
     return {n.id for n in desc.nodes}, desc.controller_id
+
+
+def broker_views(bootstrap: str, brokers: list[int], timeout_s: float = 5.0,
+                 client_config=None) -> dict[int, tuple[set[int], int | None]]:
+    """Each of ``brokers``' own view of the cluster: (broker ids, controller id) as that broker
+    answers a Metadata request sent to it (:meth:`kops.cluster.kp_client.KopsAdminClient.broker_view`),
+    not the least loaded broker's. A client bootstraps from any broker of its list and takes
+    the first answer for the cluster's; see :func:`kops.sandbox.readiness.lagging_brokers`."""
+    from kops.cluster.config import ClientConfig
+    from kops.cluster.connection import Connection
+
+    with Connection(bootstrap, client_config or ClientConfig(), timeout_s=timeout_s) as conn:
+        kp = conn.kp_admin()
+        return {b: kp.broker_view(b) for b in brokers}

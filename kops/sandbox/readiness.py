@@ -119,10 +119,32 @@ def wait_quorum_leader(state: SandboxState, ctrls: list[int], deadline: float) -
         time.sleep(0.3)
 
 
+def view_agrees(ids: set[int], ctrl: int | None, *, present: set[int], absent: set[int], controller: bool = True) -> bool:
+    """One view of the cluster (broker ids, controller id) has ``present`` in it, ``absent`` not,
+    and (``controller``) a controller named that is not absent (pure)."""
+    return present <= ids and not (absent & ids) and (not controller or (ctrl is not None and ctrl not in absent))
+
+
+def lagging_brokers(views: dict[int, tuple[set[int], int | None]], *, present: set[int], absent: set[int],
+                    controller: bool = True) -> list[int]:
+    """The brokers whose own metadata does not agree yet (:func:`view_agrees`), sorted (pure).
+
+    Why each broker, not one: a client bootstraps from any broker of its list, and librdkafka
+    (2.16) takes the first Metadata answer for the cluster's. A ZooKeeper-mode broker answers
+    from a cache that stays empty (no broker, controller -1) until the controller's first
+    UpdateMetadata reaches it, which on a loaded machine with SASL_SSL between the brokers came
+    1.9 s after the controller's own (CI: tests/cluster/test_security.py's CreateTopics right
+    after "ready" went to such a broker, and librdkafka, given no broker and no controller,
+    asked nothing again and gave up after 60 s)."""
+    return sorted(b for b, (ids, ctrl) in views.items()
+                  if not view_agrees(ids, ctrl, present=present, absent=absent, controller=controller))
+
+
 def wait_metadata(config: SandboxConfig, live: list[int], *, present: set[int], absent: set[int], deadline: float,
                   client_config: Any = None, controller: bool = True) -> None:
-    """Wait until the brokers' metadata agrees (what clients will see next): ``present`` in it,
-    ``absent`` not, and (``controller``) a controller named that is not absent."""
+    """Wait until the brokers' metadata agrees (what clients will see next), in DescribeCluster's
+    answer and in each live broker's own (:func:`lagging_brokers`): ``present`` in it, ``absent``
+    not, and (``controller``) a controller named that is not absent."""
     from kops.sandbox import probe
 
     if not live:
@@ -131,11 +153,16 @@ def wait_metadata(config: SandboxConfig, live: list[int], *, present: set[int], 
     last: Any = None
     while True:
         try:
-            ids, ctrl = probe.kafka_cluster(bootstrap, timeout_s=max(1.0, min(5.0, deadline - time.monotonic())),
-                                            client_config=client_config)
+            timeout_s = max(1.0, min(5.0, deadline - time.monotonic()))
+            ids, ctrl = probe.kafka_cluster(bootstrap, timeout_s=timeout_s, client_config=client_config)
             last = (sorted(ids), ctrl)
-            if present <= ids and not (absent & ids) and (not controller or (ctrl is not None and ctrl not in absent)):
-                return
+            if view_agrees(ids, ctrl, present=present, absent=absent, controller=controller):
+                views = probe.broker_views(bootstrap, live, timeout_s=timeout_s, client_config=client_config)
+                late = lagging_brokers(views, present=present, absent=absent, controller=controller)
+                if not late:
+                    return
+                last = "not yet in the metadata of " + ", ".join(
+                    f"broker {b} (it sees brokers {sorted(views[b][0])}, controller {views[b][1]})" for b in late)
         except Exception as e:  # noqa: BLE001 - client errors while brokers settle
             last = f"{type(e).__name__}: {e}"
         if time.monotonic() > deadline:
@@ -176,5 +203,5 @@ def wait_controllers(state: SandboxState, nodes: Any, ctrls: list[int], deadline
             time.sleep(0.3)
 
 
-__all__ = ["CONTROLLER_STARTED", "fail_if_exited", "failure_details", "quorum_agreement", "raft_state", "since_launch",
-           "startup_complete", "wait_controllers", "wait_metadata", "wait_quorum_leader"]
+__all__ = ["CONTROLLER_STARTED", "fail_if_exited", "failure_details", "lagging_brokers", "quorum_agreement", "raft_state",
+           "since_launch", "startup_complete", "view_agrees", "wait_controllers", "wait_metadata", "wait_quorum_leader"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from kops.sandbox.readiness import quorum_agreement, raft_state, since_launch, startup_complete
+from kops.sandbox.readiness import lagging_brokers, quorum_agreement, raft_state, since_launch, startup_complete, view_agrees
 
 LEADER_1000 = ("[2026-11-30 00:30:40,730] INFO [RaftManager id=1000] Completed transition to Leader(localReplicaKey="
                "ReplicaKey(id=1000, directoryId=Optional[yChhQiQWQxeuo35a3xEsZg]), epoch=4, epochStartOffset=0, "
@@ -69,3 +69,26 @@ def test_only_lines_logged_since_the_launch_count(tmp_path):
         fh.write(new + "\n")
     assert raft_state(since_launch(st, 1000, "Completed transition to")) == ("FollowerState", 5, 1001)
     assert startup_complete(st, 1000, "leader=1001") and not startup_complete(st, 1000, "epoch=2")
+
+
+def test_a_broker_whose_own_metadata_is_still_empty_is_not_ready_though_another_broker_names_it():
+    """CI (test_security's fixture): broker 0, the controller, already named all three brokers;
+    brokers 1 and 2 still answered from an empty metadata cache (no broker, controller -1) and a
+    client that bootstrapped from one of them waited for a controller until it timed out."""
+    every = {0, 1, 2}
+    views = {0: (every, 0), 1: (set(), None), 2: (set(), None)}
+    assert lagging_brokers(views, present=every, absent=set()) == [1, 2]
+    views[1] = (every, 0)
+    assert lagging_brokers(views, present=every, absent=set()) == [2]
+    views[2] = ({0, 1, 2}, None)  # every broker but no controller yet
+    assert lagging_brokers(views, present=every, absent=set()) == [2]
+    assert lagging_brokers(views, present=every, absent=set(), controller=False) == []
+    views[2] = (every, 0)
+    assert lagging_brokers(views, present=every, absent=set()) == []
+
+
+def test_a_broker_that_still_names_a_stopped_broker_or_its_controller_lags():
+    views = {0: ({0, 2}, 0), 2: ({0, 1, 2}, 0)}
+    assert lagging_brokers(views, present=set(), absent={1}) == [2]
+    assert lagging_brokers({0: ({0, 2}, 1)}, present=set(), absent={1}) == [0]
+    assert view_agrees({0, 2}, 0, present={0, 2}, absent={1})
