@@ -69,7 +69,6 @@ class KopsAdminClient(KafkaAdminClient):
         self._process_acl_operations(answer)
         return answer
 
-
     def broker_view(self, node_id: int) -> tuple[set[int], int | None]:
         """(broker ids, controller id) as broker ``node_id`` itself answers a Metadata request for
         no topic (what librdkafka asks a bootstrap broker); the controller None when it answers
