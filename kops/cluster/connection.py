@@ -110,6 +110,8 @@ class ControllerMoved(ClusterTimeout):
 
 #: a controller-bound request answered NOT_CONTROLLER is sent again, this many times in all
 CONTROLLER_ATTEMPTS = 4
+#: seconds between two kafka-python controller requests while no broker answers as the controller
+CONTROLLER_RETRY_S = 0.5
 
 
 def _in_thread(call) -> Future:
@@ -562,28 +564,56 @@ class Connection:
                 f"{self.timeout_s:.0f} s (kafka-python: {redact(str(e)) or type(e).__name__})"
             ) from None
 
-    def kp_controller(self, call):
+    def kp_controller(self, call, what: str = "send a request to the controller"):
         """``call(kp_admin)`` for an RPC that goes to the controller (ListPartitionReassignments,
         AlterPartitionReassignments). kafka-python remembers the controller id it found first
-        and retries only on NOT_CONTROLLER; when that controller was killed or lost its role
-        (its id unknown in the metadata, no connection), the id is forgotten so the next attempt
-        asks the metadata for the new controller, and the call is tried once more. Re-sending
-        these requests is safe: the same targets again change nothing."""
+        and retries only once on NOT_CONTROLLER; when that controller was killed or lost its
+        role (its id unknown in the metadata, no connection, or NOT_CONTROLLER again:
+        kafka-python's "Failed to find active controller id!"), the id is forgotten so the next
+        attempt asks the metadata for the new controller. A ZooKeeper-mode controller election
+        takes seconds, more on a loaded host, during which the brokers' metadata still name the
+        old controller: the call is tried again every :data:`CONTROLLER_RETRY_S` seconds within
+        the connection's timeout (never past the deadline of :meth:`bounded_by`), then
+        :class:`ClusterTimeout` names what was asked. Re-sending these requests is safe: the
+        same targets again change nothing."""
         from kafka import errors as ke
+        from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
 
         # (a request that timed out went to a live controller: the caller decides what to do)
         stale = (ke.UnknownBrokerIdError, ke.KafkaConnectionError, ke.NodeNotReadyError, ke.NotControllerError,
                  ke.BrokerNotAvailableError)
-        admin = self.kp_admin()
+
+        class NoController(Exception):
+            def __init__(self, cause: BaseException):
+                self.cause = cause
+
+        def attempt_once():
+            admin = self.kp_admin()
+            try:
+                return call(admin)
+            except stale as e:
+                cause: BaseException = e
+            except RuntimeError as e:  # kafka-python: "Failed to find active controller id!"
+                if "controller" not in str(e):
+                    raise
+                cause = e
+            admin._controller_id = None  # kafka-python's cached controller (refreshed from metadata when None)
+            raise NoController(cause)
+
         try:
-            return call(admin)
-        except stale:
-            pass
-        except RuntimeError as e:  # kafka-python: "Failed to find active controller id!"
-            if "controller" not in str(e):
-                raise
-        admin._controller_id = None  # kafka-python's cached controller (refreshed from metadata when None)
-        return call(admin)
+            for attempt in Retrying(retry=retry_if_exception_type(NoController),
+                                    stop=lambda s: (s.attempt_number >= 2 and s.seconds_since_start >= self.timeout_s)
+                                    or self.past_deadline(),
+                                    wait=wait_fixed(CONTROLLER_RETRY_S)):
+                with attempt:
+                    return attempt_once()
+        except RetryError as e:
+            cause = e.last_attempt.exception().cause
+            raise ClusterTimeout(
+                f"{what}: no broker answered as the controller within {self.timeout_s:.0f} s (a controller "
+                f"election in progress?); kafka-python: {redact(str(cause)) or type(cause).__name__}"
+            ) from None
+        raise AssertionError("unreachable")  # pragma: no cover - tenacity either returns or re-raises
 
     def warm_up(self) -> None:
         """Create kafka-python's client in a background thread now. Importing kafka-python and

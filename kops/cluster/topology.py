@@ -382,7 +382,8 @@ def kraft_controller(conn: Connection) -> int | None:
 def list_reassignments(conn: Connection) -> dict[tuple[str, int], dict[str, list[int]]]:
     """Ongoing reassignments (KIP-455 ListPartitionReassignments, through kafka-python)."""
     try:
-        raw = conn.kp_controller(lambda a: a.list_partition_reassignments(timeout_ms=int(conn.timeout_s * 1000)))
+        raw = conn.kp_controller(lambda a: a.list_partition_reassignments(timeout_ms=int(conn.timeout_s * 1000)),
+                                 "list partition reassignments")
     except ClusterError:
         raise
     except Exception as e:

@@ -374,7 +374,7 @@ def test_a_timed_out_submission_counts_what_started_and_sends_the_rest_in_smalle
         def __init__(self, admin):
             self.admin = admin
 
-        def kp_controller(self, call):
+        def kp_controller(self, call, what=""):
             return call(self.admin)
 
         def map_error(self, e, what):

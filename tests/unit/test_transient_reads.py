@@ -339,3 +339,63 @@ def test_a_deadline_bounds_every_wait_and_stops_the_retries(monkeypatch):
     assert not c.past_deadline() and c._deadline is None
     with c.bounded_by(None):
         assert not c.past_deadline()
+
+
+class _ControllerAdmin:
+    """kafka-python's admin client sending controller-bound requests from a script: each call
+    raises the next exception or returns the answer; ``_controller_id`` is its cached controller."""
+
+    def __init__(self, outcomes):
+        self.outcomes, self.calls, self._controller_id, self.forgotten = list(outcomes), 0, 3, 0
+
+    def ask(self):
+        self.calls += 1
+        if self._controller_id is None:
+            self.forgotten += 1
+            self._controller_id = 4
+        out = self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+
+def _controller_conn(monkeypatch, outcomes, timeout_s=5.0):
+    monkeypatch.setattr("kops.cluster.connection.CONTROLLER_RETRY_S", 0.01)
+    c = Connection("127.0.0.1:1", ClientConfig(), None, timeout_s)
+    kp = _ControllerAdmin(outcomes)
+    c._kp_admin = kp
+    return c, kp
+
+
+def test_a_controller_request_waits_through_a_controller_election(monkeypatch):
+    """CI, stop 69: a cron heal step's ListPartitionReassignments during a ZooKeeper-mode
+    controller election (22 s on a loaded host) got NOT_CONTROLLER twice (the brokers' metadata
+    still named the old controller): kafka-python's "Failed to find active controller id!" ended
+    the step. kops forgets the controller and asks again until a controller answers."""
+    from kafka import errors as ke
+
+    election = [RuntimeError("Failed to find active controller id!"), ke.NodeNotReadyError("controller"),
+                ke.KafkaConnectionError("reset"), RuntimeError("Failed to find active controller id!")]
+    c, kp = _controller_conn(monkeypatch, [*election, {"t-0": "ongoing"}])
+    assert c.kp_controller(lambda a: a.ask(), "list partition reassignments") == {"t-0": "ongoing"}
+    assert kp.calls == 5 and kp.forgotten == 4
+
+
+def test_a_controller_that_never_shows_ends_in_a_timeout_naming_the_request(monkeypatch):
+    c, kp = _controller_conn(monkeypatch, [RuntimeError("Failed to find active controller id!")], timeout_s=0.1)
+    with pytest.raises(ClusterTimeout, match="list partition reassignments: no broker answered as the controller "
+                                             "within 0 s .*Failed to find active controller id!"):
+        c.kp_controller(lambda a: a.ask(), "list partition reassignments")
+    assert kp.calls >= 2
+
+
+def test_a_controller_request_is_not_sent_again_on_other_errors(monkeypatch):
+    """Another RuntimeError, or an answer the controller gave (a timeout, a refusal): the caller's."""
+    from kafka import errors as ke
+
+    for err in (RuntimeError("something else"), ke.RequestTimedOutError("slow"),
+                ke.ClusterAuthorizationFailedError("no")):
+        c, kp = _controller_conn(monkeypatch, [err, {"never": "asked"}])
+        with pytest.raises(type(err)):
+            c.kp_controller(lambda a: a.ask())
+        assert kp.calls == 1

@@ -73,10 +73,12 @@ def submit(conn, targets: Mapping[TopicPartition, tuple[int, ...] | None], *,
         req = {KTP(t, p): (list(r) if r is not None else None) for (t, p), r in chunk}
         try:
             res.update(conn.kp_controller(
-                lambda a, req=req: a.alter_partition_reassignments(req, timeout_ms=timeout_ms)) or {})
+                lambda a, req=req: a.alter_partition_reassignments(req, timeout_ms=timeout_ms),
+                "alter partition reassignments") or {})
             pending = pending[len(chunk):]
             continue
-        except ClusterError:
+        except ClusterError as e:
+            e.details.append(f"{total - len(pending)} of {total} partitions were submitted before this request")
             raise
         except Exception as e:
             if not _timed_out(e) or time.monotonic() > deadline:
