@@ -34,15 +34,18 @@ def test_active_kraft_controller_killed_mid_execute(dsandbox_kraft, tmp_path, ko
     def kill_active_controller(moving) -> str:
         active = sb.active_controller()
         assert active in sb.controller_ids, active
+        at_kill = moving()  # in flight as the leader dies: none of them can be completed by it
+        assert at_kill > 0, "the moves had finished before the kill"
         sb.faults.stop_node(active, kill=True)
         try:
             new = wait_for(lambda: (c := sb.active_controller()) not in (None, active) and c, 60, 0.5,
                            "another controller to lead the metadata quorum")
-            left = moving()  # answered under the new quorum leader, before the old one is back
+            left = moving()  # answered under the new quorum leader, before the old one is back (a figure:
+            # CI at load 46 found 0, the replicas caught up during the election and the new leader completed them)
         finally:
             sb.faults.start_node(active)  # (back whatever happened: the next scenarios need the quorum)
-        assert left > 0, "the kill landed after the moves had finished"
-        return f"controller {active} killed with {left} moves in flight, {new} took over"
+        return (f"controller {active} killed with {at_kill} moves in flight, {new} took over "
+                f"({left} still in flight when it was asked)")
 
     # 24 MB a partition (~24 s of moving): killing a KRaft controller and seeing another lead takes
     # longer than the 6 MB of the ZooKeeper scenario take to move (seen: the moves had ended)
