@@ -446,7 +446,7 @@ class Sandbox:
         until the process exits (SIGKILL after ``timeout_s``) and, with ``wait``, until the
         broker is gone from /brokers/ids (KRaft: from the cluster metadata) and the remaining
         brokers see it gone. ``kill=True``: SIGKILL (a crash; the registration goes away when
-        the ZooKeeper session expires, ~6 s). Returns the brokers that were running and stopped.
+        the ZooKeeper session expires, ~18 s). Returns the brokers that were running and stopped.
         """
         timeout_s = timeout_s or self.config.stop_timeout_s
         with self.state.lock():

@@ -39,8 +39,8 @@ LABEL = "org.kops.sandbox"
 #: Java security properties for the JVMs in containers (``-Djava.security.properties``): look a
 #: name up again at once after a failure. Java caches a failed lookup for 10 s by default and a
 #: stopped container's name does not resolve, so after a restart of ZooKeeper (down a few
-#: seconds) brokers kept failing to resolve ``zookeeper`` for up to 10 s more -- past their 6 s
-#: session timeout: every restart expired the brokers' sessions (a controller failover and
+#: seconds) brokers kept failing to resolve ``zookeeper`` for up to 10 s more -- past their
+#: session timeout (6 s then): every restart expired the brokers' sessions (a controller failover and
 #: partitions waiting for a new LeaderAndIsr), which a real cluster, whose ZooKeeper hosts keep
 #: their DNS names, does not see. Names that resolve are kept 5 s (a restarted container may get
 #: another address).

@@ -58,7 +58,8 @@ def execute_through(sb, tmp_path, record, fault, *, scenario: str, extra: tuple[
     """The shape of the scenarios where kops must simply complete: the workload runs, `execute
     --wait` starts, ``fault(moving)`` strikes once moves are in flight and returns what happened,
     for the record; it calls ``moving()`` (the plan's partitions the cluster still shows being
-    reassigned) once its fault has landed, to prove the fault overlapped the moves. kops
+    reassigned) to prove the fault overlapped the moves: just before a fault that stops the
+    moves' completion (a killed controller completes none), else once it has landed. kops
     completes (exit 0, state complete, the plan's target, nothing left). ``mb``: each moved
     partition's data (at the 1 MB/s throttle, about that many seconds of moving)."""
     bs = sb.bootstrap_servers
@@ -115,9 +116,10 @@ def test_controller_killed_mid_execute(dsandbox, dbootstrap, tmp_path, kops_home
         return (f"controller {ctrl} killed with {at_kill} moves in flight, {new} took over "
                 f"({left} still in flight when it was asked)")
 
-    # 24 MB a partition (~24 s of moving): the killed controller's ZooKeeper session expiring (6 s,
-    # in ticks of 2 s) and another taking over outlast the 6 MB of the other scenarios on a loaded
-    # machine (seen: the moves had ended, 12 s after the start)
+    # 24 MB a partition (~24 s of moving): the moves are asked just before the kill, and the 6 MB
+    # of the other scenarios had ended by then on a loaded machine (12 s after the start); the
+    # killed controller's ZooKeeper session expiring (18 s, in ticks of 2 s) and another taking
+    # over may outlast the copy: the new controller then completes the moves at once
     execute_through(sb, tmp_path, record, kill_controller, mb=24,
                     scenario="a. controller killed mid `reassign execute --wait`")
 

@@ -82,7 +82,7 @@ def test_broker_properties_zookeeper_mode(tmp_path):
     assert p["broker.rack"] == "b"
     assert p["listeners"] == "PLAINTEXT://127.0.0.1:19095" == p["advertised.listeners"]
     assert p["zookeeper.connect"] == "127.0.0.1:12181"
-    assert p["zookeeper.session.timeout.ms"] == "6000"
+    assert p["zookeeper.session.timeout.ms"] == "18000"
     assert p["auto.leader.rebalance.enable"] == "false"
     assert p["offsets.topic.replication.factor"] == "3"
     assert p["group.initial.rebalance.delay.ms"] == "0"
