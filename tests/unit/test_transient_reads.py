@@ -219,10 +219,13 @@ def _broker(i, rack=None, **kw):
     return {"broker_id": i, "host": "127.0.0.1", "port": 9092 + i, "rack": rack, **kw}
 
 
-def _kp_conn(monkeypatch, outcomes, timeout_s=0.1) -> tuple[Connection, _KpAdmin]:
+def _kp_conn(monkeypatch, outcomes, timeout_s=0.1, admin=None):
+    """A connection whose kafka-python client is ``admin(outcomes)`` (a :class:`_KpAdmin` by
+    default), its waits between two questions shortened."""
     monkeypatch.setattr("kops.cluster.connection.DESCRIBE_CLUSTER_RETRY_S", 0.01)
+    monkeypatch.setattr("kops.cluster.connection.CONTROLLER_RETRY_S", 0.01)
     c = Connection("127.0.0.1:1", ClientConfig(), None, timeout_s)
-    kp = _KpAdmin(outcomes)
+    kp = (admin or _KpAdmin)(outcomes)
     c._kp_admin = kp
     return c, kp
 
@@ -360,11 +363,7 @@ class _ControllerAdmin:
 
 
 def _controller_conn(monkeypatch, outcomes, timeout_s=5.0):
-    monkeypatch.setattr("kops.cluster.connection.CONTROLLER_RETRY_S", 0.01)
-    c = Connection("127.0.0.1:1", ClientConfig(), None, timeout_s)
-    kp = _ControllerAdmin(outcomes)
-    c._kp_admin = kp
-    return c, kp
+    return _kp_conn(monkeypatch, outcomes, timeout_s, admin=_ControllerAdmin)
 
 
 def test_a_controller_request_waits_through_a_controller_election(monkeypatch):
