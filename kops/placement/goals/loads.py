@@ -117,8 +117,28 @@ class Load(PlanGoal):
         return self.fits(src, -w) and self.fits(dst, w)
 
     def gain1(self, p: int, src: int, dst: int) -> float:
-        w = self.w[p]
-        return self.dist(src) + self.dist(dst) - self.dist(src, -w) - self.dist(dst, w)
+        return self.gain_by(src, dst, self.w[p])
+
+    def gain_by(self, src: int, dst: int, x: float) -> float:
+        """The gain of ``x`` of load going from src to dst (a move: p's weight; a swap: p's less q's)."""
+        return self.dist(src) + self.dist(dst) - self.dist(src, -x) - self.dist(dst, x)
+
+    def may_gain(self, src: int, dst: int, upto: float) -> bool:
+        """Can some ``x`` in ``(0, upto]`` have a :meth:`gain_by` above :data:`EPS`? False only where
+        none can, float rounding included: each broker's distance is convex and piecewise linear in
+        ``x`` (flat within the band, slope ``1 / cap`` outside it), so the gain is concave and at
+        most its largest value at ``x -> 0`` (0) or where src or dst crosses an edge of the band,
+        the only places its slope changes; computed there, it is within a few units in the last
+        place of the largest number added (a use, an edge of the band) of the exact figure, as is
+        :meth:`gain_by` of any ``x`` -- the margin is 2**-40 of that number, for each."""
+        cs, cd, lo, hi = self.cap[src], self.cap[dst], self.lo, self.hi
+        ls, ld = self.load[src], self.load[dst]
+        us, ud = ls / cs, ld / cd
+        edges = [x for x in ((us - hi) * cs, (us - lo) * cs, (lo - ud) * cd, (hi - ud) * cd) if x > 0]
+        most = max([self.gain_by(src, dst, x) for x in edges], default=0.0)
+        big = max(upto, *edges) if edges else upto
+        scale = max(abs(hi), abs(lo), (abs(ls) + abs(big)) / cs, (abs(ld) + abs(big)) / cd)
+        return most > EPS - 2 * scale * 2.0 ** -40
 
     def room(self, b: int) -> tuple[float, float]:
         """The changes of ``b``'s load that leave it no further from the band: with ``D`` its
@@ -132,8 +152,7 @@ class Load(PlanGoal):
 
     def gain2(self, p: int, q: int, src: int, dst: int) -> float:
         """p's replica src -> dst and q's dst -> src (a swap)."""
-        x = self.w[p] - self.w[q]
-        return self.dist(src) + self.dist(dst) - self.dist(src, -x) - self.dist(dst, x)
+        return self.gain_by(src, dst, self.w[p] - self.w[q])
 
     def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
         """p's replica src -> dst and q's dst -> src (a swap)."""
@@ -318,6 +337,9 @@ class Load(PlanGoal):
                     failed[(src, dst)] = tick  # (no try of the pair can keep an earlier goal)
                     continue
                 two = 2 * even
+                if not ld.may_gain(src, dst, two):
+                    failed[(src, dst)] = tick  # (every try of the pair fails on its gain)
+                    continue
                 lw = [(q, w[q]) for q in light]
                 cands = sorted([(abs(a - b - even), p, q) for p in heavy for a in (w[p],) for q, b in lw
                                 if 0 < a - b <= two], key=itemgetter(0))
@@ -326,8 +348,8 @@ class Load(PlanGoal):
                 # their own keeps2 -- then the try need not check them again
                 rooms = list(zip(mover.rooms(src), mover.rooms(dst)))
                 for _gap, p, q in cands[:SWAPS * SWAPS]:
-                    if not _swap_fits(rooms, p, q):
-                        continue
+                    if ld.gain_by(src, dst, w[p] - w[q]) <= EPS or not _swap_fits(rooms, p, q):
+                        continue  # (no gain: a refusal of the try, found without it)
                     ok = True
                     for g in others:  # (``all`` of them, without a generator per candidate)
                         if not g.keeps2(p, q, src, dst):
