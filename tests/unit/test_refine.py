@@ -444,7 +444,7 @@ def test_the_goals_following_a_plan_equal_goals_built_afresh(case, monkeypatch):
 
 def test_a_chain_backs_first_followers_verdict_from_its_indexes_is_the_guards():
     """Topic leaders' chain back, a -> x -> c -> y -> a: the first-followers guard's verdict on each
-    step, known from the four indexes (``_first_followers_fit``), equals ``Counts.keeps`` of the
+    step, known from the four indexes (``_FirstFollowersBack``), equals ``Counts.keeps`` of the
     step built -- every step of every hand-back walked in real plans (racks of two brokers: many
     chain backs), both verdicts and each of the 16 cases of the indexes at 1 or not among them."""
     from collections import Counter
@@ -474,7 +474,7 @@ def test_a_chain_backs_first_followers_verdict_from_its_indexes_is_the_guards():
                     assert [reps[s][0] for s, _ in step] == [a, x, c, y]
                     assert [reps[s][n] for s, n in step] == [x, c, y, a]
                     want = ff.keeps(step, reps)
-                    assert leadership._first_followers_fit(ff, a, x, c, y, i, j, k, m) == want, (step, a, x, c, y)
+                    assert leadership._FirstFollowersBack(ff, a, x, c, i, j).fit(y, k, m) == want, (step, a, x, c, y)
                     seen[want] += 1
                     seen[(i == 1, j == 1, k == 1, m == 1)] += 1
                     seen["x is y"] += x == y
@@ -503,7 +503,7 @@ def test_the_chain_backs_known_verdicts_leave_the_plans_as_trying_every_step():
             for seed in (1, 2, 3, 4):
                 topo = _topo(n_brokers=12, n_racks=6, topics=8, parts=12, seed=seed)
                 known = plan(topo, Goal("rebalance"))
-                with unittest.mock.patch.object(leadership, "_first_followers_fit", lambda *a: True):
+                with unittest.mock.patch.object(leadership._FirstFollowersBack, "fit", lambda *a: True):
                     each = plan(topo, Goal("rebalance"))
                 assert known.target == each.target and known.report == each.report, (budget, seed)
                 differ.add(repr(sorted(known.target.items())))
