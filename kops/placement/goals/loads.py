@@ -398,15 +398,15 @@ class Load(PlanGoal):
                 rooms = list(zip(mover.rooms(src), mover.rooms(dst)))
                 for i, j in nearest([w[p] for p in heavy], [w[q] for q in light], even, SWAPS * SWAPS):
                     p, q = heavy[i], light[j]
-                    if ld.gain_by(src, dst, w[p] - w[q]) <= EPS or not _swap_fits(rooms, p, q):
-                        continue  # (no gain: a refusal of the try, found without it)
+                    if not _swap_fits(rooms, p, q):
+                        continue
                     ok = True
                     for g in others:  # (``all`` of them, without a generator per candidate)
                         if not g.keeps2(p, q, src, dst):
                             ok = False
                             break
-                    if not ok:
-                        continue
+                    if not ok or ld.gain_by(src, dst, w[p] - w[q]) <= EPS:
+                        continue  # (no gain: a refusal of the try, found without it)
                     if mover.try_moves(((p, src, dst), (q, dst, src)), ld, checked=True):
                         made += 2
                         tick += 1
