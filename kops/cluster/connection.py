@@ -350,7 +350,7 @@ class Connection:
         limit = 1 if self._once else attempts
         return lambda state: state.attempt_number >= limit or self.past_deadline()
 
-    def stop_within_timeout(self, min_attempts: int = 1):
+    def _stop_within_timeout(self, min_attempts: int = 1):
         """tenacity ``stop`` for a request asked again until an answer comes: once the
         connection's timeout has passed since the first attempt (and at least ``min_attempts``
         were made), and at once past the deadline of :meth:`bounded_by`."""
@@ -443,7 +443,7 @@ class Connection:
             )
 
         try:
-            for attempt in Retrying(retry=retry_if_exception_type(_AskAgain), stop=self.stop_within_timeout(),
+            for attempt in Retrying(retry=retry_if_exception_type(_AskAgain), stop=self._stop_within_timeout(),
                                     wait=wait_fixed(DESCRIBE_CLUSTER_RETRY_S)):
                 with attempt:
                     return ask()
@@ -596,7 +596,7 @@ class Connection:
             raise _AskAgain(cause)
 
         try:
-            for attempt in Retrying(retry=retry_if_exception_type(_AskAgain), stop=self.stop_within_timeout(2),
+            for attempt in Retrying(retry=retry_if_exception_type(_AskAgain), stop=self._stop_within_timeout(2),
                                     wait=wait_fixed(CONTROLLER_RETRY_S)):
                 with attempt:
                     return attempt_once()
@@ -824,7 +824,7 @@ def new_producer(conn: Connection, **conf: Any):
 
 
 class _AskAgain(Exception):
-    """A request to ask again (:meth:`Connection.stop_within_timeout`): ``cause``, the error its
+    """A request to ask again (:meth:`Connection._stop_within_timeout`): ``cause``, the error its
     answer was, or None (an answer that said too little: no broker named yet)."""
 
     def __init__(self, cause: BaseException | None = None):
