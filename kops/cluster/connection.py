@@ -350,6 +350,13 @@ class Connection:
         limit = 1 if self._once else attempts
         return lambda state: state.attempt_number >= limit or self.past_deadline()
 
+    def _stop_within_timeout(self, min_attempts: int = 1):
+        """tenacity ``stop`` for a request asked again until an answer comes: once the
+        connection's timeout has passed since the first attempt (and at least ``min_attempts``
+        were made), and at once past the deadline of :meth:`bounded_by`."""
+        return lambda state: (state.attempt_number >= min_attempts and state.seconds_since_start >= self.timeout_s) \
+            or self.past_deadline()
+
     def renew_admin(self) -> None:
         """Drop the confluent-kafka client: the next :meth:`admin` makes a new one, with fresh
         connections and metadata (after a request it never answered)."""
@@ -412,12 +419,6 @@ class Connection:
         :data:`DESCRIBE_CLUSTER_RETRY_S` seconds within the connection's timeout."""
         from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
 
-        class AskAgain(Exception):
-            """No broker named yet (``cause`` None), or a retriable kafka-python error."""
-
-            def __init__(self, cause: BaseException | None = None):
-                self.cause = cause
-
         def ask() -> ClusterDescription:
             try:
                 answer = self.kp_admin().describe_cluster()
@@ -426,14 +427,14 @@ class Connection:
             except Exception as e:
                 # kafka-python's retriable errors: a dropped connection, a node not ready, a timeout
                 if getattr(e, "retriable", False) and not is_authentication_error(e):
-                    raise AskAgain(e) from None
+                    raise _AskAgain(e) from None
                 raise self.map_error(e, what) from None
             nodes = tuple(
                 ClusterNode(id=int(b["broker_id"]), host=b["host"], port=int(b["port"]), rack=b.get("rack"))
                 for b in answer.get("brokers") or () if not b.get("is_fenced")
             )
             if not nodes:
-                raise AskAgain()
+                raise _AskAgain()  # (no broker named yet)
             ctrl = answer.get("controller_id")
             return ClusterDescription(
                 cluster_id=answer.get("cluster_id"),
@@ -442,9 +443,7 @@ class Connection:
             )
 
         try:
-            # asked again within the timeout, never past the deadline of bounded_by()
-            for attempt in Retrying(retry=retry_if_exception_type(AskAgain),
-                                    stop=lambda s: s.seconds_since_start >= self.timeout_s or self.past_deadline(),
+            for attempt in Retrying(retry=retry_if_exception_type(_AskAgain), stop=self._stop_within_timeout(),
                                     wait=wait_fixed(DESCRIBE_CLUSTER_RETRY_S)):
                 with attempt:
                     return ask()
@@ -583,10 +582,6 @@ class Connection:
         stale = (ke.UnknownBrokerIdError, ke.KafkaConnectionError, ke.NodeNotReadyError, ke.NotControllerError,
                  ke.BrokerNotAvailableError)
 
-        class NoController(Exception):
-            def __init__(self, cause: BaseException):
-                self.cause = cause
-
         def attempt_once():
             admin = self.kp_admin()
             try:
@@ -598,12 +593,10 @@ class Connection:
                     raise
                 cause = e
             admin._controller_id = None  # kafka-python's cached controller (refreshed from metadata when None)
-            raise NoController(cause)
+            raise _AskAgain(cause)
 
         try:
-            for attempt in Retrying(retry=retry_if_exception_type(NoController),
-                                    stop=lambda s: (s.attempt_number >= 2 and s.seconds_since_start >= self.timeout_s)
-                                    or self.past_deadline(),
+            for attempt in Retrying(retry=retry_if_exception_type(_AskAgain), stop=self._stop_within_timeout(2),
                                     wait=wait_fixed(CONTROLLER_RETRY_S)):
                 with attempt:
                     return attempt_once()
@@ -828,6 +821,14 @@ def new_producer(conn: Connection, **conf: Any):
         **{k.replace("_", "."): v for k, v in conf.items()},
         **conn.client_config.librdkafka(),
     })
+
+
+class _AskAgain(Exception):
+    """A request to ask again (:meth:`Connection._stop_within_timeout`): ``cause``, the error its
+    answer was, or None (an answer that said too little: no broker named yet)."""
+
+    def __init__(self, cause: BaseException | None = None):
+        self.cause = cause
 
 
 class _QuietLogger:

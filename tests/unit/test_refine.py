@@ -199,6 +199,41 @@ def test_room_is_the_interval_of_changes_that_keep_a_broker_no_further_from_the_
     assert lo_d <= 0.0 <= hi_d  # no change always keeps
 
 
+@settings(max_examples=500, deadline=None)
+@given(a=st.lists(st.sampled_from([0.1, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 30.0]) | st.floats(0, 40), max_size=12),
+       b=st.lists(st.sampled_from([0.1, 0.5, 1.0, 2.0, 5.0]) | st.floats(0, 40), max_size=6),
+       even=st.sampled_from([0.25, 0.5, 1.0, 2.5, 4.0, 0.1 + 0.2]) | st.floats(0.01, 30), limit=st.sampled_from([1, 5, 64]))
+def test_the_load_swaps_candidates_come_in_the_order_of_a_full_sort(a, b, even, limit):
+    """A load goal's swap candidates (``nearest``, lazily) are the first of those a stable sort of
+    every pair by its distance to ``even`` gives, ties included."""
+    from operator import itemgetter
+
+    from kops.placement.goals.loads import nearest
+
+    a, b = sorted(a, reverse=True), sorted(b)
+    full = sorted([(abs(x - y - even), i, j) for i, x in enumerate(a) for j, y in enumerate(b) if 0 < x - y <= 2 * even],
+                  key=itemgetter(0))
+    assert list(nearest(a, b, even, limit)) == [(i, j) for _k, i, j in full[:limit]]
+
+
+@settings(max_examples=400, deadline=None)
+@given(ls=st.integers(0, 10**6), ld=st.integers(0, 10**6), cs=st.sampled_from([1.0, 3.0, 1e3]),
+       cd=st.sampled_from([1.0, 3.0, 1e3]), lo=st.integers(0, 10**4), width=st.integers(0, 10**4),
+       xs=st.lists(st.integers(1, 2 * 10**6), min_size=1, max_size=20))
+def test_a_pair_no_swap_can_gain_on_is_one_where_none_does(ls, ld, cs, cd, lo, width, xs):
+    """``Load.may_gain`` says no only where no load moved from src to dst gains (``gain_by``)."""
+    from types import SimpleNamespace
+
+    from kops.placement.goals.base import EPS
+    from kops.placement.goals.loads import ReplicasGoal
+
+    st_ = SimpleNamespace(allowed=[1, 2], reps=[[1], [2]], parts=SimpleNamespace(rf=[1, 1]), band_share=0.1)
+    g = ReplicasGoal(st_, [float(ls), float(ld)], {1: cs, 2: cd})
+    g.lo, g.hi = lo / 1000, (lo + width) / 1000
+    if not g.may_gain(1, 2, max(xs)):
+        assert all(g.gain_by(1, 2, float(x)) <= EPS for x in xs)
+
+
 @settings(max_examples=300, deadline=None)
 @given(lo=st.integers(0, 4), width=st.integers(0, 2), a=st.integers(1, 8), b=st.integers(0, 8),
        c=st.integers(0, 8), d=st.integers(1, 8))
@@ -444,7 +479,7 @@ def test_the_goals_following_a_plan_equal_goals_built_afresh(case, monkeypatch):
 
 def test_a_chain_backs_first_followers_verdict_from_its_indexes_is_the_guards():
     """Topic leaders' chain back, a -> x -> c -> y -> a: the first-followers guard's verdict on each
-    step, known from the four indexes (``_first_followers_fit``), equals ``Counts.keeps`` of the
+    step, known from the four indexes (``_FirstFollowersBack``), equals ``Counts.keeps`` of the
     step built -- every step of every hand-back walked in real plans (racks of two brokers: many
     chain backs), both verdicts and each of the 16 cases of the indexes at 1 or not among them."""
     from collections import Counter
@@ -474,7 +509,7 @@ def test_a_chain_backs_first_followers_verdict_from_its_indexes_is_the_guards():
                     assert [reps[s][0] for s, _ in step] == [a, x, c, y]
                     assert [reps[s][n] for s, n in step] == [x, c, y, a]
                     want = ff.keeps(step, reps)
-                    assert leadership._first_followers_fit(ff, a, x, c, y, i, j, k, m) == want, (step, a, x, c, y)
+                    assert leadership._FirstFollowersBack(ff, a, x, c, i, j).fit(y, k, m) == want, (step, a, x, c, y)
                     seen[want] += 1
                     seen[(i == 1, j == 1, k == 1, m == 1)] += 1
                     seen["x is y"] += x == y
@@ -503,7 +538,7 @@ def test_the_chain_backs_known_verdicts_leave_the_plans_as_trying_every_step():
             for seed in (1, 2, 3, 4):
                 topo = _topo(n_brokers=12, n_racks=6, topics=8, parts=12, seed=seed)
                 known = plan(topo, Goal("rebalance"))
-                with unittest.mock.patch.object(leadership, "_first_followers_fit", lambda *a: True):
+                with unittest.mock.patch.object(leadership._FirstFollowersBack, "fit", lambda *a: True):
                     each = plan(topo, Goal("rebalance"))
                 assert known.target == each.target and known.report == each.report, (budget, seed)
                 differ.add(repr(sorted(known.target.items())))

@@ -156,7 +156,7 @@ class Leadership:
         broker keeps its leader count.
 
         ``ff``: the first-followers guard. A step's first-follower changes depend only on which of
-        its four swaps is at index 1 (:func:`_first_followers_fit`), so its verdict is known before
+        its four swaps is at index 1 (:class:`_FirstFollowersBack`), so its verdict is known before
         the step is built: a hand-back whose every step it refuses is counted as tried at once
         (:meth:`Tries.spend`), a refused step counted and skipped -- the same tries in the same
         order as trying each, so the same decisions."""
@@ -169,6 +169,7 @@ class Leadership:
         t = obj.topic[p]
         gain = obj.gain(chain, reps)
         handed = obj.hand_gains()
+        fit = _FirstFollowersBack(ff, a, x, c, i, j).fit if ff is not None else None
         for q1 in sorted(led_by.lead.get(c, ())):
             if q1 in used:
                 continue
@@ -178,11 +179,10 @@ class Leadership:
                 y = r1[k]
                 if y == a or y not in allowed:
                     continue
-                if ff is None:
+                if fit is None:
                     fit_at1 = fit_else = True
                 else:  # (the verdict where a is y's partition's first follower, and where not)
-                    fit_at1 = _first_followers_fit(ff, a, x, c, y, i, j, k, 1)
-                    fit_else = _first_followers_fit(ff, a, x, c, y, i, j, k, 2)
+                    fit_at1, fit_else = fit(y, k, 1), fit(y, k, 2)
                     if not (fit_at1 or fit_else):  # every step refused: each one a try, at once
                         backs = led_by.get((y, a), ())
                         n = len(backs) - (p in backs) - (q in backs) - (q1 in backs)
@@ -208,22 +208,34 @@ class Leadership:
         return False
 
 
-def _first_followers_fit(ff: Counts, a: int, x: int, c: int, y: int, i: int, j: int, k: int, m: int) -> bool:
+class _FirstFollowersBack:
     """Does the first-followers guard ``ff`` keep a chain back's step, a -> x -> c -> y -> a (the
     leaderships of four partitions, each handed from its leader to the follower at index ``i``,
     ``j``, ``k``, ``m``)? Leader counts never change in such a step, and first followers only where
     a swap is at index 1: its leader becomes the first follower (+1), the follower that takes the
-    leadership stops being it (-1). :meth:`Counts.keeps` of the step, from the four indexes."""
-    d: dict[int, int] = {}
-    for at, leader, taker in ((i, a, x), (j, x, c), (k, c, y), (m, y, a)):
-        if at == 1:
-            d[leader] = d.get(leader, 0) + 1
-            d[taker] = d.get(taker, 0) - 1
-    keeps_at = ff.keeps_at
-    for b, v in d.items():
-        if not keeps_at(b, v):
+    leadership stops being it (-1) -- a's count changes by ``[i=1] - [m=1]``, x's by ``[j=1] - [i=1]``,
+    c's by ``[k=1] - [j=1]``, y's by ``[m=1] - [k=1]`` (x's and y's summed where y is x; a, x, c
+    are three brokers, and y is neither a nor c). :meth:`Counts.keeps` of the step, from the four
+    indexes; for one chain a -> x -> c (``i``, ``j``), the verdicts on a, x and c that do not
+    depend on the step back are worked out once, for all its steps back (:meth:`fit`)."""
+
+    def __init__(self, ff: Counts, a: int, x: int, c: int, i: int, j: int):
+        keeps_at = self._keeps_at = ff.keeps_at
+        i1, j1 = i == 1, j == 1
+        self.x, self.dx = x, j1 - i1
+        self.x_keeps = keeps_at(x, self.dx)
+        # (indexed by whether the step back's last swap, and its first, is at index 1)
+        self.a_keeps = (keeps_at(a, i1 - 0), keeps_at(a, i1 - 1))
+        self.c_keeps = (keeps_at(c, 0 - j1), keeps_at(c, 1 - j1))
+
+    def fit(self, y: int, k: int, m: int) -> bool:
+        """The verdict on the step back c -> y (at index ``k``) -> a (at index ``m``)."""
+        k1, m1 = k == 1, m == 1
+        if not (self.a_keeps[m1] and self.c_keeps[k1]):
             return False
-    return True
+        if y == self.x:
+            return self._keeps_at(y, self.dx + m1 - k1)
+        return self.x_keeps and self._keeps_at(y, m1 - k1)
 
 
 #: the swaps one candidate's chains may try, the chains back included: a topic whose leaders are

@@ -16,8 +16,9 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from itertools import chain, repeat
-from operator import itemgetter, neg
-from collections.abc import Sequence
+from operator import neg
+from collections.abc import Iterator, Sequence
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 from kops.placement.capacity import disk_capacity, shared_disks
@@ -34,6 +35,55 @@ MIB = 1 << 20
 SWAPS = 8
 SIZES = "partition sizes (a live read, or a snapshot with size_bytes)"
 RATES = "bytes-in rates (cluster describe --sample-seconds N)"
+
+
+def nearest(a: Sequence[float], b: Sequence[float], even: float, limit: int) -> Iterator[tuple[int, int]]:
+    """The first ``limit`` pairs ``(i, j)`` with ``0 < a[i] - b[j] <= 2 * even``, ordered by how near
+    ``a[i] - b[j]`` is to ``even`` -- ``abs(a[i] - b[j] - even)``, ties in the order of ``i`` then
+    ``j``: the order a stable sort of every such pair by that key gives -- lazily (a swap's search
+    mostly takes a few of them). ``a`` does not increase (a broker's heaviest replicas first), so
+    for each ``j`` the pairs that pass are a run of ``i`` (found by bisection, with the same
+    comparisons), along which ``a[i] - b[j] - even`` does not increase: its distance to 0 grows
+    from where it turns negative on, and down from just before there -- where values are equal
+    (ties), the run of them given at once, in the order of ``i``. A heap on the sort's key merges them."""
+    two = 2 * even
+    n = len(a)
+    starts: list[int] = []
+    ends: list[int] = []
+    # (key, i, j, what taking it brings: 1 the next i up, -1 the run of ties below, 0 nothing)
+    heap: list[tuple[float, int, int, int]] = []
+    for j, x in enumerate(b):
+        start = bisect_left(range(n), True, key=lambda i: a[i] - x <= two)
+        end = bisect_left(range(n), True, lo=start, key=lambda i: not a[i] - x > 0)
+        turn = bisect_left(range(n), True, lo=start, hi=end, key=lambda i: a[i] - x - even < 0)
+        starts.append(start)
+        ends.append(end)
+        if turn < end:
+            heap.append((abs(a[turn] - x - even), turn, j, 1))
+        if turn > start:
+            heap.extend(_ties_below(a, x, even, j, turn, start))
+    heapify(heap)
+    for _ in range(limit):
+        if not heap:
+            return
+        _key, i, j, then = heappop(heap)
+        yield i, j
+        if then > 0:
+            if i + 1 < ends[j]:
+                heappush(heap, (abs(a[i + 1] - b[j] - even), i + 1, j, 1))
+        elif then < 0 and i > starts[j]:
+            for entry in _ties_below(a, b[j], even, j, i, starts[j]):
+                heappush(heap, entry)
+
+
+def _ties_below(a: Sequence[float], x: float, even: float, j: int, top: int, start: int) -> list[tuple[float, int, int, int]]:
+    """:func:`nearest`'s entries of the run of ``i`` just below ``top`` (down to ``start``) whose
+    ``a[i] - x - even`` are equal, the lowest (taken first) bringing the run below it."""
+    d = a[top - 1] - x - even
+    low = top - 1
+    while low > start and a[low - 1] - x - even == d:
+        low -= 1
+    return [(abs(a[i] - x - even), i, j, -1 if i == low else 0) for i in range(low, top)]
 
 
 def _swap_fits(rooms: list[tuple[tuple[Sequence[float], float, float], tuple[Sequence[float], float, float]]],
@@ -117,8 +167,28 @@ class Load(PlanGoal):
         return self.fits(src, -w) and self.fits(dst, w)
 
     def gain1(self, p: int, src: int, dst: int) -> float:
-        w = self.w[p]
-        return self.dist(src) + self.dist(dst) - self.dist(src, -w) - self.dist(dst, w)
+        return self.gain_by(src, dst, self.w[p])
+
+    def gain_by(self, src: int, dst: int, x: float) -> float:
+        """The gain of ``x`` of load going from src to dst (a move: p's weight; a swap: p's less q's)."""
+        return self.dist(src) + self.dist(dst) - self.dist(src, -x) - self.dist(dst, x)
+
+    def may_gain(self, src: int, dst: int, upto: float) -> bool:
+        """Can some ``x`` in ``(0, upto]`` have a :meth:`gain_by` above :data:`EPS`? False only where
+        none can, float rounding included: each broker's distance is convex and piecewise linear in
+        ``x`` (flat within the band, slope ``1 / cap`` outside it), so the gain is concave and at
+        most its largest value at ``x -> 0`` (0) or where src or dst crosses an edge of the band,
+        the only places its slope changes; computed there, it is within a few units in the last
+        place of the largest number added (a use, an edge of the band) of the exact figure, as is
+        :meth:`gain_by` of any ``x`` -- the margin is 2**-40 of that number, for each."""
+        cs, cd, lo, hi = self.cap[src], self.cap[dst], self.lo, self.hi
+        ls, ld = self.load[src], self.load[dst]
+        us, ud = ls / cs, ld / cd
+        edges = [x for x in ((us - hi) * cs, (us - lo) * cs, (lo - ud) * cd, (hi - ud) * cd) if x > 0]
+        most = max([self.gain_by(src, dst, x) for x in edges], default=0.0)
+        big = max(upto, *edges) if edges else upto
+        scale = max(abs(hi), abs(lo), (abs(ls) + abs(big)) / cs, (abs(ld) + abs(big)) / cd)
+        return most > EPS - 2 * scale * 2.0 ** -40
 
     def room(self, b: int) -> tuple[float, float]:
         """The changes of ``b``'s load that leave it no further from the band: with ``D`` its
@@ -132,8 +202,7 @@ class Load(PlanGoal):
 
     def gain2(self, p: int, q: int, src: int, dst: int) -> float:
         """p's replica src -> dst and q's dst -> src (a swap)."""
-        x = self.w[p] - self.w[q]
-        return self.dist(src) + self.dist(dst) - self.dist(src, -x) - self.dist(dst, x)
+        return self.gain_by(src, dst, self.w[p] - self.w[q])
 
     def keeps2(self, p: int, q: int, src: int, dst: int) -> bool:
         """p's replica src -> dst and q's dst -> src (a swap)."""
@@ -318,14 +387,17 @@ class Load(PlanGoal):
                     failed[(src, dst)] = tick  # (no try of the pair can keep an earlier goal)
                     continue
                 two = 2 * even
-                lw = [(q, w[q]) for q in light]
-                cands = sorted([(abs(a - b - even), p, q) for p in heavy for a in (w[p],) for q, b in lw
-                                if 0 < a - b <= two], key=itemgetter(0))
+                if not ld.may_gain(src, dst, two):
+                    failed[(src, dst)] = tick  # (every try of the pair fails on its gain)
+                    continue
+                # the candidates: a heavy replica of src and a light one of dst whose difference is
+                # at most twice ``even``, the nearest to it first, the first SWAPS**2 (:func:`nearest`);
                 # the earlier goals checked here, the load goals by their rooms of the two brokers
                 # (once per pair: Load.keeps2 without computing them per swap), the others by
                 # their own keeps2 -- then the try need not check them again
                 rooms = list(zip(mover.rooms(src), mover.rooms(dst)))
-                for _gap, p, q in cands[:SWAPS * SWAPS]:
+                for i, j in nearest([w[p] for p in heavy], [w[q] for q in light], even, SWAPS * SWAPS):
+                    p, q = heavy[i], light[j]
                     if not _swap_fits(rooms, p, q):
                         continue
                     ok = True
@@ -333,8 +405,8 @@ class Load(PlanGoal):
                         if not g.keeps2(p, q, src, dst):
                             ok = False
                             break
-                    if not ok:
-                        continue
+                    if not ok or ld.gain_by(src, dst, w[p] - w[q]) <= EPS:
+                        continue  # (no gain: a refusal of the try, found without it)
                     if mover.try_moves(((p, src, dst), (q, dst, src)), ld, checked=True):
                         made += 2
                         tick += 1

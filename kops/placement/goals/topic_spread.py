@@ -383,6 +383,25 @@ class TopicSpreadGoal(PlanGoal):
         # (:meth:`Limits.fits` of a replica coming back to src, inlined: src's limits looked up once)
         s_closed, s_disk, s_nw = src in limits.closed, limits.disk_limit.get(src), limits.nw_limit.get(src)
         peak, nw_in, orig, size, rate = limits.disk_peak, limits.nw_in, limits._orig, limits._size, limits._rate
+        # whether a replica may come back whatever goes (its topic's cells, its list, src's limits,
+        # rack safety: what only a move changes), kept per replica until this pair makes one
+        back_ok: dict[int, bool] = {}
+
+        def comes_back(q: int) -> bool:
+            u = topic[q]
+            cu, bu = count[u], band[u]
+            if not (cu.get(dst, 0) > bu[0] and cu.get(src, 0) < bu[1]):
+                return False
+            r = reps[q]
+            if src in r or q in unrepaired:
+                return False
+            if (s_closed or s_disk is not None) and src not in orig[q]:
+                if s_closed or peak[src] + size[q] > s_disk:
+                    return False
+            if s_nw is not None and not nw_in[src] + rate[q] <= s_nw:
+                return False
+            return replaced(r, dst, src)
+
         for p in goes:
             t = topic[p]
             c, (lo, hi) = count[t], band[t]
@@ -404,6 +423,7 @@ class TopicSpreadGoal(PlanGoal):
                 else:
                     if try_moves(((p, src, dst),), ts, checked=True, hard=True):
                         made += 1
+                        back_ok.clear()
                         continue
             # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
             # interval both rooms allow, as bounds on w(q)
@@ -411,29 +431,23 @@ class TopicSpreadGoal(PlanGoal):
                   for (w, slo, shi), (_w, dlo, dhi) in zip(srooms, drooms)]
 
             def fits(q: int) -> bool:
-                u = topic[q]
-                if u == t:
+                if topic[q] == t:
+                    return False
+                ok = back_ok.get(q)
+                if ok is None:
+                    ok = back_ok[q] = comes_back(q)
+                if not ok:
                     return False
                 for w, qlo, qhi in xs:
                     if not qlo <= 1.0 * w[q] <= qhi:
                         return False
-                cu, bu = count[u], band[u]
-                if not (cu.get(dst, 0) > bu[0] and cu.get(src, 0) < bu[1]):
-                    return False
-                r = reps[q]
-                if src in r or q in unrepaired:
-                    return False
-                if (s_closed or s_disk is not None) and src not in orig[q]:
-                    if s_closed or peak[src] + size[q] > s_disk:
-                        return False
-                if s_nw is not None and not nw_in[src] + rate[q] <= s_nw:
-                    return False
-                return replaced(r, dst, src)
+                return True
 
             for back in backs:
                 q = back.take(fits)
                 if q is not None and try_moves(((p, src, dst), (q, dst, src)), ts, checked=True, hard=True):
                     made += 2
+                    back_ok.clear()
                     break
             if budget.hit:
                 break
