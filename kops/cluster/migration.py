@@ -71,8 +71,10 @@ def finalized_from(kraft_controller_epoch: int | None, quorum_epoch: int | None,
 
 def read_status(zk, *, finalized: bool = False) -> MigrationStatus:
     """:class:`MigrationStatus` read with a started kazoo client."""
-    ctrl = _znode_json(zk, "/controller")
-    mig = _znode_json(zk, "/migration")
+    return _status(_znode_json(zk, "/controller"), _znode_json(zk, "/migration"), finalized)
+
+
+def _status(ctrl: dict[str, Any] | None, mig: dict[str, Any] | None, finalized: bool = False) -> MigrationStatus:
     epoch = (ctrl or {}).get("kraftControllerEpoch")
     return MigrationStatus(
         state=classify(ctrl, mig, finalized=finalized),
@@ -82,15 +84,94 @@ def read_status(zk, *, finalized: bool = False) -> MigrationStatus:
     )
 
 
-def clear(zk) -> MigrationStatus:
-    """Kafka's revert of a migration that is not finalized: delete ``/controller`` (a ZooKeeper
-    broker becomes the controller) and ``/migration`` (a later migration starts over). What they
-    held (:func:`read_status` before the deletes)."""
+@dataclass(frozen=True)
+class Cleared:
+    """What :func:`clear` found and did."""
+
+    before: MigrationStatus  # /controller and /migration as they were
+    controller_epoch: int | None  # /controller_epoch as it was
+    raised_to: int | None  # what /controller_epoch was set to (:func:`epoch_to_raise`), None when left
+
+    def epoch_note(self, done: bool = True) -> str:
+        """What happened to ``/controller_epoch`` (``done`` False: what would), in words."""
+        kraft = self.before.kraft_controller_epoch
+        if self.raised_to is not None:
+            was = f"from {self.controller_epoch} " if self.controller_epoch is not None else "(it held no epoch) "
+            return (f"/controller_epoch {'raised' if done else 'would be raised'} {was}to {self.raised_to}, above the KRaft controller's epoch {kraft} (KAFKA-20488: else the next "
+                    "ZooKeeper controller cannot elect leaders for the partitions the KRaft controller wrote)")
+        if kraft is not None:
+            return f"/controller_epoch {self.controller_epoch} is above the KRaft controller's epoch {kraft}: left"
+        return f"/controller_epoch {self.controller_epoch} left (no KRaft controller held /controller)"
+
+
+def epoch_to_raise(controller_epoch: int | None, kraft_controller_epoch: int | None) -> int | None:
+    """KAFKA-20488 (pure): while it held ZooKeeper, the KRaft controller stamped the partitions'
+    state znodes with its own (raft) epoch, and the ZooKeeper controller elected once
+    ``/controller`` is gone takes ``/controller_epoch`` + 1 as its epoch; a ZooKeeper controller
+    below a stamped epoch refuses to change those partitions ("already written by another
+    controller"): no leader elected, partitions offline. So ``/controller_epoch`` must be above the
+    KRaft epoch first: the value to write there (the KRaft epoch + 1, as Kafka's docs ask: the
+    ZooKeeper epoch greater than the KRaft one), or None when it already is (or no KRaft
+    controller held ``/controller``)."""
+    if kraft_controller_epoch is None or (controller_epoch is not None and controller_epoch > kraft_controller_epoch):
+        return None
+    return kraft_controller_epoch + 1
+
+
+def clear(zk) -> Cleared:
+    """Kafka's revert of a migration that is not finalized, with the KRaft controllers stopped:
+    ``/controller_epoch`` raised above the KRaft epoch where it is not (:func:`epoch_to_raise`)
+    and ``/controller`` deleted (a ZooKeeper broker becomes the controller) in one ZooKeeper
+    transaction, conditional on both znodes' versions as read (ClusterError, nothing changed, if
+    anything wrote them in between: a KRaft controller still running); then ``/migration``
+    deleted (a later migration starts over)."""
+    from kazoo.exceptions import NoNodeError
+
+    from kops.errors import ClusterError
+
+    mig = _znode_json(zk, "/migration")
+    before, epoch, raised = _status(None, mig), None, None
+    try:
+        ctrl_data, ctrl_stat = zk.get("/controller")
+    except NoNodeError:
+        ctrl_stat = None
+    if ctrl_stat is not None:
+        before = _status(_json(ctrl_data), mig)
+        epoch, epoch_stat = _controller_epoch(zk)
+        raised = epoch_to_raise(epoch, before.kraft_controller_epoch)
+        tx = zk.transaction()
+        if raised is not None and epoch_stat is not None:
+            tx.set_data("/controller_epoch", str(raised).encode(), version=epoch_stat.version)
+        elif raised is not None:
+            tx.create("/controller_epoch", str(raised).encode())
+        tx.delete("/controller", version=ctrl_stat.version)
+        failed = [r for r in tx.commit() if isinstance(r, Exception)]
+        if failed:
+            raise ClusterError("ZooKeeper's /controller or /controller_epoch changed while kops deleted /controller "
+                               f"({type(failed[0]).__name__}): is a KRaft controller of the migration still running? "
+                               "Nothing was changed; stop every controller, then run again")
+    if zk.exists("/migration"):
+        zk.delete("/migration")
+    return Cleared(before, epoch, raised)
+
+
+def planned_clear(zk) -> Cleared:
+    """What :func:`clear` would find and do, read only (a dry run)."""
     before = read_status(zk)
-    for path in ("/controller", "/migration"):
-        if zk.exists(path):
-            zk.delete(path)
-    return before
+    epoch = _controller_epoch(zk)[0]
+    return Cleared(before, epoch, epoch_to_raise(epoch, before.kraft_controller_epoch) if before.controller is not None
+                   else None)
+
+
+def _controller_epoch(zk) -> tuple[int | None, Any]:
+    """``/controller_epoch`` (the decimal text Kafka writes; None: missing or not a number) and its stat."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, stat = zk.get("/controller_epoch")
+    except NoNodeError:
+        return None, None
+    return (int(data) if data.strip().isdigit() else None), stat
 
 
 def _znode_json(zk, path: str) -> dict[str, Any] | None:
@@ -100,6 +181,11 @@ def _znode_json(zk, path: str) -> dict[str, Any] | None:
         data, _ = zk.get(path)
     except NoNodeError:
         return None
+    return _json(data)
+
+
+def _json(data: bytes) -> dict[str, Any] | None:
+    """A znode's JSON object (None: empty, not JSON, or not an object)."""
     try:
         doc = json.loads(data.decode() or "null")
     except ValueError:
@@ -113,5 +199,5 @@ def zk_cluster_id(zk) -> str | None:
     return str(doc["id"]) if doc and doc.get("id") else None
 
 
-__all__ = ["MIGRATION", "MigrationStatus", "NONE", "POST_MIGRATION", "PRE_MIGRATION", "STATES", "at_least", "clear",
-           "classify", "finalized_from", "read_status", "zk_cluster_id"]
+__all__ = ["Cleared", "MIGRATION", "MigrationStatus", "NONE", "POST_MIGRATION", "PRE_MIGRATION", "STATES", "at_least",
+           "classify", "clear", "epoch_to_raise", "finalized_from", "planned_clear", "read_status", "zk_cluster_id"]

@@ -355,8 +355,10 @@ def _compare_snapshot(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 @step("clear_migration")
 def _clear_migration(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """Kafka's revert: delete ``/controller`` (a ZooKeeper broker becomes the controller) and
-    ``/migration`` (a later migration starts over); what ``/migration`` held goes into the result."""
+    """Kafka's revert, the KRaft controllers stopped: raise ``/controller_epoch`` above the KRaft
+    controller's epoch where it is not (KAFKA-20488), delete ``/controller`` (a ZooKeeper broker
+    becomes the controller) and ``/migration`` (a later migration starts over); what they held goes
+    into the result (:func:`kops.cluster.migration.clear`)."""
     if ctx.topology_file:
         return {"summary": "would delete /controller and /migration in ZooKeeper (not read: a dry run on a snapshot)"}
     with ctx.connection() as conn:
@@ -364,7 +366,9 @@ def _clear_migration(f: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
             raise BadInput("clear_migration deletes znodes in ZooKeeper: pass --zookeeper HOST:PORT")
         zk = conn.zk(migrating=True)
         if ctx.dry_run:
-            st = zkm.read_status(zk)
-            return {"summary": f"would delete /controller ({st.controller}) and /migration ({st.migration_znode})"}
-        st = zkm.clear(zk)  # what they held
-    return {"summary": f"deleted /controller (held by {st.controller}) and /migration", "was": st.to_dict()}
+            plan = zkm.planned_clear(zk)
+            return {"summary": f"would delete /controller ({plan.before.controller}) and /migration "
+                               f"({plan.before.migration_znode}); {plan.epoch_note(done=False)}"}
+        done = zkm.clear(zk)
+    return {"summary": f"deleted /controller (held by {done.before.controller}) and /migration; {done.epoch_note()}",
+            "was": {**done.before.to_dict(), "controller_epoch": done.controller_epoch}, "raised_to": done.raised_to}

@@ -386,8 +386,9 @@ class SandboxMigration:
 
         self.stop_controllers()
         with self._zk() as zk:
-            before = clear(zk)
-            self.sb.log(f"deleted /controller and /migration (was {json.dumps(before.migration_znode)})")
+            done = clear(zk)
+            self.sb.log(f"deleted /controller and /migration (was {json.dumps(done.before.migration_znode)}); "
+                        f"{done.epoch_note()}")
         for b in [b for b in self.sb.config.broker_ids if self.sb.config.broker_phase(b) == "migrate"]:
             self.restart(b, "zookeeper", timeout_s=timeout_s)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 from tests.cluster.kafka_helpers import Producing, admin, kops, wait_for
 from tests.sampling import Sampler
@@ -40,43 +41,60 @@ def stuck_leaders(r: subprocess.CompletedProcess, loop: str) -> tuple[str, list[
 
 def mend_stuck_isr(r: subprocess.CompletedProcess, loop: str, hook: str, sampler: Sampler) -> tuple[str, list[int], str]:
     """Kafka 3.9.2 (1 run in 3 here): a broker that switches controllers during the migration
-    (the ZooKeeper controller when the KRaft controller takes over, or the broker that becomes the
-    ZooKeeper controller again in a rollback) stops sending working AlterPartition requests, so the
-    partitions it leads never take the broker just restarted back into their ISR. The in_sync gate
-    stops the run there and names that leader; the operator restarts it with the same hook and
-    resumes (docs/kraft-migration.md) -- as this does, the sampler paused (the test's own
-    restarts, not the playbook's). Returns :func:`stuck_leaders` of the run."""
-    stuck = stuck_leaders(r, loop)
+    (the ZooKeeper controller when the KRaft controller takes over, or, in a rollback, a broker
+    still in migration mode once the KRaft controllers are gone) stops sending working
+    AlterPartition requests (to itself, or to the removed KRaft controller), so the partitions it
+    leads never take the broker just restarted back into their ISR. The in_sync gate stops the run
+    there and names that leader; the operator restarts it with the same hook and resumes
+    (docs/kraft-migration.md) -- as this does, the sampler paused (the test's own restarts, not
+    the playbook's). A restart moves the leaderships it held to the other replicas: where one of
+    those is stuck the same way, the ISR stays short under it, and the gate of the resumed run
+    would name it; here it is restarted with the same hook before resuming (at most every broker
+    once). Returns :func:`stuck_leaders` of the run, with every leader the test restarted."""
+    step, leaders, run_id = stuck_leaders(r, loop)
+    restarted: list[int] = []
     with sampler.paused():
-        for b in stuck[1]:
-            h = subprocess.run(hook.replace("{broker}", str(b)), shell=True, capture_output=True, text=True,
-                               timeout=300)
-            assert h.returncode == 0, h.stderr
-        # the test's restarts of a leader whose ISR lacked a replica leave its partitions under
-        # min ISR until the restarted brokers have caught up (CI: 4 such samples right after the
-        # hook returned): the sampler stays paused until every replica is back in sync
-        _wait_in_sync(sampler, 300)
-    return stuck
+        while leaders:
+            for b in leaders:
+                h = subprocess.run(hook.replace("{broker}", str(b)), shell=True, capture_output=True, text=True,
+                                   timeout=300)
+                assert h.returncode == 0, h.stderr
+            restarted += leaders
+            # the test's restarts of a leader whose ISR lacked a replica leave its partitions under
+            # min ISR until the restarted brokers have caught up (CI: 4 such samples right after the
+            # hook returned): the sampler stays paused until every replica is back in sync
+            leaders = _wait_in_sync(sampler, 300, settle_s=90, restarted=restarted)
+    return step, restarted, run_id
 
 
-def _wait_in_sync(sampler: Sampler, timeout_s: float) -> None:
-    """Until every partition of the sampler's topics has all its replicas in sync."""
+def _wait_in_sync(sampler: Sampler, timeout_s: float, settle_s: float, restarted: list[int]) -> list[int]:
+    """Until every partition of the sampler's topics has all its replicas in sync ([] then), or,
+    once ``settle_s`` passed, until a partition short of a replica is led by a broker not in
+    ``restarted`` whose partitions each have another in-sync replica: such leaders then, to restart."""
     a = admin(sampler.bootstrap, sampler.client)
-    behind = ["not read yet"]
+    behind: list[str] = ["not read yet"]
+    short_under: list[int] = []
+    t0 = time.monotonic()
 
     def in_sync() -> bool:
         try:
             md = a.list_topics(timeout=5)
-            behind[:] = [f"{t}-{p} isr {pm.isrs} of {pm.replicas}" for t in sampler.topics
-                         for p, pm in md.topics[t].partitions.items() if pm.leader < 0 or set(pm.isrs) != set(pm.replicas)]
+            short = [(t, p, pm) for t in sampler.topics for p, pm in md.topics[t].partitions.items()
+                     if pm.leader < 0 or set(pm.isrs) != set(pm.replicas)]
+            behind[:] = [f"{t}-{p} isr {pm.isrs} of {pm.replicas} (leader {pm.leader})" for t, p, pm in short]
+            # a leader to restart: not restarted yet, and none of its partitions left without
+            # another in-sync replica to take over (else a replica is still catching up under it)
+            alone = {pm.leader for t in sampler.topics for pm in md.topics[t].partitions.values() if len(pm.isrs) < 2}
+            short_under[:] = sorted({pm.leader for _, _, pm in short if pm.leader >= 0} - set(restarted) - alone)
         except Exception as e:  # noqa: BLE001 - a broker still starting: read again
             behind[:] = [f"metadata not read: {e}"]
-        return not behind
+        return not behind or (time.monotonic() - t0 > settle_s and bool(short_under))
 
     try:
         wait_for(in_sync, timeout_s, 0.5, "every replica back in sync")
     except AssertionError:
         raise AssertionError(f"not back in sync {timeout_s:.0f} s after the test's restarts: {behind[:5]}") from None
+    return short_under if behind else []
 
 
 def run_mending_stuck_isr(run: list[str], resume: list[str], loop: str, hook: str, sampler: Sampler,

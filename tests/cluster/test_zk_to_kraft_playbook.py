@@ -128,6 +128,14 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
     assert all(s["status"] == "done" for s in rep["steps"]), [s for s in rep["steps"] if s["status"] != "done"]
     assert by["possible"]["summary"].startswith("ok: a migration under way"), by["possible"]
     assert "held by 1000" in by["clear"]["summary"], by["clear"]
+    # KAFKA-20488: the ZooKeeper controllers since are above the epoch the KRaft controller held
+    # (raised first where they would not have been: unit and ZooKeeper tests)
+    kraft_epoch = by["clear"]["was"]["kraft_controller_epoch"]
+    assert kraft_epoch is not None and "/controller_epoch" in by["clear"]["summary"], by["clear"]
+    from kops.sandbox.probe import zk_client
+
+    with zk_client(zk) as z:
+        assert int(z.get("/controller_epoch")[0]) > kraft_epoch + 1, (kraft_epoch, z.get("/controller_epoch"))
     assert "migration state NONE" in by["none"]["summary"], by["none"]
     st = sandbox_cli(sb, "migration", "status")
     assert st["migration"]["state"] == "NONE" and st["migration"]["controller"] in sb.broker_ids, st["migration"]

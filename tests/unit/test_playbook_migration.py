@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kops.cli.main import app
@@ -297,10 +299,15 @@ def test_broker_configs_are_read_one_broker_per_request_and_a_silent_broker_is_n
 
 
 class _Zk:
-    """The znodes a kazoo client would hold (exists / delete / get)."""
+    """The znodes a kazoo client would hold (exists / get / delete / transaction), each with a
+    version that a write bumps; a transaction applies all its operations or none, as ZooKeeper's
+    multi does (a failed one answers BadVersionError, the others RolledBackError). ``meddle``: a
+    write made by someone else between the reads and the transaction."""
 
-    def __init__(self, nodes: dict[str, bytes]):
+    def __init__(self, nodes: dict[str, bytes], meddle=None):
         self.nodes = dict(nodes)
+        self.versions = dict.fromkeys(nodes, 0)
+        self.meddle = meddle
 
     def exists(self, path):
         return path in self.nodes
@@ -309,21 +316,110 @@ class _Zk:
         del self.nodes[path]
 
     def get(self, path):
+        from types import SimpleNamespace
+
         from kazoo.exceptions import NoNodeError
 
         if path not in self.nodes:
             raise NoNodeError(path)
-        return self.nodes[path], None
+        return self.nodes[path], SimpleNamespace(version=self.versions[path])
+
+    def transaction(self):
+        zk, ops = self, []
+
+        class Tx:
+            def set_data(self, path, value, version=-1):
+                ops.append(("set", path, value, version))
+
+            def create(self, path, value):
+                ops.append(("create", path, value, None))
+
+            def delete(self, path, version=-1):
+                ops.append(("delete", path, None, version))
+
+            def commit(self):
+                from kazoo.exceptions import BadVersionError, NodeExistsError, RolledBackError
+
+                if zk.meddle:
+                    zk.meddle(zk)
+                bad = [i for i, (op, path, _, v) in enumerate(ops)
+                       if (op == "create" and path in zk.nodes)
+                       or (op != "create" and (path not in zk.nodes or v not in (-1, zk.versions[path])))]
+                if bad:
+                    err = NodeExistsError if ops[bad[0]][0] == "create" else BadVersionError
+                    return [err() if i == bad[0] else RolledBackError() for i in range(len(ops))]
+                for op, path, value, _ in ops:
+                    if op == "delete":
+                        del zk.nodes[path], zk.versions[path]
+                    else:
+                        zk.nodes[path] = value
+                        zk.versions[path] = zk.versions.get(path, -1) + 1
+                return [True] * len(ops)
+
+        return Tx()
 
 
 def test_clear_deletes_controller_and_migration_znodes_that_exist_and_says_what_they_held():
     zk = _Zk({"/controller": b'{"brokerid": 3000}', "/migration": b"{}", "/brokers": b""})
-    before = zkm.clear(zk)
+    done = zkm.clear(zk)
     assert set(zk.nodes) == {"/brokers"}
-    assert (before.state, before.controller, before.migration_znode) == (zkm.PRE_MIGRATION, 3000, {})
+    assert (done.before.state, done.before.controller, done.before.migration_znode) == (zkm.PRE_MIGRATION, 3000, {})
     zk = _Zk({"/migration": b"{}"})
-    assert zkm.clear(zk).controller is None and zk.nodes == {}
-    assert zkm.clear(_Zk({})).state == zkm.NONE
+    assert zkm.clear(zk).before.controller is None and zk.nodes == {}
+    assert zkm.clear(_Zk({})).before.state == zkm.NONE
+
+
+def test_the_controller_epoch_is_raised_above_the_kraft_epoch_in_the_same_transaction_as_the_delete():
+    """KAFKA-20488: a KRaft controller whose raft epoch (17) is past ZooKeeper's controller epoch
+    (9): /controller_epoch becomes 18 as /controller goes, so the next ZooKeeper controller (19) is
+    above every partition state the KRaft controller stamped. Above already: left as it is."""
+    ctrl = json.dumps({"brokerid": 3000, "kraftControllerEpoch": 17}).encode()
+    zk = _Zk({"/controller": ctrl, "/controller_epoch": b"9", "/migration": b"{}"})
+    done = zkm.clear(zk)
+    assert (done.controller_epoch, done.raised_to, zk.nodes) == (9, 18, {"/controller_epoch": b"18"})
+    assert "raised from 9 to 18, above the KRaft controller's epoch 17 (KAFKA-20488" in done.epoch_note()
+    for ours, raised in ((b"17", 18), (b"18", None), (b"40", None)):
+        zk = _Zk({"/controller": ctrl, "/controller_epoch": ours})
+        done = zkm.clear(zk)
+        assert done.raised_to == raised and zk.nodes == {"/controller_epoch": str(raised).encode() if raised else ours}
+    zk = _Zk({"/controller": ctrl})  # no /controller_epoch at all: created
+    assert zkm.clear(zk).raised_to == 18 and zk.nodes == {"/controller_epoch": b"18"}
+    zk = _Zk({"/controller": b'{"brokerid": 2}', "/controller_epoch": b"5"})  # a ZooKeeper broker held it
+    done = zkm.clear(zk)
+    assert done.raised_to is None and zk.nodes == {"/controller_epoch": b"5"} and "no KRaft controller" in done.epoch_note()
+
+
+def test_a_controller_epoch_written_in_between_changes_nothing_and_says_a_controller_may_still_run():
+    from kops.errors import ClusterError
+
+    def kraft_claims_again(zk):  # a KRaft controller still running: it bumps /controller_epoch
+        zk.nodes["/controller_epoch"] = b"10"
+        zk.versions["/controller_epoch"] += 1
+
+    nodes = {"/controller": json.dumps({"brokerid": 3000, "kraftControllerEpoch": 17}).encode(),
+             "/controller_epoch": b"9", "/migration": b"{}"}
+    zk = _Zk(nodes, meddle=kraft_claims_again)
+    with pytest.raises(ClusterError, match="is a KRaft controller of the migration still running"):
+        zkm.clear(zk)
+    assert zk.nodes == {**nodes, "/controller_epoch": b"10"}  # /controller and /migration still there
+
+    def kraft_rewrites_controller(zk):  # /controller_epoch above already: /controller's version guards
+        zk.versions["/controller"] += 1
+
+    zk = _Zk({**nodes, "/controller_epoch": b"30"}, meddle=kraft_rewrites_controller)
+    with pytest.raises(ClusterError, match="changed while kops deleted /controller"):
+        zkm.clear(zk)
+    assert set(zk.nodes) == set(nodes)
+
+
+@given(st.one_of(st.none(), st.integers(0, 10**6)), st.one_of(st.none(), st.integers(0, 10**6)))
+def test_epoch_to_raise_puts_the_next_zookeeper_controller_above_the_kraft_epoch(zk_epoch, kraft_epoch):
+    raised = zkm.epoch_to_raise(zk_epoch, kraft_epoch)
+    if kraft_epoch is None:
+        assert raised is None
+    else:
+        assert (raised if raised is not None else zk_epoch) > kraft_epoch  # the next controller: that + 1
+        assert raised is None or zk_epoch is None or raised > zk_epoch  # never lowered
 
 
 def test_clear_migration_step_deletes_through_the_cluster_adapter_and_reports_what_was_there():
@@ -347,11 +443,14 @@ def test_clear_migration_step_deletes_through_the_cluster_adapter_and_reports_wh
 
     ctx = SimpleNamespace(topology_file=None, dry_run=True, connection=connection)
     got = REGISTRY["clear_migration"]({}, ctx)
-    assert got == {"summary": "would delete /controller (3000) and /migration ({'kraft_metadata_offset': 40})"}
+    assert got == {"summary": "would delete /controller (3000) and /migration ({'kraft_metadata_offset': 40}); "
+                              "/controller_epoch would be raised (it held no epoch) to 3, above the KRaft controller's epoch 2 "
+                              "(KAFKA-20488: else the next ZooKeeper controller cannot elect leaders for the partitions "
+                              "the KRaft controller wrote)"}
     assert set(zk.nodes) == {"/controller", "/migration"}
     ctx.dry_run = False
     got = REGISTRY["clear_migration"]({}, ctx)
-    assert got["summary"] == "deleted /controller (held by 3000) and /migration"
+    assert got["summary"].startswith("deleted /controller (held by 3000) and /migration; /controller_epoch raised")
     assert got["was"] == {"state": zkm.MIGRATION, "controller": 3000, "kraft_controller_epoch": 2,
-                          "migration_znode": {"kraft_metadata_offset": 40}}
-    assert zk.nodes == {}
+                          "migration_znode": {"kraft_metadata_offset": 40}, "controller_epoch": None}
+    assert got["raised_to"] == 3 and zk.nodes == {"/controller_epoch": b"3"}
