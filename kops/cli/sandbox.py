@@ -883,8 +883,9 @@ def migration_finalize(
 def migration_controllers_down(c: Context, workdir: WorkdirOpt = None) -> None:
     """Deprovision the KRaft controllers of a migration that is not finalized (Kafka's revert):
     stopped, their data removed. Refused (exit 2) while a broker runs as a KRaft broker: restart
-    it with --phase migrate first. Then delete /controller and /migration (the zk-to-kraft-rollback
-    playbook does) and restart each broker with --phase zookeeper."""
+    it with --phase migrate first. Then raise /controller_epoch above the KRaft epoch and delete
+    /controller and /migration (the zk-to-kraft-rollback playbook's `clear` step does) and restart
+    each broker with --phase zookeeper."""
     sb = _attach(workdir)
     sb.migration.stop_controllers()
     _migration_report(sb, c.json, "KRaft controllers deprovisioned"
@@ -897,8 +898,9 @@ def migration_controllers_down(c: Context, workdir: WorkdirOpt = None) -> None:
 @output_command
 def migration_rollback(c: Context, workdir: WorkdirOpt = None, timeout: TimeoutSOpt = None) -> None:
     """Back to ZooKeeper mode while no broker runs as a KRaft broker (Kafka's revert procedure):
-    the KRaft controllers are stopped, /controller and /migration deleted in ZooKeeper, and each
-    broker in migration mode restarted without the migration settings."""
+    the KRaft controllers are stopped, /controller_epoch raised above the KRaft epoch where it is
+    not (KAFKA-20488), /controller and /migration deleted in ZooKeeper, and each broker in
+    migration mode restarted without the migration settings."""
     sb = _attach(workdir)
     sb.migration.rollback(timeout_s=timeout)
     _migration_report(sb, c.json, "rolled back to ZooKeeper mode")

@@ -16,7 +16,8 @@ The steps are Kafka's own (docs/ops.html, "ZooKeeper to KRaft Migration"), each 
 Before step 4, Kafka's revert goes back to ZooKeeper mode ("Reverting to ZooKeeper mode during
 the migration"), verb by verb as the zk-to-kraft-rollback playbook's hooks call them: each KRaft
 broker restarted in phase ``migrate`` again; :meth:`SandboxMigration.stop_controllers` deprovisions
-the controllers (the sandbox is then ``reverting``); ``/controller`` and ``/migration`` deleted;
+the controllers (the sandbox is then ``reverting``); ``/controller`` and ``/migration`` deleted
+(:func:`kops.cluster.migration.clear`: ``/controller_epoch`` raised above the KRaft epoch first);
 each broker restarted in phase ``zookeeper`` (without the migration settings; the last one ends
 the migration). :meth:`SandboxMigration.rollback` does it all from step 2.
 
@@ -379,7 +380,7 @@ class SandboxMigration:
     def rollback(self, *, timeout_s: float | None = None) -> None:
         """Back to ZooKeeper mode from brokers in migration mode (Kafka's "Reverting to ZooKeeper
         mode during the migration", for the step "Enter Migration Mode on the brokers"):
-        :meth:`stop_controllers`, ``/controller`` and ``/migration`` deleted, each broker
+        :meth:`stop_controllers`, ``/controller`` and ``/migration`` deleted (:func:`clear`), each broker
         restarted in phase ``zookeeper``. BadInput once a broker runs as a KRaft broker or the
         migration was finalized."""
         from kops.cluster.migration import clear
