@@ -97,7 +97,8 @@ class Cleared:
         kraft = self.before.kraft_controller_epoch
         if self.raised_to is not None:
             was = f"from {self.controller_epoch} " if self.controller_epoch is not None else "(it held no epoch) "
-            return (f"/controller_epoch {'raised' if done else 'would be raised'} {was}to {self.raised_to}, above the KRaft controller's epoch {kraft} (KAFKA-20488: else the next "
+            return (f"/controller_epoch {'raised' if done else 'would be raised'} {was}to {self.raised_to}, "
+                    f"above the KRaft controller's epoch {kraft} (KAFKA-20488: else the next "
                     "ZooKeeper controller cannot elect leaders for the partitions the KRaft controller wrote)")
         if kraft is not None:
             return f"/controller_epoch {self.controller_epoch} is above the KRaft controller's epoch {kraft}: left"

@@ -386,7 +386,8 @@ def test_the_controller_epoch_is_raised_above_the_kraft_epoch_in_the_same_transa
     assert zkm.clear(zk).raised_to == 18 and zk.nodes == {"/controller_epoch": b"18"}
     zk = _Zk({"/controller": b'{"brokerid": 2}', "/controller_epoch": b"5"})  # a ZooKeeper broker held it
     done = zkm.clear(zk)
-    assert done.raised_to is None and zk.nodes == {"/controller_epoch": b"5"} and "no KRaft controller" in done.epoch_note()
+    assert done.raised_to is None and zk.nodes == {"/controller_epoch": b"5"}
+    assert "no KRaft controller" in done.epoch_note()
 
 
 def test_a_controller_epoch_written_in_between_changes_nothing_and_says_a_controller_may_still_run():
@@ -444,9 +445,9 @@ def test_clear_migration_step_deletes_through_the_cluster_adapter_and_reports_wh
     ctx = SimpleNamespace(topology_file=None, dry_run=True, connection=connection)
     got = REGISTRY["clear_migration"]({}, ctx)
     assert got == {"summary": "would delete /controller (3000) and /migration ({'kraft_metadata_offset': 40}); "
-                              "/controller_epoch would be raised (it held no epoch) to 3, above the KRaft controller's epoch 2 "
-                              "(KAFKA-20488: else the next ZooKeeper controller cannot elect leaders for the partitions "
-                              "the KRaft controller wrote)"}
+                              "/controller_epoch would be raised (it held no epoch) to 3, above the KRaft "
+                              "controller's epoch 2 (KAFKA-20488: else the next ZooKeeper controller cannot elect "
+                              "leaders for the partitions the KRaft controller wrote)"}
     assert set(zk.nodes) == {"/controller", "/migration"}
     ctx.dry_run = False
     got = REGISTRY["clear_migration"]({}, ctx)
