@@ -126,25 +126,15 @@ def clear(zk) -> Cleared:
     transaction, conditional on both znodes' versions as read (ClusterError, nothing changed, if
     anything wrote them in between: a KRaft controller still running); then ``/migration``
     deleted (a later migration starts over)."""
-    from kazoo.exceptions import NoNodeError
-
     from kops.errors import ClusterError
 
-    mig = _znode_json(zk, "/migration")
-    before, epoch, raised = _status(None, mig), None, None
-    try:
-        ctrl_data, ctrl_stat = zk.get("/controller")
-    except NoNodeError:
-        ctrl_stat = None
+    plan, ctrl_stat, epoch_stat = _read_plan(zk)
     if ctrl_stat is not None:
-        before = _status(_json(ctrl_data), mig)
-        epoch, epoch_stat = _controller_epoch(zk)
-        raised = epoch_to_raise(epoch, before.kraft_controller_epoch)
         tx = zk.transaction()
-        if raised is not None and epoch_stat is not None:
-            tx.set_data("/controller_epoch", str(raised).encode(), version=epoch_stat.version)
-        elif raised is not None:
-            tx.create("/controller_epoch", str(raised).encode())
+        if plan.raised_to is not None and epoch_stat is not None:
+            tx.set_data("/controller_epoch", str(plan.raised_to).encode(), version=epoch_stat.version)
+        elif plan.raised_to is not None:
+            tx.create("/controller_epoch", str(plan.raised_to).encode())
         tx.delete("/controller", version=ctrl_stat.version)
         failed = [r for r in tx.commit() if isinstance(r, Exception)]
         if failed:
@@ -153,15 +143,28 @@ def clear(zk) -> Cleared:
                                "Nothing was changed; stop every controller, then run again")
     if zk.exists("/migration"):
         zk.delete("/migration")
-    return Cleared(before, epoch, raised)
+    return plan
 
 
 def planned_clear(zk) -> Cleared:
     """What :func:`clear` would find and do, read only (a dry run)."""
-    before = read_status(zk)
-    epoch = _controller_epoch(zk)[0]
-    return Cleared(before, epoch, epoch_to_raise(epoch, before.kraft_controller_epoch) if before.controller is not None
-                   else None)
+    return _read_plan(zk)[0]
+
+
+def _read_plan(zk) -> tuple[Cleared, Any, Any]:
+    """What :func:`clear` finds and would do, with the stats of ``/controller`` and
+    ``/controller_epoch`` its transaction is conditional on (None: missing; nothing to raise
+    without a ``/controller``)."""
+    from kazoo.exceptions import NoNodeError
+
+    mig = _znode_json(zk, "/migration")
+    try:
+        ctrl_data, ctrl_stat = zk.get("/controller")
+    except NoNodeError:
+        return Cleared(_status(None, mig), None, None), None, None
+    before = _status(_json(ctrl_data), mig)
+    epoch, epoch_stat = _controller_epoch(zk)
+    return Cleared(before, epoch, epoch_to_raise(epoch, before.kraft_controller_epoch)), ctrl_stat, epoch_stat
 
 
 def _controller_epoch(zk) -> tuple[int | None, Any]:
