@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from typer.testing import CliRunner
 
@@ -37,22 +38,38 @@ def leader(*args: str) -> tuple[int, dict | None, str]:
     return r.exit_code, doc, out
 
 
-def describe(bootstrap: str) -> dict[tuple[str, int], dict]:
-    """Partitions as the brokers report them, once two fresh clients (random brokers) agree:
-    after an election the brokers' metadata catches up one by one."""
-    prev = _describe_once(bootstrap)
-    for _ in range(20):
-        cur = _describe_once(bootstrap)
-        if cur == prev:
-            return cur
-        prev = cur
-        time.sleep(0.3)
-    return prev
+def describe(bootstrap: str, timeout: float = 30) -> dict[tuple[str, int], dict]:
+    """Partitions as every live broker reports them, once all of them agree. After an election
+    or a restart the controller tells the brokers one by one, and a client asks a random one: two
+    agreeing reads from random brokers could both come from brokers not told yet (a fresh-clone
+    run read the old leaders right after a real election). Each broker is asked through a client
+    of its own, which knows no other broker to ask; one that does not answer (stopped) is skipped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        views = _per_broker_views(bootstrap)
+        first = next(iter(views.values()))
+        if all(v == first for v in views.values()):
+            return first
+        if time.monotonic() > deadline:
+            differ = sorted(b for b, v in views.items() if v != first)
+            raise AssertionError(f"brokers {differ} still disagree on the metadata after {timeout:.0f} s")
+        time.sleep(0.2)
 
 
-def _describe_once(bootstrap: str) -> dict[tuple[str, int], dict]:
+def _per_broker_views(bootstrap: str) -> dict[int, dict[tuple[str, int], dict]]:
+    views = {}
+    for b in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).brokers.values():
+        try:
+            views[b.id] = _describe_once(f"{b.host}:{b.port}", timeout=5)
+        except KafkaException:
+            continue
+    assert views, "no broker answered a Metadata request"
+    return views
+
+
+def _describe_once(bootstrap: str, timeout: float = 15) -> dict[tuple[str, int], dict]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    md = admin.list_topics(timeout=15)
+    md = admin.list_topics(timeout=timeout)
     out = {}
     for name, t in md.topics.items():
         for pid, p in t.partitions.items():
@@ -76,8 +93,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 12, rf: int = 3,
         return sum(1 for (t, _), p in describe(bootstrap).items()
                    if t == name and p["leader"] >= 0 and len(p["isr"]) == len(p["replicas"])) == n
 
-    # metadata reaches the brokers one by one: ask a few fresh clients (random brokers) in a row
-    wait_for(lambda: ready() and ready() and ready(), 30, what=f"topic {name} ready")
+    wait_for(ready, 30, what=f"topic {name} ready")
 
 
 @contextlib.contextmanager
