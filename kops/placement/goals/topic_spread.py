@@ -386,6 +386,11 @@ class TopicSpreadGoal(PlanGoal):
         # whether a replica may come back whatever goes (its topic's cells, its list, src's limits,
         # rack safety: what only a move changes), kept per replica until this pair makes one
         back_ok: dict[int, bool] = {}
+        # whether the last swap search of the pair found nothing and refused only replicas that may
+        # not come back (what no replica going changes): the next one, before a move, finds nothing
+        # too -- it tries the same replicas (those kept, in order), so it is skipped
+        futile = False
+        other = False  # (a refusal that depends on the replica going: its topic, the rooms)
 
         def comes_back(q: int) -> bool:
             u = topic[q]
@@ -424,14 +429,19 @@ class TopicSpreadGoal(PlanGoal):
                     if try_moves(((p, src, dst),), ts, checked=True, hard=True):
                         made += 1
                         back_ok.clear()
+                        futile = False
                         continue
+            if futile:
+                continue
             # the swap's net change x = w(p) - w(q) moves src by -x and dst by +x: per goal, the
             # interval both rooms allow, as bounds on w(q)
             xs = [(w, w[p] - min(-slo, dhi), w[p] - max(-shi, dlo))
                   for (w, slo, shi), (_w, dlo, dhi) in zip(srooms, drooms)]
 
             def fits(q: int) -> bool:
+                nonlocal other
                 if topic[q] == t:
+                    other = True
                     return False
                 ok = back_ok.get(q)
                 if ok is None:
@@ -440,15 +450,21 @@ class TopicSpreadGoal(PlanGoal):
                     return False
                 for w, qlo, qhi in xs:
                     if not qlo <= 1.0 * w[q] <= qhi:
+                        other = True
                         return False
                 return True
 
+            other = False
             for back in backs:
                 q = back.take(fits)
-                if q is not None and try_moves(((p, src, dst), (q, dst, src)), ts, checked=True, hard=True):
-                    made += 2
-                    back_ok.clear()
-                    break
+                if q is not None:
+                    if try_moves(((p, src, dst), (q, dst, src)), ts, checked=True, hard=True):
+                        made += 2
+                        back_ok.clear()
+                        break
+                    other = True  # (refused by a later check: not this replica's alone)
+            else:
+                futile = not other
             if budget.hit:
                 break
         return made
