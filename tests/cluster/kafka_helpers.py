@@ -100,20 +100,55 @@ def create_topic(bootstrap: str, name: str, partitions: int = 6, rf: int = 3, *,
 def _known_to_every_broker(a: AdminClient, name: str, n: int, client: dict | None = None) -> bool:
     """Every live broker's metadata cache has the topic and its ``n`` partitions. The controller
     tells the brokers one by one: a read right after the creation, answered by a broker not told
-    yet, missed the topic (a compat test found no partition of it once, at load 15). Each broker
-    is asked through a client of its own, which knows no other broker to ask; one this host
-    cannot reach (a broker cut off by a fault test) is not waited for."""
-    for b in a.list_topics(name, timeout=10).brokers.values():
-        one = AdminClient({"bootstrap.servers": f"{b.host}:{b.port}", **(client or {}),
-                           "logger": logging.getLogger("tests.kafka_helpers.admin")})
-        try:
-            md = one.list_topics(timeout=5)
-        except KafkaException:
-            continue
+    yet, missed the topic (a compat test found no partition of it once, at load 15)."""
+    for md in each_broker_metadata(a, client, topic=name).values():
         tm = md.topics.get(name)
         if tm is None or tm.error is not None or len(tm.partitions) != n:
             return False
     return True
+
+
+def each_broker_metadata(a: AdminClient, client: dict | None = None, topic: str | None = None,
+                         timeout: float = 5) -> dict:
+    """Each live broker's own Metadata answer (of ``topic``, else of every topic), by broker id.
+    Each broker is asked through a client of its own, which knows no other broker to ask (a
+    client asks a random broker); one this host cannot reach (stopped, or cut off by a fault
+    test) is left out."""
+    out = {}
+    for b in a.list_topics(topic, timeout=10).brokers.values():
+        one = AdminClient({"bootstrap.servers": f"{b.host}:{b.port}", **(client or {}),
+                           "logger": logging.getLogger("tests.kafka_helpers.admin")})
+        try:
+            out[b.id] = one.list_topics(topic, timeout=timeout)
+        except KafkaException:
+            continue
+    return out
+
+
+def partitions_agreed(bootstrap: str, timeout: float = 30, client: dict | None = None) -> dict[tuple[str, int], dict]:
+    """Every partition (replicas, ISR sorted, leader) as every live broker reports it, once all
+    of them agree. After an election, a reassignment or a restart the controller tells the
+    brokers one by one: two agreeing reads of random brokers can both come from brokers not told
+    yet (a fresh-clone run read the old leaders right after a real election)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        views = {b: {(t, p): {"replicas": list(pm.replicas), "isr": sorted(pm.isrs), "leader": pm.leader}
+                     for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
+                 for b, md in each_broker_metadata(admin(bootstrap, client), client).items()}
+        assert views, f"no broker of {bootstrap} answered a Metadata request"
+        first = next(iter(views.values()))
+        if all(v == first for v in views.values()):
+            return first
+        if time.monotonic() > deadline:
+            differ = sorted(b for b, v in views.items() if v != first)
+            raise AssertionError(f"brokers {differ} still disagree on the partitions after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def all_in_sync(bootstrap: str, client: dict | None = None) -> bool:
+    """Every partition led and its ISR whole, as every live broker reports it."""
+    return all(p["leader"] >= 0 and p["isr"] == sorted(p["replicas"])
+               for p in partitions_agreed(bootstrap, client=client).values())
 
 
 def replicas(bootstrap: str, topic: str, client: dict | None = None) -> dict[int, list[int]]:

@@ -17,9 +17,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.cluster.kafka_helpers import assert_lock_released, lock_topic_exists, wait_for
+from tests.cluster.kafka_helpers import all_in_sync, assert_lock_released, lock_topic_exists, wait_for
 from tests.cluster.kafka_helpers import kops as run_kops
-from tests.cluster.test_leader import all_in_sync
 from tests.cluster.test_reassign import (
     broker_throttles,
     create_topic,

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from typer.testing import CliRunner
 
 from kops.cli.leader import app as leader_app
-from tests.cluster.kafka_helpers import wait_for
+from tests.cluster.kafka_helpers import all_in_sync, partitions_agreed, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -38,49 +36,6 @@ def leader(*args: str) -> tuple[int, dict | None, str]:
     return r.exit_code, doc, out
 
 
-def describe(bootstrap: str, timeout: float = 30) -> dict[tuple[str, int], dict]:
-    """Partitions as every live broker reports them, once all of them agree. After an election
-    or a restart the controller tells the brokers one by one, and a client asks a random one: two
-    agreeing reads from random brokers could both come from brokers not told yet (a fresh-clone
-    run read the old leaders right after a real election). Each broker is asked through a client
-    of its own, which knows no other broker to ask; one that does not answer (stopped) is skipped."""
-    deadline = time.monotonic() + timeout
-    while True:
-        views = _per_broker_views(bootstrap)
-        first = next(iter(views.values()))
-        if all(v == first for v in views.values()):
-            return first
-        if time.monotonic() > deadline:
-            differ = sorted(b for b, v in views.items() if v != first)
-            raise AssertionError(f"brokers {differ} still disagree on the metadata after {timeout:.0f} s")
-        time.sleep(0.2)
-
-
-def _per_broker_views(bootstrap: str) -> dict[int, dict[tuple[str, int], dict]]:
-    views = {}
-    for b in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).brokers.values():
-        try:
-            views[b.id] = _describe_once(f"{b.host}:{b.port}", timeout=5)
-        except KafkaException:
-            continue
-    assert views, "no broker answered a Metadata request"
-    return views
-
-
-def _describe_once(bootstrap: str, timeout: float = 15) -> dict[tuple[str, int], dict]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    md = admin.list_topics(timeout=timeout)
-    out = {}
-    for name, t in md.topics.items():
-        for pid, p in t.partitions.items():
-            out[(name, pid)] = {"replicas": list(p.replicas), "isr": list(p.isrs), "leader": p.leader}
-    return out
-
-
-def all_in_sync(bootstrap: str) -> bool:
-    return all(sorted(p["isr"]) == sorted(p["replicas"]) and p["leader"] >= 0 for p in describe(bootstrap).values())
-
-
 def create_topic(bootstrap: str, name: str, partitions: int = 12, rf: int = 3,
                  assignment: list[list[int]] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -90,7 +45,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 12, rf: int = 3,
     n = len(assignment) if assignment else partitions
 
     def ready() -> bool:
-        return sum(1 for (t, _), p in describe(bootstrap).items()
+        return sum(1 for (t, _), p in partitions_agreed(bootstrap).items()
                    if t == name and p["leader"] >= 0 and len(p["isr"]) == len(p["replicas"])) == n
 
     wait_for(ready, 30, what=f"topic {name} ready")
@@ -175,7 +130,7 @@ def test_rebalance_after_broker_restart(sandbox, bootstrap, zk_connect, unique_t
         ctrl = probe.zk_controller(zk)       # and the metadata read right after can be stale
     victim = next(b for b in sandbox.broker_ids[1:] if b != ctrl)
     # Kafka's assignment gives every broker preferred partitions (metadata reaches every broker soon)
-    mine = wait_for(lambda: [tp for tp, p in describe(bootstrap).items()
+    mine = wait_for(lambda: [tp for tp, p in partitions_agreed(bootstrap).items()
                              if tp[0] == topic and p["replicas"][0] == victim], 20, what="metadata")
     # while a reassignment is in progress, rebalance steps aside (exit 0, says why)
     with slow_reassignment(sandbox, bootstrap, unique_topic("slow")):
@@ -185,7 +140,7 @@ def test_rebalance_after_broker_restart(sandbox, bootstrap, zk_connect, unique_t
 
     try:
         sandbox.stop(victim)
-        now = describe(bootstrap)
+        now = partitions_agreed(bootstrap)
         # controlled shutdown: its leaders moved away, nothing offline
         assert all(now[tp]["leader"] not in (victim, -1) for tp in mine)
         # balance cannot be reached while the broker is down: exit 3, the reason named
@@ -197,7 +152,7 @@ def test_rebalance_after_broker_restart(sandbox, bootstrap, zk_connect, unique_t
         sandbox.start(victim)
     wait_for(lambda: all_in_sync(bootstrap), 90, what="ISR complete after restart")
 
-    before = describe(bootstrap)
+    before = partitions_agreed(bootstrap)
     assert all(before[tp]["leader"] != victim for tp in mine)  # no auto rebalance in the sandbox
     expected = controller_imbalance(before, set(sandbox.broker_ids), 10)
     assert expected[victim][2]  # over the threshold
@@ -209,13 +164,13 @@ def test_rebalance_after_broker_restart(sandbox, bootstrap, zk_connect, unique_t
            for b in doc["before"]["brokers"]}
     assert got == expected
     assert {(e["topic"], e["partition"]) for e in doc["would_elect"]} >= set(mine)
-    assert {tp: p["leader"] for tp, p in describe(bootstrap).items()} == {tp: p["leader"] for tp, p in before.items()}
+    assert {tp: p["leader"] for tp, p in partitions_agreed(bootstrap).items()} == {tp: p["leader"] for tp, p in before.items()}
 
     # only above the threshold: at 100% no broker can be strictly above, so nothing is elected
     code, doc, out = leader("rebalance", "--bootstrap-server", bootstrap, "--imbalance-threshold", "100",
                             "--output", "json")
     assert code == 0 and doc["status"] == "balanced" and "elections" not in doc, out
-    assert describe(bootstrap)[mine[0]]["leader"] != victim
+    assert partitions_agreed(bootstrap)[mine[0]]["leader"] != victim
 
     # a concurrent second run is refused (steps aside) while another run holds the lock
     from kops.cluster.connection import Connection
@@ -233,7 +188,7 @@ def test_rebalance_after_broker_restart(sandbox, bootstrap, zk_connect, unique_t
                                     "--output", "json")
             assert code == 0 and doc["status"] == "stepped_aside" and "/kops/locks/leadership" in doc["reason"], out
             monkeypatch.setenv("KOPS_HOME", str(tmp_path / "state"))
-            assert describe(bootstrap)[mine[0]]["leader"] != victim
+            assert partitions_agreed(bootstrap)[mine[0]]["leader"] != victim
     finally:
         conn.close()
 
@@ -244,7 +199,7 @@ def test_rebalance_after_broker_restart(sandbox, bootstrap, zk_connect, unique_t
     assert code == 0, out
     assert doc["status"] == "elected" and doc["elections"]["counts"]["failed"] == 0
     assert doc["elections"]["counts"]["elected"] >= len(mine)
-    after = describe(bootstrap)
+    after = partitions_agreed(bootstrap)
     assert all(after[tp]["leader"] == victim for tp in mine)
     # every broker that was over the threshold leads all its preferred partitions again; brokers
     # at or under it were left alone, as the controller does
@@ -272,7 +227,7 @@ def check_out_of_isr_ask(sandbox, bootstrap: str, topic: str) -> None:
     # during the reassignment the replicas are target ++ origin = [ids[4], ids[0], ids[2]]: the
     # preferred replica ids[4] is live and copying under a 1 KB/s throttle, not in the ISR
     with slow_reassignment(sandbox, bootstrap, topic, target=[ids[4], ids[0]]):
-        p = wait_for(lambda: (lambda q: q if q["replicas"][0] == ids[4] else None)(describe(bootstrap)[(topic, 0)]),
+        p = wait_for(lambda: (lambda q: q if q["replicas"][0] == ids[4] else None)(partitions_agreed(bootstrap)[(topic, 0)]),
                      20, what="reassignment in the metadata")
         assert ids[4] not in p["isr"] and p["leader"] != ids[4], p
         code, doc, out = leader("rebalance", "--bootstrap-server", bootstrap, "--force",
@@ -283,7 +238,7 @@ def check_out_of_isr_ask(sandbox, bootstrap: str, topic: str) -> None:
         assert refused[(topic, 0)].startswith("PREFERRED_LEADER_NOT_AVAILABLE"), refused
         blocked = {(b["topic"], b["partition"]): b["reason"] for b in doc["blocked"]}
         assert blocked[(topic, 0)].startswith(f"preferred replica {ids[4]} is not in the ISR"), blocked
-        assert describe(bootstrap)[(topic, 0)]["leader"] == p["leader"]
+        assert partitions_agreed(bootstrap)[(topic, 0)]["leader"] == p["leader"]
 
 
 def test_demote_rack_and_restore(sandbox, bootstrap, unique_topic):
@@ -292,7 +247,7 @@ def test_demote_rack_and_restore(sandbox, bootstrap, unique_topic):
     wait_for(lambda: all_in_sync(bootstrap), 60, what="cluster in sync")
     rack = "b"
     rack_brokers = set(sandbox.brokers_in_rack(rack))
-    before = describe(bootstrap)
+    before = partitions_agreed(bootstrap)
     sets_before = {tp: sorted(p["replicas"]) for tp, p in before.items()}
     movable = {tp for tp, p in before.items() if set(p["replicas"]) - rack_brokers}
 
@@ -300,7 +255,7 @@ def test_demote_rack_and_restore(sandbox, bootstrap, unique_topic):
     assert code in (0, 3), out
 
     def demoted():  # the new leaders reach every broker's metadata within moments (a busy host: seconds)
-        now = describe(bootstrap)
+        now = partitions_agreed(bootstrap)
         return now if all(now[tp]["leader"] not in rack_brokers for tp in movable) else None
 
     now = wait_for(demoted, 30, what=f"no leader on rack {rack}")
@@ -313,15 +268,15 @@ def test_demote_rack_and_restore(sandbox, bootstrap, unique_topic):
     # rebalance (cron) does not undo a demotion: the demoted brokers are no longer preferred
     code, rdoc, out = leader("rebalance", "--bootstrap-server", bootstrap, "--output", "json")
     assert code == 0, out
-    assert all(describe(bootstrap)[tp]["leader"] not in rack_brokers for tp in movable)
+    assert all(partitions_agreed(bootstrap)[tp]["leader"] not in rack_brokers for tp in movable)
 
     code, doc, out = leader("restore", "--rack", rack, "--bootstrap-server", bootstrap, "--output", "json")
     assert code == 0, out
-    after = describe(bootstrap)
+    after = partitions_agreed(bootstrap)
     assert {tp: p["replicas"] for tp, p in after.items()} == {tp: p["replicas"] for tp, p in before.items()}
 
     def restored():  # leadership changes reach every broker's metadata within moments
-        now = describe(bootstrap)
+        now = partitions_agreed(bootstrap)
         return all(p["leader"] == p["replicas"][0] for tp, p in now.items()
                    if before[tp]["replicas"][0] in rack_brokers) and now
 
@@ -360,7 +315,7 @@ def test_balance_plan_on_skewed_topic(sandbox, bootstrap, unique_topic):
         assert not res.failed
 
     def leader_counts():
-        now = {tp: p for tp, p in describe(bootstrap).items() if tp[0] == topic}
+        now = {tp: p for tp, p in partitions_agreed(bootstrap).items() if tp[0] == topic}
         counts = defaultdict(int)
         for p in now.values():
             counts[p["leader"]] += 1

@@ -36,12 +36,15 @@ from confluent_kafka.admin import ConfigResource, ResourceType
 from kops.cluster.snapshot import topology_schema
 from tests.cluster.kafka_helpers import (
     admin,
+    all_in_sync,
     assert_lock_released,
     create_topic,
     delete_topic,
+    each_broker_metadata,
     kops,
     leaders,
     ongoing,
+    partitions_agreed,
     replicas,
     wait_for,
 )
@@ -68,27 +71,6 @@ def kops_home(tmp_path, monkeypatch):
 def kops_bg(*args: str, out: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "kops", *args], stdout=open(out, "w"),
                             stderr=open(str(out) + ".err", "w"), stdin=subprocess.DEVNULL, env=dict(os.environ))
-
-
-def partitions(bootstrap: str) -> dict[tuple[str, int], dict]:
-    """Every partition as the brokers report it, once two reads in a row agree (metadata reaches
-    the brokers one by one after a change)."""
-    def once():
-        md = admin(bootstrap).list_topics(timeout=15)
-        return {(t, p): {"replicas": list(pm.replicas), "isr": sorted(pm.isrs), "leader": pm.leader}
-                for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
-    prev = once()
-    for _ in range(20):
-        cur = once()
-        if cur == prev:
-            return cur
-        prev = cur
-        time.sleep(0.3)
-    return prev
-
-
-def all_in_sync(bootstrap: str) -> bool:
-    return all(p["leader"] >= 0 and p["isr"] == sorted(p["replicas"]) for p in partitions(bootstrap).values())
 
 
 def broker_throttles(bootstrap: str, brokers) -> dict[int, dict[str, str]]:
@@ -427,17 +409,16 @@ def test_cancel_mid_move_rolls_back(cluster, unique_topic, tmp_path, kops_home):
         kops("reassign", "cancel", "--bootstrap-server", bs)
 
 
-def _election_seen(sb, bs: str, tp: tuple[str, int], elect: dict, before: dict) -> str:
+def _election_seen(bs: str, tp: tuple[str, int], elect: dict, before: dict) -> str:
     """What the election answered and what every broker's metadata says of ``tp`` now, for a
     failure's message."""
     seen = {}
-    for b, addr in zip(sb.broker_ids, bs.split(",")):
-        try:
-            md = admin(addr).list_topics(tp[0], timeout=10)
-            pm = md.topics[tp[0]].partitions[tp[1]]
-            seen[b] = {"leader": pm.leader, "isr": sorted(pm.isrs), "controller": md.controller_id}
-        except Exception as e:  # noqa: BLE001 - a diagnostic: whatever the broker said
-            seen[b] = repr(e)
+    try:
+        for b, md in each_broker_metadata(admin(bs), topic=tp[0]).items():
+            pm = md.topics[tp[0]].partitions.get(tp[1])
+            seen[b] = {"leader": pm.leader, "isr": sorted(pm.isrs), "controller": md.controller_id} if pm else None
+    except Exception as e:  # noqa: BLE001 - a diagnostic: whatever the brokers said
+        seen["error"] = repr(e)
     return json.dumps({"election": elect, "before": before.get(tp), "per_broker_now": seen}, default=str)[-6000:]
 
 
@@ -446,11 +427,11 @@ def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home)
     topic = unique_topic("wf-lead")
     create_topic(bs, topic, partitions=12, rf=3)
     victim = sb.broker_ids[1]
-    mine = sorted(tp for tp, p in partitions(bs).items() if tp[0] == topic and p["replicas"][0] == victim)
+    mine = sorted(tp for tp, p in partitions_agreed(bs).items() if tp[0] == topic and p["replicas"][0] == victim)
     assert mine
     try:
         sb.stop(victim)  # controlled shutdown: the controller moves its leaders away
-        now = partitions(bs)
+        now = partitions_agreed(bs)
         assert all(now[tp]["leader"] not in (victim, -1) for tp in mine)
         r = kops("cluster", "health", "--bootstrap-server", bs, "--output", "json")
         assert r.returncode == 3, r.stdout + r.stderr
@@ -464,14 +445,14 @@ def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home)
     finally:
         sb.start(victim)
     wait_for(lambda: all_in_sync(bs), 90, what="ISR complete after the restart")
-    before = partitions(bs)
+    before = partitions_agreed(bs)
     assert all(before[tp]["leader"] != victim for tp in mine)  # the sandbox's controller does not rebalance
 
     # kops applies its own threshold on KRaft too (the KRaft controller ignores the percentage):
     # at 100 % no broker is strictly above it, so nothing is elected
     r = kops("leader", "rebalance", "--imbalance-threshold", "100", "--bootstrap-server", bs, "--output", "json")
     assert r.returncode == 0 and json_of(r)["status"] == "balanced", r.stdout + r.stderr
-    assert {tp: p["leader"] for tp, p in partitions(bs).items()} == {tp: p["leader"] for tp, p in before.items()}
+    assert {tp: p["leader"] for tp, p in partitions_agreed(bs).items()} == {tp: p["leader"] for tp, p in before.items()}
 
     # one preferred election by hand
     t, p = mine[0]
@@ -485,8 +466,8 @@ def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home)
     # each broker and the controller said is in the message, to find which. A first request
     # answered too late (zookeeper 3.3.2 under load: no answer within 60 s, "resent") counts as
     # elected since kops read that the partition needed it before sending
-    assert elect["counts"] == {"elected": 1, "not_needed": 0, "failed": 0}, _election_seen(sb, bs, (t, p), elect, before)
-    wait_for(lambda: partitions(bs)[(t, p)]["leader"] == victim, 20, what="the elected leader")
+    assert elect["counts"] == {"elected": 1, "not_needed": 0, "failed": 0}, _election_seen(bs, (t, p), elect, before)
+    wait_for(lambda: partitions_agreed(bs)[(t, p)]["leader"] == victim, 20, what="the elected leader")
 
     # the cron run elects the rest; a second run has nothing to do
     r = kops("leader", "rebalance", "--bootstrap-server", bs, "--output", "json")
@@ -498,7 +479,7 @@ def test_preferred_election_and_cron_rebalance(cluster, unique_topic, kops_home)
     # answered ELECTION_NOT_NEEDED (seen once on 2.8.2, stop 50: 0 elected, cause not found; a
     # request sent again after a lost answer would do it: the elections' "resent" names any)
     assert done["elected"] + done["not_needed"] >= len(mine) - 1, doc["elections"]
-    after = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] == victim for tp in mine) else None)(partitions(bs)),
+    after = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] == victim for tp in mine) else None)(partitions_agreed(bs)),
                      20, what="leaders back on the preferred broker")
     # a preferred leader is never moved away
     assert all(after[tp]["leader"] == q["leader"] for tp, q in before.items() if q["leader"] == q["replicas"][0])
@@ -522,13 +503,13 @@ def test_demote_and_restore_a_rack(cluster, unique_topic, kops_home):
     wait_for(lambda: all_in_sync(bs), 60, what="cluster in sync")
     rack = "b"
     on_rack = set(sb.brokers_in_rack(rack))
-    before = partitions(bs)
+    before = partitions_agreed(bs)
     movable = {tp for tp, p in before.items() if set(p["replicas"]) - on_rack}
     assert any(before[tp]["leader"] in on_rack for tp in movable)
 
     r = kops("leader", "demote", "--rack", rack, "--bootstrap-server", bs, "--output", "json")
     assert r.returncode == (0 if movable == set(before) else 3), r.stdout + r.stderr
-    now = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] not in on_rack for tp in movable) else None)(partitions(bs)),
+    now = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] not in on_rack for tp in movable) else None)(partitions_agreed(bs)),
                    20, what="no leader on the rack")
     assert all(p["leader"] >= 0 for p in now.values()), "no offline partition"
     assert {tp: sorted(p["replicas"]) for tp, p in now.items()} == {tp: sorted(p["replicas"]) for tp, p in before.items()}
@@ -538,7 +519,7 @@ def test_demote_and_restore_a_rack(cluster, unique_topic, kops_home):
     assert r.returncode == 0, r.stdout + r.stderr
     led = {tp for tp in movable if before[tp]["leader"] == before[tp]["replicas"][0]}  # by their preferred replica
     back = wait_for(lambda: (lambda n: n if all(n[tp]["leader"] == n[tp]["replicas"][0] for tp in led) else None)(
-        partitions(bs)), 30, what="preferred leaders back")
+        partitions_agreed(bs)), 30, what="preferred leaders back")
     assert {tp: p["replicas"] for tp, p in back.items()} == {tp: p["replicas"] for tp, p in before.items()}
     assert any(p["leader"] in on_rack for p in back.values())
 
@@ -551,7 +532,7 @@ def test_rebalance_step_moves_a_bounded_step(cluster, unique_topic, kops_home):
     ids = sorted(sb.broker_ids)
     create_topic(bs, topic, min_isr=1, mb_per_partition=0.2, assignment={p: [ids[0], ids[2]] for p in range(8)})
     wait_for(lambda: all_in_sync(bs), 60, what="cluster in sync")  # a step steps aside while under-replicated
-    before = partitions(bs)
+    before = partitions_agreed(bs)
     r = kops("rebalance", "step", "--max-moves", "4", "--throttle", "50M", "--bootstrap-server", bs, "--output", "json",
              timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -559,7 +540,7 @@ def test_rebalance_step_moves_a_bounded_step(cluster, unique_topic, kops_home):
     assert doc["status"] == "moved", doc
     assert 0 < doc["replicas_moved"] <= 4
     assert doc["execution"]["state"] == "complete" and doc["execution"]["throttles_left"] == []
-    after = partitions(bs)
+    after = partitions_agreed(bs)
     moved = sum(len(set(after[tp]["replicas"]) - set(p["replicas"])) for tp, p in before.items() if tp in after)
     assert moved == doc["replicas_moved"]
     assert not ongoing(bs) and broker_throttles(bs, sb.broker_ids) == {}
@@ -668,7 +649,7 @@ def test_logs_merge_reads_this_versions_logs(cluster, kafka, spark, tmp_path, no
     from kops.pipeline import timeline as tl
 
     mode, sb, bs = kafka[0], cluster, cluster.bootstrap_servers
-    now = partitions(bs)
+    now = partitions_agreed(bs)
     snap = tmp_path / "logs"
     for node in [*sb.broker_ids, *sb.controller_ids]:
         src = sb.config.log_dir(node)
