@@ -394,6 +394,15 @@ class PlacementState:
         #: dst)``, :meth:`swap`): the goals tracking the plan
         self.watchers: list[Any] = []
 
+    def may_go(self, p: int, src: int, dst: int) -> bool:
+        """May p's replica on src go to dst as far as the hard goals go: dst not holding p, p not
+        left by a bounded plan, within dst's limits, rack-safe? (What :meth:`Optimizer.try_moves
+        <kops.placement.optimizer.Optimizer.try_moves>` checks of each move unless told it is ``hard``.)"""
+        r = self.reps[p]
+        if dst in r or p in self.unrepaired or (self.limits.limited and not self.limits.fits(dst, p)):
+            return False
+        return self.racks.safety.replaced(r, src, dst)
+
     def end_balance(self) -> None:
         """Phase 2 is over: nothing reads its bookkeeping (generations, leaderships, the broker
         heaps) again, so moves stop keeping it (the goal passes make hundreds of thousands)."""

@@ -354,6 +354,7 @@ class Load(PlanGoal):
         # lists (rack safety), and in this pass only its own swaps change them (``tick``: the
         # swaps made so far; per broker and partition, the tick of its last change)
         others = [g for g in mover.guards if not isinstance(g, Load)]
+        may_go = st.may_go
         tick = 0
         changed: dict[int, int] = {}
         pchanged: dict[int, int] = {}
@@ -390,15 +391,26 @@ class Load(PlanGoal):
                 if not ld.may_gain(src, dst, two):
                     failed[(src, dst)] = tick  # (every try of the pair fails on its gain)
                     continue
+                # the hard goals of each side of a swap, as the try would check them (rack safety,
+                # the limits: on a decommission most light replicas may not come back to a broker
+                # at its disk limit) -- of each light replica here, of a heavy one when first asked;
+                # where no light one may come back, every try of the pair fails on it
+                back = [may_go(q, dst, src) for q in light]
+                if not any(back):
+                    if not st.budget.hit:  # (as when every try was refused: see below)
+                        failed[(src, dst)] = tick
+                    continue
+                go: dict[int, bool] = {}
                 # the candidates: a heavy replica of src and a light one of dst whose difference is
                 # at most twice ``even``, the nearest to it first, the first SWAPS**2 (:func:`nearest`);
                 # the earlier goals checked here, the load goals by their rooms of the two brokers
                 # (once per pair: Load.keeps2 without computing them per swap), the others by
-                # their own keeps2 -- then the try need not check them again
+                # their own keeps2, the hard goals by ``back`` and ``go`` -- then the try need not
+                # check them again
                 rooms = list(zip(mover.rooms(src), mover.rooms(dst)))
                 for i, j in nearest([w[p] for p in heavy], [w[q] for q in light], even, SWAPS * SWAPS):
                     p, q = heavy[i], light[j]
-                    if not _swap_fits(rooms, p, q):
+                    if not back[j] or not _swap_fits(rooms, p, q):
                         continue
                     ok = True
                     for g in others:  # (``all`` of them, without a generator per candidate)
@@ -407,7 +419,12 @@ class Load(PlanGoal):
                             break
                     if not ok or ld.gain_by(src, dst, w[p] - w[q]) <= EPS:
                         continue  # (no gain: a refusal of the try, found without it)
-                    if mover.try_moves(((p, src, dst), (q, dst, src)), ld, checked=True):
+                    ok = go.get(i)
+                    if ok is None:
+                        ok = go[i] = may_go(p, src, dst)
+                    if not ok:
+                        continue
+                    if mover.try_moves(((p, src, dst), (q, dst, src)), ld, checked=True, hard=True):
                         made += 2
                         tick += 1
                         swapped(p, src, dst)

@@ -359,15 +359,6 @@ class TopicSpreadGoal(PlanGoal):
                     break
         return out
 
-    @staticmethod
-    def _may(st: PlacementState, p: int, src: int, dst: int) -> bool:
-        """May p's replica on src go to dst: not there, not left by a bounded plan, within the
-        limits, rack-safe?"""
-        r = st.reps[p]
-        if dst in r or p in st.unrepaired or (st.limits.limited and not st.limits.fits(dst, p)):
-            return False
-        return st.racks.safety.replaced(r, src, dst)
-
     def _across(self, mover: Mover, src: int, dst: int, goes: list[int], backs: list[_Backs]) -> int:
         """Each replica of ``goes`` from src to dst, alone if the earlier goals' rooms take it,
         else swapped for the first replica of ``backs`` (those that gain coming back, then those
@@ -375,7 +366,7 @@ class TopicSpreadGoal(PlanGoal):
         st, ts = mover.st, self
         made = 0
         count, band, topic, on_src = ts.count, ts.band, ts.topic, st.index.on[src]
-        # (:meth:`_may`, :func:`within` and :meth:`keeps1` inlined: the same checks, in hot loops;
+        # (:meth:`PlacementState.may_go`, :func:`within` and :meth:`keeps1` inlined: the same checks, in hot loops;
         # the limits' dicts and the rack tree do not change during a pass, only their values)
         reps, unrepaired, limits = st.reps, st.unrepaired, st.limits
         limited, lfits, replaced = limits.limited, limits.fits, st.racks.safety.replaced
