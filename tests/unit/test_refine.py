@@ -234,6 +234,47 @@ def test_a_pair_no_swap_can_gain_on_is_one_where_none_does(ls, ld, cs, cd, lo, w
         assert all(g.gain_by(1, 2, float(x)) <= EPS for x in xs)
 
 
+@settings(max_examples=800, deadline=None)
+@given(us=st.integers(0, 2000), ud=st.integers(0, 2000), cs=st.sampled_from([1.0, 3.0, 1e3, 2.0**30, 3e10]),
+       cd=st.sampled_from([1.0, 3.0, 1e3, 2.0**30, 3e10]), lo=st.integers(0, 1000), width=st.integers(0, 1000),
+       x=st.tuples(st.integers(1, 2000), st.integers(0, 12)),
+       xs=st.lists(st.tuples(st.integers(1, 2000), st.integers(0, 12)), min_size=1, max_size=20))
+def test_a_swap_past_the_gain_is_one_no_larger_swap_gains_on(us, ud, cs, cd, lo, width, x, xs):
+    """``Load.past_gain`` says yes only where no load from ``x`` to ``upto`` moved from src to dst
+    gains (``gain_by``): uses, band and loads moved drawn in units of each broker's capacity
+    (a thousandth and less: 10**-k), where capacities are 1 or bytes, so that a gain may rise so
+    slowly that a small load moved gains less than EPS and a larger one more."""
+    from types import SimpleNamespace
+
+    from kops.placement.goals.base import EPS
+    from kops.placement.goals.loads import ReplicasGoal
+
+    def load(m: int, k: int) -> float:
+        return m / 1000 * 10.0**-k * min(cs, cd)
+
+    st_ = SimpleNamespace(allowed=[1, 2], reps=[[1], [2]], parts=SimpleNamespace(rf=[1, 1]), band_share=0.1)
+    g = ReplicasGoal(st_, [us / 1000 * cs, ud / 1000 * cd], {1: cs, 2: cd})
+    g.lo, g.hi = lo / 1000, (lo + width) / 1000
+    at, larger = load(*x), [load(*v) for v in xs]
+    upto = max(at, *larger)
+    if g.past_gain(1, 2, at, upto):
+        edges = [e for e in g._edges(1, 2, upto)[0] if at <= e <= upto]
+        assert all(g.gain_by(1, 2, y) <= EPS for y in [at, upto, *edges, *(v for v in larger if v >= at)])
+
+
+def test_past_the_gain_example():
+    """Src 10 above the band's top, dst 10 below it: a load under 20 moved gains, 25 and more do not."""
+    from types import SimpleNamespace
+
+    from kops.placement.goals.loads import ReplicasGoal
+
+    st_ = SimpleNamespace(allowed=[1, 2], reps=[[1], [2]], parts=SimpleNamespace(rf=[1, 1]), band_share=0.1)
+    g = ReplicasGoal(st_, [210.0, 190.0], {1: 1.0, 2: 1.0})
+    g.lo, g.hi = 100.0, 200.0
+    assert g.gain_by(1, 2, 15.0) == 5.0 and not g.past_gain(1, 2, 15.0, 100.0)
+    assert g.past_gain(1, 2, 25.0, 100.0) and not g.past_gain(1, 2, 0.5, 100.0)
+
+
 @settings(max_examples=300, deadline=None)
 @given(lo=st.integers(0, 4), width=st.integers(0, 2), a=st.integers(1, 8), b=st.integers(0, 8),
        c=st.integers(0, 8), d=st.integers(1, 8))

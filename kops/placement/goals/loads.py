@@ -16,6 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from itertools import chain, repeat
+from math import inf
 from operator import neg
 from collections.abc import Iterator, Sequence
 from heapq import heapify, heappop, heappush
@@ -181,14 +182,32 @@ class Load(PlanGoal):
         the only places its slope changes; computed there, it is within a few units in the last
         place of the largest number added (a use, an edge of the band) of the exact figure, as is
         :meth:`gain_by` of any ``x`` -- the margin is 2**-40 of that number, for each."""
+        edges, margin = self._edges(src, dst, upto)
+        most = max([self.gain_by(src, dst, x) for x in edges], default=0.0)
+        return most > EPS - margin
+
+    def past_gain(self, src: int, dst: int, x: float, upto: float) -> bool:
+        """Has every ``x'`` in ``[x, upto]`` a :meth:`gain_by` of at most :data:`EPS`? True only
+        where the gain's concavity tells (else False, whatever the answer): where it is above EPS
+        at an edge of the band below ``x`` and at most EPS less :meth:`may_gain`'s margin at ``x``,
+        the exact gain falls from that edge on, so that past ``x`` it is below EPS less the
+        margin, and computed, rounding included, at most EPS."""
+        edges, margin = self._edges(src, dst, upto)
+        if not any(e < x and self.gain_by(src, dst, e) > EPS for e in edges):
+            return False
+        return self.gain_by(src, dst, x) <= EPS - margin
+
+    def _edges(self, src: int, dst: int, upto: float) -> tuple[list[float], float]:
+        """The loads in ``(0, inf)`` moved src -> dst at which src or dst crosses an edge of the
+        band (where the gain's slope changes), and the margin of a gain computed for up to
+        ``upto`` moved (:meth:`may_gain`)."""
         cs, cd, lo, hi = self.cap[src], self.cap[dst], self.lo, self.hi
         ls, ld = self.load[src], self.load[dst]
         us, ud = ls / cs, ld / cd
         edges = [x for x in ((us - hi) * cs, (us - lo) * cs, (lo - ud) * cd, (hi - ud) * cd) if x > 0]
-        most = max([self.gain_by(src, dst, x) for x in edges], default=0.0)
         big = max(upto, *edges) if edges else upto
         scale = max(abs(hi), abs(lo), (abs(ls) + abs(big)) / cs, (abs(ld) + abs(big)) / cd)
-        return most > EPS - 2 * scale * 2.0 ** -40
+        return edges, 2 * scale * 2.0 ** -40
 
     def room(self, b: int) -> tuple[float, float]:
         """The changes of ``b``'s load that leave it no further from the band: with ``D`` its
@@ -396,7 +415,15 @@ class Load(PlanGoal):
                 # at its disk limit) -- of each light replica here, of a heavy one when first asked;
                 # where no light one may come back, every try of the pair fails on it
                 back = [may_go(q, dst, src) for q in light]
-                if not any(back):
+                hw, lw = [w[p] for p in heavy], [w[q] for q in light]
+                # the least difference of a candidate whose light replica may come back (the
+                # lightest heavy one above it: ``hw`` does not increase); where none is at most
+                # twice ``even``, or the gain is past for it and every larger one, the search
+                # finds nothing (Load.past_gain; most searches of the disk-use pass that found none)
+                neg_hw = [-x for x in hw]
+                least = min([hw[k - 1] - y for y, ok in zip(lw, back) if ok and (k := bisect_left(neg_hw, -y))],
+                            default=inf)
+                if least > two or ld.past_gain(src, dst, least, two):
                     if not st.budget.hit:  # (as when every try was refused: see below)
                         failed[(src, dst)] = tick
                     continue
@@ -408,7 +435,7 @@ class Load(PlanGoal):
                 # their own keeps2, the hard goals by ``back`` and ``go`` -- then the try need not
                 # check them again
                 rooms = list(zip(mover.rooms(src), mover.rooms(dst)))
-                for i, j in nearest([w[p] for p in heavy], [w[q] for q in light], even, SWAPS * SWAPS):
+                for i, j in nearest(hw, lw, even, SWAPS * SWAPS):
                     p, q = heavy[i], light[j]
                     if not back[j] or not _swap_fits(rooms, p, q):
                         continue
