@@ -43,13 +43,7 @@ def describe(
                           "sizes on disk at both ends; the snapshot says how each rate was obtained). "
                           "60 or more gives a steady figure for planning. Needs a live cluster."),
     ] = None,
-    capacity_file: Annotated[
-        str | None,
-        typer.Option("--capacity-file", metavar="FILE",
-                     help="Broker capacities (disk, network in/out, CPU) in Cruise Control's capacity "
-                          "file format (brokerCapacities, default entry brokerId -1); the disk measured "
-                          "from the log dirs where the file is silent. Also with --topology."),
-    ] = None,
+    capacity_file: params.CapacityFileOpt = None,
     topology: TopologyOpt = None,
 ) -> None:
     """Show brokers (id, host, port, rack, alive), the controller, topics with partitions
@@ -67,11 +61,7 @@ def describe(
         from kops.errors import BadInput
 
         raise BadInput("--sample-seconds measures a live cluster: it cannot be used with --topology")
-    capacities = None
-    if capacity_file:
-        from kops.inputs.capacity import read_capacity_file
-
-        capacities = read_capacity_file(capacity_file)  # checked before connecting
+    capacities = params.read_capacities(capacity_file)
     topo = _filter(c, topology, load_topology(c, topology, cordons=True), topic, exclude_internal)
     if sample_seconds is not None:  # the topics shown only
         from kops.cluster.sampling import sample_rates

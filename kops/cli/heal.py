@@ -123,11 +123,7 @@ def step(
 
     settings = Settings(broker_grace_s=broker_grace, max_dead_brokers=max_dead_brokers, fix=_fix_kinds(fix),
                         disk_threshold=None if disk_threshold is None else disk_threshold / 100)
-    capacities = None
-    if capacity_file:  # checked before connecting
-        from kops.inputs.capacity import read_capacity_file
-
-        capacities = read_capacity_file(capacity_file)
+    capacities = params.read_capacities(capacity_file)
     bounds = StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration)
     if notify_command is not None and not notify_command.strip():
         from kops.errors import BadInput

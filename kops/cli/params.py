@@ -129,6 +129,16 @@ CapacityFileOpt = Annotated[
                       "CPU; default entry brokerId -1): resized or heterogeneous brokers. Where it is silent on "
                       "DISK, the disk measured from the log dirs counts.", rich_help_panel=_WHAT_IF),
 ]
+
+
+def read_capacities(path: str | None) -> dict[int, Any] | None:
+    """``--capacity-file``'s ``{broker id: Capacity}`` (None without the option), read when the
+    command starts: a bad file is exit 2, before anything connects to the cluster."""
+    if not path:
+        return None
+    from kops.inputs.capacity import read_capacity_file
+
+    return read_capacity_file(path)
 DiskThresholdOpt = Annotated[
     float,
     typer.Option("--disk-threshold", click_type=number(1, 100), metavar="PCT",

@@ -213,8 +213,8 @@ class PlanOptions:
     exclude_topics: ExcludeTopicsOpt = None
 
 
-def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
-    """The topology with the capacity file applied and the what-if brokers added."""
+def _what_if(topo, capacities: dict | None, add_broker: list[str] | None):
+    """The topology with the capacity file's ``capacities`` applied and the what-if brokers added."""
     from dataclasses import replace
 
     from kops.inputs import Problems
@@ -247,10 +247,8 @@ def _what_if(topo, capacity_file: str | None, add_broker: list[str] | None):
                     disks[bid] = disk
         problems.raise_if_any()
     topo = replace(topo, brokers=topo.brokers + tuple(added)) if added else topo
-    if capacity_file:  # (a file's entry or default entry applies to an added broker too)
-        from kops.inputs.capacity import read_capacity_file
-
-        topo = topo.with_capacities(read_capacity_file(capacity_file))
+    if capacities:  # (a file's entry or default entry applies to an added broker too)
+        topo = topo.with_capacities(capacities)
     if disks:  # --add-broker's DISK wins over the file
         topo = replace(topo, brokers=tuple(
             replace(b, capacity=replace(b.capacity or Capacity(), disk_bytes=disks[b.id],
@@ -274,13 +272,10 @@ def _run_goal(c: Context, make_goal, opts: PlanOptions, *, no_balance: bool = Fa
         raise BadInput("--add-broker plans against brokers that do not exist: it needs --topology FILE (a "
                        "snapshot from `kops cluster describe --output json`), so that nobody executes the plan "
                        "on the live cluster by mistake")
-    if opts.capacity_file:  # checked before connecting
-        from kops.inputs.capacity import read_capacity_file
-
-        read_capacity_file(opts.capacity_file)
+    capacities = params.read_capacities(opts.capacity_file)
     from kops.placement.topic_filter import TopicFilter
 
-    topo = _what_if(load_topology(c, opts.topology, cordons=True), opts.capacity_file, opts.add_broker)
+    topo = _what_if(load_topology(c, opts.topology, cordons=True), capacities, opts.add_broker)
     res = plan(topo, make_goal(topo), max_moves=opts.max_moves, max_bytes=opts.max_bytes, throttle=opts.throttle,
                rebalance=not no_balance, disk_threshold=opts.disk_threshold / 100, goals=chosen,
                topics=TopicFilter.of(opts.topics, opts.exclude_topics))

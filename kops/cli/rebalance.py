@@ -89,11 +89,7 @@ def step(
     from kops.placement.topic_filter import TopicFilter
 
     chosen = select_goals(goals) if goals is not None else None  # checked before connecting (None: the default)
-    capacities = None
-    if capacity_file:
-        from kops.inputs.capacity import read_capacity_file
-
-        capacities = read_capacity_file(capacity_file)
+    capacities = params.read_capacities(capacity_file)
     bounds = replica_rebalance.StepBounds(max_moves=max_moves, max_bytes=max_bytes, max_duration_s=max_duration,
                            threshold_pct=balance_threshold)
     from kops.ops.reassign.options import ExecuteOptions  # --throttle auto: planned and bounded at its minimum
