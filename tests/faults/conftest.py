@@ -78,11 +78,6 @@ def _docker_sandbox(tmp_path_factory, request, **config):
     from kops.sandbox.watchdog import spawn_watchdog, stop_watchdog
 
     workdir = tmp_path_factory.mktemp("kops-docker-sandbox", numbered=True)
-    # the bound on a start (the wait ends as soon as every broker is registered): seven or nine
-    # JVMs in containers, started while the other two lanes run their clusters on the same two
-    # cores, took more than the sandbox's own 120 s on a slow host (a broker still loading its
-    # logs when the bound passed) -- the lab's sandboxes get 300 s, every start and restart
-    config.setdefault("start_timeout_s", 300.0)
     # every port of the sandbox from one call: ports drawn by two calls can repeat (nothing listens
     # on them yet), seen as "port ... is used twice: controller 1002 port and broker 0 port"
     brokers = config.get("brokers", 6)

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from itertools import chain, repeat
 from math import inf
 from operator import neg
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from heapq import heapify, heappop, heappush
 from typing import Any
 
@@ -343,28 +343,20 @@ class Load(PlanGoal):
         neg = [-x for x in w]
         heavies: dict[int, list[tuple[float, int]]] = {}
         lights: dict[int, list[tuple[float, int]]] = {}
-        # (the candidates of each broker, as :func:`heaviest` and :func:`lightest` last gave them:
-        # kept until a swap changes the broker's lists)
-        heads: dict[int, list[int]] = {}
-        tails: dict[int, list[int]] = {}
-
-        def first(b: int, cut: dict[int, list[int]], lists: dict[int, list[tuple[float, int]]],
-                  key: Callable[[int], float], k: int) -> list[int]:
-            # (b's first ``k`` replicas by ``key``, of its sorted list in ``lists``, kept in ``cut``)
-            top = cut.get(b)
-            if top is None:
-                got = lists.get(b)
-                if got is None:
-                    on = st.index.on[b]
-                    got = lists[b] = sorted(zip(map(key, on), on))
-                top = cut[b] = [q for _x, q in got[:k]]
-            return top
 
         def heaviest(b: int) -> list[int]:
-            return first(b, heads, heavies, neg.__getitem__, 4 * SWAPS)
+            got = heavies.get(b)
+            if got is None:
+                on = st.index.on[b]
+                got = heavies[b] = sorted(zip(map(neg.__getitem__, on), on))
+            return [q for _x, q in got[:4 * SWAPS]]
 
         def lightest(b: int) -> list[int]:
-            return first(b, tails, lights, w.__getitem__, SWAPS)
+            got = lights.get(b)
+            if got is None:
+                on = st.index.on[b]
+                got = lights[b] = sorted(zip(map(w.__getitem__, on), on))
+            return [q for _x, q in got[:SWAPS]]
 
         def swapped(p: int, src: int, dst: int) -> None:
             """p's replica went src -> dst: the two brokers' sorted lists follow."""
@@ -375,9 +367,6 @@ class Load(PlanGoal):
                 got = by.get(dst)
                 if got is not None:
                     insort(got, key)
-            for b in (src, dst):
-                heads.pop(b, None)
-                tails.pop(b, None)
 
         # a pair that found no swap is not searched again while nothing it looked at changed: what
         # a try depends on is its two brokers (loads, counts, limits) and its candidates' replica
@@ -412,7 +401,7 @@ class Load(PlanGoal):
                 heavy, light = heaviest(src), lightest(dst)
                 f = failed.get((src, dst))
                 if (f is not None and changed.get(src, 0) <= f and changed.get(dst, 0) <= f
-                        and max(map(pchanged.get, chain(heavy, light), repeat(0)), default=0) <= f):
+                        and all(pchanged.get(x, 0) <= f for x in chain(heavy, light))):
                     continue
                 if not all(g.swappable(heavy, light, src, dst) for g in others):
                     failed[(src, dst)] = tick  # (no try of the pair can keep an earlier goal)
