@@ -404,6 +404,42 @@ def test_the_topics_a_pair_moves_are_those_a_filter_over_the_counts_finds(cells,
     assert goes == want
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=8), st.integers(0, 2),
+       st.integers(0, 1), st.lists(st.booleans(), max_size=12), st.data())
+def test_whether_a_swap_of_a_pair_may_keep_topic_spread_is_what_each_replica_tells(cells, lo, width, moves, data):
+    """``TopicSpreadGoal.swappable`` (by its per-broker sets) against its definition: a pair's
+    candidates may swap when a topic is on both sides, else when a replica of each side may go
+    (``keeps1``) -- after moves between the brokers too (the sets kept current by ``moved``)."""
+    from types import SimpleNamespace
+
+    from kops.placement.goals.topic_spread import TopicSpreadGoal
+
+    tps, reps = [], []
+    for i, (x, y) in enumerate(cells):
+        for k in range(max(x, y)):
+            tps.append((f"t{i:02d}", k))
+            reps.append([b for b, n in ((1, x), (2, y)) if k < n])
+    st_ = SimpleNamespace(parts=SimpleNamespace(tps=tps, rf=[len(r) for r in reps]), reps=reps, allowed=[1, 2],
+                          allowed_set={1, 2}, index=SimpleNamespace(on={1: {}, 2: {}}))
+    ts = TopicSpreadGoal(st_)
+    ts.band = [(lo, lo + width)] * len(ts.band)
+    ts._sets(st_.allowed)
+    for one_way in moves:  # (a replica held on one broker only goes to the other)
+        src, dst = (1, 2) if one_way else (2, 1)
+        p = next((p for p, r in enumerate(reps) if r == [src]), None)
+        if p is not None:
+            ts.moved(p, [src], [dst])
+            reps[p] = [dst]
+    on1 = [p for p, r in enumerate(reps) if 1 in r and 2 not in r]
+    on2 = [p for p, r in enumerate(reps) if 2 in r and 1 not in r]
+    ps = data.draw(st.lists(st.sampled_from(on1), unique=True), "ps") if on1 else []
+    qs = data.draw(st.lists(st.sampled_from(on2), unique=True), "qs") if on2 else []
+    want = bool({ts.topic[p] for p in ps} & {ts.topic[q] for q in qs}) or \
+        (any(ts.keeps1(p, 1, 2) for p in ps) and any(ts.keeps1(q, 2, 1) for q in qs))
+    assert ts.swappable(ps, qs, 1, 2) == want
+
+
 def test_every_move_of_topic_spread_takes_no_topic_cell_further_off(monkeypatch):
     """Topic spread's moves and swaps keep every topic's cell on both brokers no further from its
     band (the topics off it can only fall in number): checked at every move it makes."""

@@ -179,18 +179,22 @@ class Leadership:
                 y = r1[k]
                 if y == a or y not in allowed:
                     continue
+                # the partitions y leads with a among their followers: mostly none (a broker leads
+                # with a given follower a partition or two, of hundreds) -- no step back, no try
+                backs = led_by.get((y, a), ())
+                if not backs:
+                    continue
                 if fit is None:
                     fit_at1 = fit_else = True
                 else:  # (the verdict where a is y's partition's first follower, and where not)
                     fit_at1, fit_else = fit(y, k, 1), fit(y, k, 2)
                     if not (fit_at1 or fit_else):  # every step refused: each one a try, at once
-                        backs = led_by.get((y, a), ())
                         n = len(backs) - (p in backs) - (q in backs) - (q1 in backs)
                         if not tries.spend(n):
                             return False
                         continue
                 g1 = handed(t1, c, y) if t1 != t else None
-                for q2 in sorted(led_by.get((y, a), ())):
+                for q2 in sorted(backs):
                     if q2 in used or q2 == q1:
                         continue
                     if not tries.take():

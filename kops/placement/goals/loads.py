@@ -343,20 +343,30 @@ class Load(PlanGoal):
         neg = [-x for x in w]
         heavies: dict[int, list[tuple[float, int]]] = {}
         lights: dict[int, list[tuple[float, int]]] = {}
+        # (the candidates of each broker, as :func:`heaviest` and :func:`lightest` last gave them:
+        # kept until a swap changes the broker's lists)
+        heads: dict[int, list[int]] = {}
+        tails: dict[int, list[int]] = {}
 
         def heaviest(b: int) -> list[int]:
-            got = heavies.get(b)
-            if got is None:
-                on = st.index.on[b]
-                got = heavies[b] = sorted(zip(map(neg.__getitem__, on), on))
-            return [q for _x, q in got[:4 * SWAPS]]
+            top = heads.get(b)
+            if top is None:
+                got = heavies.get(b)
+                if got is None:
+                    on = st.index.on[b]
+                    got = heavies[b] = sorted(zip(map(neg.__getitem__, on), on))
+                top = heads[b] = [q for _x, q in got[:4 * SWAPS]]
+            return top
 
         def lightest(b: int) -> list[int]:
-            got = lights.get(b)
-            if got is None:
-                on = st.index.on[b]
-                got = lights[b] = sorted(zip(map(w.__getitem__, on), on))
-            return [q for _x, q in got[:SWAPS]]
+            top = tails.get(b)
+            if top is None:
+                got = lights.get(b)
+                if got is None:
+                    on = st.index.on[b]
+                    got = lights[b] = sorted(zip(map(w.__getitem__, on), on))
+                top = tails[b] = [q for _x, q in got[:SWAPS]]
+            return top
 
         def swapped(p: int, src: int, dst: int) -> None:
             """p's replica went src -> dst: the two brokers' sorted lists follow."""
@@ -367,6 +377,9 @@ class Load(PlanGoal):
                 got = by.get(dst)
                 if got is not None:
                     insort(got, key)
+            for b in (src, dst):
+                heads.pop(b, None)
+                tails.pop(b, None)
 
         # a pair that found no swap is not searched again while nothing it looked at changed: what
         # a try depends on is its two brokers (loads, counts, limits) and its candidates' replica
@@ -401,7 +414,7 @@ class Load(PlanGoal):
                 heavy, light = heaviest(src), lightest(dst)
                 f = failed.get((src, dst))
                 if (f is not None and changed.get(src, 0) <= f and changed.get(dst, 0) <= f
-                        and all(pchanged.get(x, 0) <= f for x in chain(heavy, light))):
+                        and max(map(pchanged.get, chain(heavy, light), repeat(0)), default=0) <= f):
                     continue
                 if not all(g.swappable(heavy, light, src, dst) for g in others):
                     failed[(src, dst)] = tick  # (no try of the pair can keep an earlier goal)

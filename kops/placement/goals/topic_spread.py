@@ -221,10 +221,14 @@ class TopicSpreadGoal(PlanGoal):
         """A swap keeps the counts when its two replicas are of one topic, else when each side
         keeps them (:meth:`keeps2`): none of ``ps`` x ``qs`` can when no topic is on both sides
         and no replica of one side may move."""
-        topic = self.topic
-        if not {topic[p] for p in ps}.isdisjoint([topic[q] for q in qs]):
+        # (:meth:`keeps1` of a replica of topic t going src -> dst is ``t in spare[src] - full[dst]``:
+        # the sets are the counts' ``> lo`` and ``>= hi``, kept current by :meth:`moved`)
+        at = self.topic.__getitem__
+        if not set(map(at, ps)).isdisjoint(map(at, qs)):
             return True
-        return any(self.keeps1(p, src, dst) for p in ps) and any(self.keeps1(q, dst, src) for q in qs)
+        spare, full = self.spare, self.full
+        return not (spare[src] - full[dst]).isdisjoint(map(at, ps)) and \
+            not (spare[dst] - full[src]).isdisjoint(map(at, qs))
 
     def optimize(self, mover: Mover) -> int:
         """Brokers paired, the most off their topics' bands first: between two brokers, a replica
