@@ -374,6 +374,26 @@ def test_a_topic_leader_not_over_could_hand_no_leadership_on(counts, lo):
         assert obj.over(0, a) == (c > lo and c >= 2)
 
 
+def _two_brokers(cells, lo, width):
+    """Topic spread over brokers 1 and 2 where topic i has ``cells[i]`` = (x_i, y_i) replicas on
+    them (one partition per replica), every topic's band ``(lo, lo + width)``: the goal and the lists."""
+    from types import SimpleNamespace
+
+    from kops.placement.goals.topic_spread import TopicSpreadGoal
+
+    tps, reps = [], []
+    for i, (x, y) in enumerate(cells):
+        for k in range(max(x, y)):
+            tps.append((f"t{i:02d}", k))
+            reps.append([b for b, n in ((1, x), (2, y)) if k < n])
+    st_ = SimpleNamespace(parts=SimpleNamespace(tps=tps, rf=[len(r) for r in reps]), reps=reps, allowed=[1, 2],
+                          allowed_set={1, 2}, index=SimpleNamespace(on={1: {}, 2: {}}))
+    ts = TopicSpreadGoal(st_)
+    ts.band = [(lo, lo + width)] * len(ts.band)
+    ts._sets(st_.allowed)  # (the sets again, for the band set by hand)
+    return ts, reps
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=12), st.integers(0, 2),
        st.integers(0, 1))
@@ -381,22 +401,8 @@ def test_the_topics_a_pair_moves_are_those_a_filter_over_the_counts_finds(cells,
     """Topic spread pairs brokers by the topics each may give and take, kept as sets per broker
     (over, spare, under, full): the topics going a -> b are exactly those whose cell on a is
     above the band (and b below its top) or above the floor (and b below it), by the counts."""
-    from types import SimpleNamespace
-
-    from kops.placement.goals.topic_spread import TopicSpreadGoal
-
-    # topic i has x_i replicas on broker 1 and y_i on broker 2 (one partition per replica)
-    tps, reps = [], []
-    for i, (x, y) in enumerate(cells):
-        for k in range(max(x, y)):
-            tps.append((f"t{i:02d}", k))
-            reps.append([b for b, n in ((1, x), (2, y)) if k < n])
-    st = SimpleNamespace(parts=SimpleNamespace(tps=tps, rf=[len(r) for r in reps]), reps=reps, allowed=[1, 2],
-                         allowed_set={1, 2}, index=SimpleNamespace(on={1: {}, 2: {}}))
-    ts = TopicSpreadGoal(st)
+    ts, _reps = _two_brokers(cells, lo, width)
     band = (lo, lo + width)
-    ts.band = [band] * len(ts.band)
-    ts._sets(st.allowed)  # (the sets again, for the band set by hand)
     names = {name: i for i, name in enumerate(ts.names)}
     goes = (ts.over[1] - ts.full[2]) | (ts.spare[1] & ts.under[2])
     want = {names[f"t{i:02d}"] for i, (x, y) in enumerate(cells) if max(x, y)
@@ -411,20 +417,7 @@ def test_whether_a_swap_of_a_pair_may_keep_topic_spread_is_what_each_replica_tel
     """``TopicSpreadGoal.swappable`` (by its per-broker sets) against its definition: a pair's
     candidates may swap when a topic is on both sides, else when a replica of each side may go
     (``keeps1``) -- after moves between the brokers too (the sets kept current by ``moved``)."""
-    from types import SimpleNamespace
-
-    from kops.placement.goals.topic_spread import TopicSpreadGoal
-
-    tps, reps = [], []
-    for i, (x, y) in enumerate(cells):
-        for k in range(max(x, y)):
-            tps.append((f"t{i:02d}", k))
-            reps.append([b for b, n in ((1, x), (2, y)) if k < n])
-    st_ = SimpleNamespace(parts=SimpleNamespace(tps=tps, rf=[len(r) for r in reps]), reps=reps, allowed=[1, 2],
-                          allowed_set={1, 2}, index=SimpleNamespace(on={1: {}, 2: {}}))
-    ts = TopicSpreadGoal(st_)
-    ts.band = [(lo, lo + width)] * len(ts.band)
-    ts._sets(st_.allowed)
+    ts, reps = _two_brokers(cells, lo, width)
     for one_way in moves:  # (a replica held on one broker only goes to the other)
         src, dst = (1, 2) if one_way else (2, 1)
         p = next((p for p, r in enumerate(reps) if r == [src]), None)

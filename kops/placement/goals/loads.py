@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from itertools import chain, repeat
 from math import inf
 from operator import neg
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from heapq import heapify, heappop, heappush
 from typing import Any
 
@@ -348,25 +348,23 @@ class Load(PlanGoal):
         heads: dict[int, list[int]] = {}
         tails: dict[int, list[int]] = {}
 
-        def heaviest(b: int) -> list[int]:
-            top = heads.get(b)
+        def first(b: int, cut: dict[int, list[int]], lists: dict[int, list[tuple[float, int]]],
+                  key: Callable[[int], float], k: int) -> list[int]:
+            # (b's first ``k`` replicas by ``key``, of its sorted list in ``lists``, kept in ``cut``)
+            top = cut.get(b)
             if top is None:
-                got = heavies.get(b)
+                got = lists.get(b)
                 if got is None:
                     on = st.index.on[b]
-                    got = heavies[b] = sorted(zip(map(neg.__getitem__, on), on))
-                top = heads[b] = [q for _x, q in got[:4 * SWAPS]]
+                    got = lists[b] = sorted(zip(map(key, on), on))
+                top = cut[b] = [q for _x, q in got[:k]]
             return top
 
+        def heaviest(b: int) -> list[int]:
+            return first(b, heads, heavies, neg.__getitem__, 4 * SWAPS)
+
         def lightest(b: int) -> list[int]:
-            top = tails.get(b)
-            if top is None:
-                got = lights.get(b)
-                if got is None:
-                    on = st.index.on[b]
-                    got = lights[b] = sorted(zip(map(w.__getitem__, on), on))
-                top = tails[b] = [q for _x, q in got[:SWAPS]]
-            return top
+            return first(b, tails, lights, w.__getitem__, SWAPS)
 
         def swapped(p: int, src: int, dst: int) -> None:
             """p's replica went src -> dst: the two brokers' sorted lists follow."""
