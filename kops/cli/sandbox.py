@@ -67,7 +67,9 @@ BrokerOpt = Annotated[int | None, typer.Option("--broker", click_type=params.BRO
 RackOpt = Annotated[str | None, typer.Option("--rack", help="Every broker of this rack.")]
 TimeoutSOpt = Annotated[
     float | None, typer.Option("--timeout", click_type=params.seconds(1.0),
-                               help="Seconds to wait before failing (default 120 to start, 60 to stop).")
+                               help="Seconds to wait before failing (default 120 to start, 60 to stop). A start waits on "
+                                    "past it while a node it waits for still logs its start-up (a loaded "
+                                    "machine), up to 3 times as long.")
 ]
 
 

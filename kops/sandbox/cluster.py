@@ -40,6 +40,7 @@ from kops.errors import BadInput, ClusterError
 from kops.sandbox import procs
 from kops.sandbox.config import SandboxConfig
 from kops.sandbox.configs import write_node_configs
+from kops.sandbox.deadline import Deadline
 from kops.sandbox.faults import SandboxFaults
 from kops.sandbox.hosts import LocalNodes, Nodes
 from kops.sandbox.modes import MetadataMode, ZooKeeperMode
@@ -285,7 +286,7 @@ class Sandbox:
             if missing:
                 self.nodes.prepare()
                 self._write_configs()
-            deadline = time.monotonic() + timeout_s
+            deadline = Deadline(self.config.log_dir, timeout_s)
             try:
                 t0 = time.monotonic()
                 self.meta.start_base(missing, deadline)
@@ -465,7 +466,7 @@ class Sandbox:
         for batch in ([running] if kill else self.meta.shutdown_batches(running)):
             self.nodes.signal_and_wait(batch, 9 if kill else 15, t_end, timeout_s)  # type: ignore[arg-type]
         if wait:
-            self.meta.wait_deregistered(set(running), time.monotonic() + max(30.0, timeout_s))
+            self.meta.wait_deregistered(set(running), Deadline(self.config.log_dir, max(30.0, timeout_s)))
         return running
 
     def start(self, broker: int | None = None, *, rack: str | None = None, brokers: Iterable[int] | None = None,
@@ -491,7 +492,7 @@ class Sandbox:
             self.log(f"starting brokers {todo}")
             for b in todo:
                 self.nodes.launch(b)
-            self.meta.wait_registered(todo, time.monotonic() + timeout_s, since=st.launched_ms(todo))
+            self.meta.wait_registered(todo, Deadline(self.config.log_dir, timeout_s), since=st.launched_ms(todo))
         return todo
 
     @property
@@ -555,7 +556,8 @@ class Sandbox:
                 self.log(f"adding broker {broker_id} (rack {new_cfg.rack_map[broker_id]}, port {port})"
                          + (" with the data it had" if kept else ""))
                 self.nodes.launch(broker_id)
-                self.meta.wait_registered([broker_id], time.monotonic() + timeout_s, since=st.launched_ms([broker_id]))
+                self.meta.wait_registered([broker_id], Deadline(self.config.log_dir, timeout_s),
+                                         since=st.launched_ms([broker_id]))
             except BaseException:
                 self._stop_started_now()
                 self.config = old_cfg

@@ -11,6 +11,7 @@ import uuid
 
 from kops.errors import ClusterError
 from kops.sandbox import dist, logdirs
+from kops.sandbox.deadline import Deadline
 from kops.sandbox.modes import MetadataMode
 from kops.sandbox.readiness import fail_if_exited, failure_details, wait_quorum_leader
 from kops.sandbox.state import Node
@@ -40,7 +41,7 @@ class KraftMode(MetadataMode):
     def base_properties(self, node: Node, secrets=None) -> dict[str, str]:
         return self.config.controller_properties(int(node), secrets)
 
-    def start_base(self, missing: list[Node], deadline: float) -> None:
+    def start_base(self, missing: list[Node], deadline: Deadline) -> None:
         st, cfg = self.state, self.config
         if st.cluster_id is None:
             st.cluster_id = new_cluster_id()
@@ -53,7 +54,7 @@ class KraftMode(MetadataMode):
         for c in ctrls:
             self.nodes.launch(c)
         if ctrls and cfg.dynamic_quorum:  # brokers find the leader only once it is settled (readiness)
-            leader = wait_quorum_leader(st, cfg.controller_ids, min(deadline, time.monotonic() + QUORUM_SETTLE_S))
+            leader = wait_quorum_leader(st, cfg.controller_ids, deadline.settle(QUORUM_SETTLE_S))
             self.log(f"KRaft quorum: every controller follows leader {leader}" if leader is not None else
                      f"KRaft controllers {cfg.controller_ids} agreed on no leader in {QUORUM_SETTLE_S:.0f} s; "
                      "starting the brokers anyway")
@@ -79,7 +80,7 @@ class KraftMode(MetadataMode):
             tmp.write_text(text)
             tmp.replace(d / "meta.properties")
 
-    def format_storage(self, nodes: list[int], deadline: float) -> None:
+    def format_storage(self, nodes: list[int], deadline: Deadline) -> None:
         """``kafka-storage.sh format --cluster-id=<cluster id> -c <props>`` (one argument: a ZooKeeper cluster's id may start with "-") on every controller lacking
         meta.properties (in parallel JVMs); brokers get their meta.properties written directly.
         The cluster id is the state's (a new one; a migrated ZooKeeper cluster's own)."""
@@ -110,7 +111,7 @@ class KraftMode(MetadataMode):
         failed: list[str] = []
         for n, p in running:
             try:
-                out, _ = p.communicate(timeout=max(5.0, deadline - time.monotonic()))
+                out, _ = p.communicate(timeout=max(5.0, deadline.left()))
             except subprocess.TimeoutExpired:
                 p.kill()
                 out, _ = p.communicate()
@@ -163,13 +164,13 @@ class KraftMode(MetadataMode):
             return set(), None
         return ids, None
 
-    def wait_registered(self, brokers: list[int], deadline: float, since: dict[int, int] | None = None) -> None:
+    def wait_registered(self, brokers: list[int], deadline: Deadline, since: dict[int, int] | None = None) -> None:
         self._wait(set(brokers), set(), deadline, since=since)
 
-    def wait_deregistered(self, gone: set[int], deadline: float) -> None:
+    def wait_deregistered(self, gone: set[int], deadline: Deadline) -> None:
         self._wait(set(), gone, deadline)
 
-    def _wait(self, present: set[int], absent: set[int], deadline: float, *, since: dict[int, int] | None = None) -> None:
+    def _wait(self, present: set[int], absent: set[int], deadline: Deadline, *, since: dict[int, int] | None = None) -> None:
         """Wait until ``present`` are in the cluster metadata (and, those launched at ``since``,
         finished start-up) and ``absent`` are not; fail early when a process of ``present``
         exits."""
@@ -188,7 +189,7 @@ class KraftMode(MetadataMode):
             if live:
                 try:
                     ids, _ = probe.kafka_cluster(",".join(f"{cfg.host}:{cfg.broker_port(b)}" for b in live),
-                                                 timeout_s=max(1.0, min(5.0, deadline - time.monotonic())),
+                                                 timeout_s=max(1.0, min(5.0, deadline.left())),
                                                  client_config=self.client_config())
                     last = sorted(ids)
                 except Exception as e:  # noqa: BLE001
@@ -197,7 +198,7 @@ class KraftMode(MetadataMode):
             if present <= ids and not (absent & ids) and started:
                 return
             fail_if_exited(self.nodes.running, cfg, sorted(present - ids), "joined the cluster")
-            if time.monotonic() > deadline:
+            if deadline.passed(present):
                 late = sorted(present - ids) or sorted(absent & ids) or sorted(since)
                 b = late[0]
                 raise ClusterError(

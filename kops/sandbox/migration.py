@@ -40,6 +40,7 @@ from kops.cluster.migration import (  # noqa: F401  (re-exported: the sandbox's 
 from kops.errors import BadInput, ClusterError
 from kops.sandbox import procs
 from kops.sandbox.configs import write_node_configs
+from kops.sandbox.deadline import Deadline
 from kops.sandbox.modes import ZooKeeperMode
 from kops.sandbox.readiness import fail_if_exited, failure_details, startup_complete, wait_controllers, wait_metadata
 from kops.sandbox.state import Node
@@ -67,13 +68,13 @@ class MigrationMode(ZooKeeperMode):
             return self.config.zookeeper_properties()
         return self.config.controller_properties(int(node), secrets)
 
-    def start_base(self, missing: list[Node], deadline: float) -> None:
+    def start_base(self, missing: list[Node], deadline: Deadline) -> None:
         super().start_base(missing, deadline)
         ctrls = [n for n in missing if n in self.config.controller_ids]
         if ctrls:
             self.start_controllers(ctrls, deadline)  # type: ignore[arg-type]
 
-    def start_controllers(self, ctrls: list[int], deadline: float) -> None:
+    def start_controllers(self, ctrls: list[int], deadline: Deadline) -> None:
         """Format the controllers' storage with the ZooKeeper cluster's id (once), start them and
         wait until they started and the active one wrote ``/migration``."""
         from kops.sandbox.kraft import KraftMode
@@ -95,7 +96,7 @@ class MigrationMode(ZooKeeperMode):
             with self._zk(10.0) as zk:
                 if read_status(zk).state != NONE:
                     return
-            if time.monotonic() > deadline:
+            if deadline.passed(ctrls):
                 raise ClusterError("the KRaft controllers started but none wrote /migration in ZooKeeper in time",
                                    details=failure_details(cfg, ctrls[0]))
             time.sleep(0.3)
@@ -132,7 +133,7 @@ class MigrationMode(ZooKeeperMode):
                 pass
         return regs, ctrl
 
-    def wait_registered(self, brokers: list[int], deadline: float, since: dict[int, int] | None = None) -> None:
+    def wait_registered(self, brokers: list[int], deadline: Deadline, since: dict[int, int] | None = None) -> None:
         """ZooKeeper brokers: as :class:`ZooKeeperMode` (``/brokers/ids``); KRaft brokers: start-up
         finished and in the brokers' metadata (their registration with the quorum)."""
         kraft = self.kraft_brokers(brokers)
@@ -144,7 +145,7 @@ class MigrationMode(ZooKeeperMode):
         since = since or {}
         while not all(self.startup_complete(b) for b in kraft if b in since):
             fail_if_exited(self.nodes.running, self.config, kraft, "finished its start-up as a KRaft broker")
-            if time.monotonic() > deadline:
+            if deadline.passed(kraft):
                 late = [b for b in kraft if b in since and not self.startup_complete(b)]
                 raise ClusterError(f"KRaft broker(s) {late} did not finish their start-up in time",
                                    details=failure_details(self.config, late[0]))
@@ -279,7 +280,7 @@ class SandboxMigration:
                 sb.nodes.prepare()
                 write_node_configs(st, sb.nodes, sb.meta)
                 st.save()
-                sb.meta.start_controllers(new.controller_ids, time.monotonic() + timeout_s)  # type: ignore[attr-defined]
+                sb.meta.start_controllers(new.controller_ids, Deadline(new.log_dir, timeout_s))  # type: ignore[attr-defined]
             except BaseException:  # as before: no controller, no quorum data (their logs stay)
                 sb.nodes.discard(list(st.started_now))
                 for c in new.controller_ids:
@@ -305,7 +306,7 @@ class SandboxMigration:
         with st.lock():
             st.load()
             old = sb.config
-            deadline = time.monotonic() + timeout_s
+            deadline = Deadline(old.log_dir, timeout_s)
             if old.migration == "finalized" and st.key("zookeeper") in st.procs:
                 sb.log("the controllers were restarted without the migration settings already: waiting for them")
                 new = old
@@ -322,7 +323,7 @@ class SandboxMigration:
                 st.save()
                 self._roll_controllers(deadline)
             while not any(startup_complete(st, c, FINALIZED_LINE, "controller.log") for c in new.controller_ids):
-                if time.monotonic() > deadline:
+                if deadline.passed(new.controller_ids):
                     raise ClusterError("no KRaft controller completed the migration (POST_MIGRATION) in time",
                                        details=failure_details(new, new.controller_ids[0]))
                 time.sleep(0.3)
@@ -333,7 +334,7 @@ class SandboxMigration:
                 st.procs.pop(st.key("zookeeper"), None)
             st.save()
 
-    def _roll_controllers(self, deadline: float) -> None:
+    def _roll_controllers(self, deadline: Deadline) -> None:
         """Restart the controllers one at a time with their properties as written now."""
         sb, st, cfg = self.sb, self.state, self.sb.config
         sb.nodes.prepare()

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from kops.errors import ClusterError
+from kops.sandbox.deadline import Deadline
 from kops.sandbox.hosts import Nodes
 from kops.sandbox.nodes import Log
 from kops.sandbox.readiness import fail_if_exited, failure_details, startup_complete, wait_metadata
@@ -43,7 +44,7 @@ class MetadataMode:
         secured sandbox's passwords, :class:`kops.sandbox.security.Secrets`)."""
         raise NotImplementedError
 
-    def start_base(self, missing: list[Node], deadline: float) -> None:
+    def start_base(self, missing: list[Node], deadline: Deadline) -> None:
         """Start the missing ones of the nodes the brokers need, and wait until they serve."""
         raise NotImplementedError
 
@@ -54,13 +55,13 @@ class MetadataMode:
         """(brokers registered now, the active controller); empty / None when nothing answers."""
         raise NotImplementedError
 
-    def wait_registered(self, brokers: list[int], deadline: float, since: dict[int, int] | None = None) -> None:
+    def wait_registered(self, brokers: list[int], deadline: Deadline, since: dict[int, int] | None = None) -> None:
         """Wait until ``brokers`` are registered (those launched at ``since``: newer than their
         launch and done starting up), the brokers' metadata agrees and a controller leads; fail
         early when one of their processes exits."""
         raise NotImplementedError
 
-    def wait_deregistered(self, gone: set[int], deadline: float) -> None:
+    def wait_deregistered(self, gone: set[int], deadline: Deadline) -> None:
         """Wait until ``gone`` are out of the cluster and the remaining brokers see it so."""
         raise NotImplementedError
 
@@ -113,7 +114,7 @@ class ZooKeeperMode(MetadataMode):
 
         return probe.zk_client(self.config.zookeeper_connect or "", timeout_s=timeout_s, sasl=zk_sasl(self.config))
 
-    def start_base(self, missing: list[Node], deadline: float) -> None:
+    def start_base(self, missing: list[Node], deadline: Deadline) -> None:
         from kops.sandbox import probe
 
         cfg = self.config
@@ -124,13 +125,13 @@ class ZooKeeperMode(MetadataMode):
             if not self.nodes.running("zookeeper"):
                 raise ClusterError("ZooKeeper exited during start-up",
                                    details=[self.nodes.why_not_running("zookeeper"), *failure_details(cfg, "zookeeper")])
-            if time.monotonic() > deadline:
+            if deadline.passed(["zookeeper"]):
                 raise ClusterError("ZooKeeper did not come up in time", details=failure_details(cfg, "zookeeper"))
             time.sleep(0.1)
         if cfg.secured:
             self._create_scram_users(deadline)
 
-    def _create_scram_users(self, deadline: float) -> None:
+    def _create_scram_users(self, deadline: Deadline) -> None:
         """SCRAM-SHA-512 credentials of admin and the unprivileged user, in ZooKeeper, before the
         brokers start (the brokers authenticate to each other as admin)."""
         from kops.sandbox import security
@@ -146,7 +147,7 @@ class ZooKeeperMode(MetadataMode):
                 return
             except ClusterError as e:
                 last = e
-            if time.monotonic() > deadline:
+            if deadline.passed(["zookeeper"]):
                 raise ClusterError(
                     f"could not create the SCRAM users in ZooKeeper ({last})", details=failure_details(self.config, "zookeeper")
                 )
@@ -163,12 +164,12 @@ class ZooKeeperMode(MetadataMode):
         except ClusterError:
             return set(), None
 
-    def wait_registered(self, brokers: list[int], deadline: float, since: dict[int, int] | None = None) -> None:
+    def wait_registered(self, brokers: list[int], deadline: Deadline, since: dict[int, int] | None = None) -> None:
         from kops.sandbox import probe
 
         want = set(brokers)
         since = since or {}
-        with self._zk(max(1.0, min(15.0, deadline - time.monotonic()))) as zk:
+        with self._zk(max(1.0, min(15.0, deadline.left()))) as zk:
             while True:
                 regs = probe.zk_registrations(zk)
                 ok = {
@@ -180,7 +181,7 @@ class ZooKeeperMode(MetadataMode):
                 if ok == want and self.controller_serves(ctrl, regs):
                     break
                 fail_if_exited(self.nodes.running, self.config, sorted(want - ok), "registered in ZooKeeper")
-                if time.monotonic() > deadline:
+                if deadline.passed(want):
                     late = sorted(want - ok)
                     if late:
                         b = late[0]
@@ -195,7 +196,7 @@ class ZooKeeperMode(MetadataMode):
         wait_metadata(self.config, self.live_brokers(), present=want, absent=set(), deadline=deadline,
                       client_config=self.client_config())
 
-    def wait_deregistered(self, gone: set[int], deadline: float) -> None:
+    def wait_deregistered(self, gone: set[int], deadline: Deadline) -> None:
         from kops.sandbox import probe
 
         remaining = self.live_brokers(absent=gone)
@@ -205,7 +206,7 @@ class ZooKeeperMode(MetadataMode):
                 ctrl = probe.zk_controller(zk)
                 if not (gone & set(regs)) and (not remaining or self.controller_serves(ctrl, regs)):
                     break
-                if time.monotonic() > deadline:
+                if deadline.passed():
                     raise ClusterError(
                         f"brokers {sorted(gone & set(regs))} still registered in ZooKeeper after they stopped"
                         if gone & set(regs) else "no controller was elected after the brokers stopped"

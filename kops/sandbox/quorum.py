@@ -17,6 +17,7 @@ from typing import Any
 from kops.errors import BadInput, ClusterError
 from kops.sandbox import procs
 from kops.sandbox.configs import write_node_configs
+from kops.sandbox.deadline import Deadline
 from kops.sandbox.readiness import wait_controllers
 
 
@@ -48,7 +49,7 @@ class SandboxQuorum:
         a static quorum, for an id in use or a port taken."""
         sb, st = self.sb, self.sb.state
         timeout_s = timeout_s or sb.config.start_timeout_s
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(sb.config.log_dir, timeout_s)
         st.started_now = []
         with st.lock():
             st.load()
@@ -87,7 +88,7 @@ class SandboxQuorum:
         return {"id": node_id, "host": cfg.host, "port": cfg.controller_port(node_id), "listener": "CONTROLLER",
                 "directory_id": sb.meta.directory_id(node_id)}
 
-    def _wait_observer(self, node_id: int, deadline: float) -> None:
+    def _wait_observer(self, node_id: int, deadline: Deadline) -> None:
         """Until the quorum's leader lists ``node_id`` among its replicas (an observer, or a voter
         already) with a log end offset."""
         from kops.cluster.connection import Connection
@@ -105,7 +106,7 @@ class SandboxQuorum:
                     last = e.message
                 if not sb.nodes.running(node_id):
                     raise ClusterError(f"KRaft controller {node_id} exited", details=sb.failure_details(node_id))
-                if time.monotonic() > deadline:
+                if deadline.passed([node_id]):
                     raise ClusterError(f"KRaft controller {node_id} did not join the quorum as an observer in time "
                                        f"({last})", details=sb.failure_details(node_id))
                 time.sleep(0.3)

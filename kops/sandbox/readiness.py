@@ -12,6 +12,7 @@ from typing import Any
 from kops.errors import ClusterError
 from kops.sandbox import procs
 from kops.sandbox.config import SandboxConfig
+from kops.sandbox.deadline import Deadline
 from kops.sandbox.nodes import log_time
 from kops.sandbox.state import Node, SandboxState
 
@@ -140,7 +141,7 @@ def lagging_brokers(views: dict[int, tuple[set[int], int | None]], *, present: s
                   if not view_agrees(ids, ctrl, present=present, absent=absent, controller=controller))
 
 
-def wait_metadata(config: SandboxConfig, live: list[int], *, present: set[int], absent: set[int], deadline: float,
+def wait_metadata(config: SandboxConfig, live: list[int], *, present: set[int], absent: set[int], deadline: Deadline,
                   client_config: Any = None, controller: bool = True) -> None:
     """Wait until the brokers' metadata agrees (what clients will see next), in DescribeCluster's
     answer and in each live broker's own (:func:`lagging_brokers`): ``present`` in it, ``absent``
@@ -153,7 +154,7 @@ def wait_metadata(config: SandboxConfig, live: list[int], *, present: set[int], 
     last: Any = None
     while True:
         try:
-            timeout_s = max(1.0, min(5.0, deadline - time.monotonic()))
+            timeout_s = max(1.0, min(5.0, deadline.left()))
             ids, ctrl = probe.kafka_cluster(bootstrap, timeout_s=timeout_s, client_config=client_config)
             last = (sorted(ids), ctrl)
             if view_agrees(ids, ctrl, present=present, absent=absent, controller=controller):
@@ -165,7 +166,7 @@ def wait_metadata(config: SandboxConfig, live: list[int], *, present: set[int], 
                     f"broker {b} (it sees brokers {sorted(views[b][0])}, controller {views[b][1]})" for b in late)
         except Exception as e:  # noqa: BLE001 - client errors while brokers settle
             last = f"{type(e).__name__}: {e}"
-        if time.monotonic() > deadline:
+        if deadline.passed(present):
             raise ClusterError(
                 f"the cluster metadata did not settle in time (want brokers {sorted(present)} present and "
                 f"{sorted(absent)} absent; last seen {last})"
@@ -184,7 +185,7 @@ def fail_if_exited(running: Callable[[Node], bool], config: SandboxConfig, broke
             )
 
 
-def wait_controllers(state: SandboxState, nodes: Any, ctrls: list[int], deadline: float,
+def wait_controllers(state: SandboxState, nodes: Any, ctrls: list[int], deadline: Deadline,
                      needle: str = CONTROLLER_STARTED) -> None:
     """Wait until each of ``ctrls`` logged ``needle`` (``{id}``: its id) since its launch;
     ClusterError for one that exited or not in time (``nodes``: the engine's
@@ -197,7 +198,7 @@ def wait_controllers(state: SandboxState, nodes: Any, ctrls: list[int], deadline
             if not nodes.running(c):
                 raise ClusterError(f"KRaft controller {c} (Kafka {cfg.version_of(c)}) exited during start-up",
                                    details=[nodes.why_not_running(c), *failure_details(cfg, c)])
-        if todo and time.monotonic() > deadline:
+        if todo and deadline.passed(todo):
             raise ClusterError(f"KRaft controllers {todo} did not start in time", details=failure_details(cfg, todo[0]))
         if todo:
             time.sleep(0.3)

@@ -16,6 +16,7 @@ from typing import Any
 from kops.errors import BadInput, ClusterError
 from kops.sandbox import dist
 from kops.sandbox.configs import write_node_configs
+from kops.sandbox.deadline import Deadline
 from kops.sandbox.readiness import wait_controllers
 
 
@@ -75,7 +76,7 @@ class SandboxUpgrade:
         timeout_s = timeout_s or cfg.start_timeout_s
         done = []
         for c in cfg.controller_ids:
-            deadline = time.monotonic() + timeout_s
+            deadline = Deadline(cfg.log_dir, timeout_s)
             with st.lock():
                 st.load()
                 if sb.config.version_of(c) != version or not sb.nodes.running(c):
@@ -91,7 +92,7 @@ class SandboxUpgrade:
             self._wait_caught_up(c, deadline)
         return done
 
-    def _wait_caught_up(self, c: int, deadline: float) -> None:
+    def _wait_caught_up(self, c: int, deadline: Deadline) -> None:
         """Until the quorum has a leader and voter ``c``'s log reaches its high watermark."""
         from kops.cluster.connection import Connection
         from kops.cluster.topology import read_quorum
@@ -111,7 +112,7 @@ class SandboxUpgrade:
                     if q.leader >= 0 and q.lag(voter) == 0:
                         return
                     last = f"leader {q.leader}, its lag {q.lag(voter)}"
-                if time.monotonic() > deadline:
+                if deadline.passed([c]):
                     raise ClusterError(f"KRaft controller {c} did not catch up with the quorum in time ({last})")
                 time.sleep(0.5)
 

@@ -90,11 +90,13 @@ def _docker_sandbox(tmp_path_factory, request, **config):
     sb = Sandbox(cfg, log=lambda m: print(f"[docker sandbox] {m}", flush=True))
     failed_before = request.session.testsfailed
     watchdog = spawn_watchdog(workdir)  # removes the containers if this test run is killed outright
+    started = False  # a failed set-up keeps its logs: pytest counts it as an error only after this fixture ends
     try:
         try:
             sb.up()
         except KopsError as e:
             raise type(e)("\n".join([e.message, *e.details])) from e
+        started = True
         from tests.faults.helpers import SANDBOXES
 
         SANDBOXES[sb.bootstrap_servers] = sb  # a failed wait for recovery quotes its brokers' logs
@@ -102,7 +104,7 @@ def _docker_sandbox(tmp_path_factory, request, **config):
     finally:
         sb.down()  # (if it fails, the watchdog stays and removes what is left once this run is gone)
         stop_watchdog(watchdog)
-        if not os.environ.get("KOPS_TEST_KEEP_LOGS") and request.session.testsfailed == failed_before:
+        if started and not os.environ.get("KOPS_TEST_KEEP_LOGS") and request.session.testsfailed == failed_before:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
