@@ -37,7 +37,6 @@ class Deadline:
     def __init__(self, log_dir: Callable[[Node], Path], timeout_s: float, *, quiet_s: float = QUIET_S,
                  cap: float = CAP, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):
         self.log_dir = log_dir
-        self.timeout_s = timeout_s
         self.quiet_s = quiet_s
         self.clock = clock
         self.wall = wall

@@ -198,8 +198,9 @@ class KraftMode(MetadataMode):
             if present <= ids and not (absent & ids) and started:
                 return
             fail_if_exited(self.nodes.running, cfg, sorted(present - ids), "joined the cluster")
-            if deadline.passed(present):
-                late = sorted(present - ids) or sorted(absent & ids) or sorted(since)
+            behind = (present - ids) | (absent & ids) | {b for b in since if b in present and not self.startup_complete(b)}
+            if deadline.passed(behind or present):
+                late = sorted(present - ids) or sorted(absent & ids) or sorted(behind) or sorted(since)
                 b = late[0]
                 raise ClusterError(
                     f"KRaft cluster not ready in time: want brokers {sorted(present)} in the metadata and "

@@ -145,8 +145,8 @@ class MigrationMode(ZooKeeperMode):
         since = since or {}
         while not all(self.startup_complete(b) for b in kraft if b in since):
             fail_if_exited(self.nodes.running, self.config, kraft, "finished its start-up as a KRaft broker")
-            if deadline.passed(kraft):
-                late = [b for b in kraft if b in since and not self.startup_complete(b)]
+            late = [b for b in kraft if b in since and not self.startup_complete(b)]
+            if deadline.passed(late):
                 raise ClusterError(f"KRaft broker(s) {late} did not finish their start-up in time",
                                    details=failure_details(self.config, late[0]))
             time.sleep(0.3)

@@ -181,7 +181,9 @@ class ZooKeeperMode(MetadataMode):
                 if ok == want and self.controller_serves(ctrl, regs):
                     break
                 fail_if_exited(self.nodes.running, self.config, sorted(want - ok), "registered in ZooKeeper")
-                if deadline.passed(want):
+                # past the bound, only the late brokers' progress keeps the wait going (all of
+                # them while the controller is what it waits for)
+                if deadline.passed((want - ok) or want):
                     late = sorted(want - ok)
                     if late:
                         b = late[0]

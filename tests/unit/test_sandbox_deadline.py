@@ -81,3 +81,47 @@ def test_zookeeper_and_controllers_are_nodes_too(tmp_path):
     _logged(tmp_path, c, "zookeeper", ago=1.0)
     _logged(tmp_path, c, 1000, ago=5.0)
     assert not d.passed(["zookeeper"]) and not d.passed([1000])
+
+
+def test_a_stuck_broker_among_brokers_still_logging_fails_at_the_bound(tmp_path, monkeypatch):
+    """ZooKeeper registration: past the bound only the late brokers' logs keep the wait going, so
+    broker 2 (silent, never registered) fails at the bound though 0 and 1 keep logging."""
+    import contextlib
+
+    from kops.errors import ClusterError
+    from kops.sandbox import modes, probe
+    from kops.sandbox.config import SandboxConfig
+    from kops.sandbox.state import SandboxState
+
+    cfg = SandboxConfig(workdir=tmp_path, brokers=3).validate()
+    c = Clocks()
+    d = Deadline(cfg.log_dir, 120.0, clock=lambda: c.t, wall=lambda: c.wall)
+
+    def log_running_brokers(node) -> None:
+        f = cfg.log_dir(node) / "server.log"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("[x] INFO still here\n")
+        os.utime(f, (c.wall, c.wall))
+
+    def sleep(s: float) -> None:
+        c.advance(5.0)
+        log_running_brokers(0)
+        log_running_brokers(1)
+
+    class Nodes:
+        def running(self, node) -> bool:
+            return True
+
+    mode = modes.ZooKeeperMode(SandboxState(cfg), Nodes(), lambda *a: None)
+    monkeypatch.setattr(mode, "_zk", lambda timeout_s: contextlib.nullcontext(None))
+    regs = {b: probe.Registration(b, 0, None, ()) for b in (0, 1)}
+    monkeypatch.setattr(probe, "zk_registrations", lambda zk: regs)
+    monkeypatch.setattr(probe, "zk_controller", lambda zk: 0)
+    monkeypatch.setattr(modes.time, "sleep", sleep)
+    try:
+        mode.wait_registered([0, 1, 2], d)
+    except ClusterError as e:
+        assert "broker(s) [2] did not register" in str(e)
+    else:
+        raise AssertionError("the wait did not fail")
+    assert 120.0 < c.t - 1000.0 <= 130.0  # at the bound, not at the 360 s cap
