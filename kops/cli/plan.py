@@ -426,6 +426,9 @@ def _render_goals(con, goals: dict) -> None:
     for g, v in shown.items():
         if v.get("rack_bound"):
             con.print(f"{g}: rack safety allows no spread below {v['bound']} ({escape('; '.join(v['rack_bound']))})")
+        if v.get("cordon_bound"):
+            con.print(f"{g}: the cordoned brokers allow no spread below {v['bound']} "
+                      f"({escape('; '.join(v['cordon_bound']))}; they get no new replica)")
         if v.get("why"):
             forced = f" (forced by {', '.join(v['forced_by'])})" if v.get("forced_by") else ""
             con.print(f"{g} is worse{forced}: {escape(v['why'])}")

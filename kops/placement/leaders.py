@@ -89,7 +89,7 @@ def balance_orders(
 
 
 def restore_orders(reps: list[list[int]], natural: Mapping[int, Sequence[int]], eligible: Collection[int],
-                   *, followers: bool = True) -> int:
+                   *, followers: bool = True, held: Collection[int] = ()) -> int:
     """In place: give partition ``p`` its ``natural[p]`` order back (the same replicas in the
     order nobody would notice: its current order, or a replacement in the slot of the replica it
     replaces) wherever the balanced order differs from it and going back leaves the spread
@@ -97,23 +97,28 @@ def restore_orders(reps: list[list[int]], natural: Mapping[int, Sequence[int]], 
     is. Balancing picks one of several equally balanced orders and can reorder a list that, at the
     end, needed no reordering: that would move a preferred leader (a leadership change once
     elected) for nothing. A slot is never given back to a broker outside ``eligible`` that an
-    eligible broker holds now. Deterministic (by partition index); returns how many were restored."""
+    eligible broker holds now. ``held``: brokers held below the others (cordoned, taking no new
+    replica): left out of the minimum, so that their low counts do not let the others' spread
+    widen. Deterministic (by partition index); returns how many were restored."""
     elig = set(eligible)
     slots = (0, 1) if followers else (0,)
     counts = [slot_counts(reps, elig, s) for s in slots]
-    # per slot: how many brokers hold each count, so max / min are read without a scan
+    # per slot: how many brokers hold each count, so max / min are read without a scan (the
+    # minimum's over the brokers not ``held``)
     freq = [Counter(c.values()) for c in counts]
+    held = set(held) & elig
+    lows = [Counter(x for b, x in c.items() if b not in held) for c in counts] if held else freq
 
     def shift(i: int, b: int, d: int) -> None:
-        f = freq[i]
-        f[counts[i][b]] -= 1
-        if not f[counts[i][b]]:
-            del f[counts[i][b]]
+        for f in ((freq[i], lows[i]) if held and b not in held else (freq[i],)):
+            f[counts[i][b]] -= 1
+            if not f[counts[i][b]]:
+                del f[counts[i][b]]
+            f[counts[i][b] + d] += 1
         counts[i][b] += d
-        f[counts[i][b]] += 1
 
     def spread(i: int) -> int:
-        return max(freq[i]) - min(freq[i]) if freq[i] else 0
+        return max(freq[i]) - min(lows[i]) if lows[i] else 0
 
     # (only the lists out of their natural order, holding the same brokers, can go back)
     restored, todo = 0, [p for p in sorted(natural) if reps[p] != natural[p] and sorted(reps[p]) == sorted(natural[p])]

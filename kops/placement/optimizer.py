@@ -246,9 +246,13 @@ class Optimizer:
         if "leaders" in goals:
             balance_orders(reps, scope_idx, st.allowed, followers=followers, prefer=moved_parts)
         # no needless leadership change: a replacement keeps the slot of the replica it replaces
-        # and an order goes back to what it was wherever balance did not need the change
+        # and an order goes back to what it was wherever balance did not need the change -- the
+        # spread it may not widen left without the cordoned brokers holding fewer replicas than
+        # the mean leaders per broker (they cannot lead more, and get no new replica)
+        mean = len(scope_idx) / len(st.allowed) if st.allowed else 0.0
+        held = [b for b in st.limits.closed if b in st.index.on and len(st.index.on[b]) < mean]
         restore_orders(reps, {p: in_place(orig[p], reps[p]) for p in scope_idx if not _natural(orig[p], reps[p])},
-                       st.allowed, followers=followers)
+                       st.allowed, followers=followers, held=held)
         guards = [by_name(name).leader_guard(st) for name in slots]
         for name, g in zip(slots, guards):
             self.leadership[name] = (at[name], g.total(st.allowed))

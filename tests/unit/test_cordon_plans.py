@@ -112,3 +112,108 @@ def test_the_snapshot_carries_the_flag():
     back = Topology.from_dict(topo.to_dict())
     assert [b.id for b in back.brokers if b.cordoned] == [3]
     assert "cordoned" not in _cluster().to_dict()["brokers"][0]
+
+
+def test_cordon_level_fills_the_others_to_one_level():
+    from kops.placement.goals.measure import cordon_level
+
+    # 12 units over 4 brokers, broker 3 cordoned holding 0: the others 4 each
+    share, low = cordon_level(12, [0, 1, 2, 3], {3: 0.0})
+    assert share == {0: 4.0, 1: 4.0, 2: 4.0, 3: 0.0} and low == [3]
+    # a cordoned broker holding more than the level is not held below it
+    assert cordon_level(12, [0, 1, 2, 3], {3: 5.0}) is None
+    # two cordoned brokers: the lower is held, the level rises above the other's top, which is held too
+    share, low = cordon_level(20, [0, 1, 2, 3], {2: 1.0, 3: 5.0})
+    assert low == [2, 3] and share[0] == share[1] == 7.0
+    share, low = cordon_level(20, [0, 1, 2, 3], {2: 1.0, 3: 7.0})
+    assert low == [2] and share[3] == share[0] == 19 / 3
+    # capacities: shares are loads over capacity; every broker cordoned: nothing to say
+    share, low = cordon_level(30, [0, 1, 2], {2: 0.0}, {0: 1.0, 1: 2.0, 2: 1.0})
+    assert low == [2] and share[0] == share[1] == 10.0
+    assert cordon_level(10, [0, 1], {0: 0.0, 1: 0.0}) is None
+
+
+def _empty_cordoned(racks: int = 4) -> Topology:
+    """12 brokers in ``racks`` racks, 400 RF-3 partitions, broker 11 cordoned and holding none of
+    them (a broker an operator cordoned before it got any replica)."""
+    import random
+
+    rng = random.Random(7)
+    brokers = tuple(Broker(b, rack=f"r{b % racks}", cordoned=b == 11) for b in range(12))
+    by_rack = {r: [b for b in range(11) if b % racks == r] for r in range(racks)}
+    parts = []
+    for i in range(400):
+        rs = rng.sample(range(racks), 3)
+        parts.append(Partition("t", i, tuple(rng.choice(by_rack[r]) for r in rs), size_bytes=rng.randint(1, 1000) << 20))
+    return Topology(brokers=brokers, topics=(Topic("t", tuple(parts)),))
+
+
+def test_an_empty_cordoned_broker_leaves_the_others_balanced_and_the_report_says_why():
+    """The cordoned broker holds 0 of everything: the spread over all brokers cannot go below
+    what the others hold, and the leader phase may not let the others drift apart because the
+    cordoned broker's 0 already makes the spread wide."""
+    topo = _empty_cordoned()
+    res = plan(topo, Goal("rebalance"), compare_kafka=False)
+    assert 11 not in _gained(topo, res.target)
+    goals = res.report["goals"]
+    for g, slot in (("replicas", None), ("leaders", 0), ("first-followers", 1)):
+        v = goals[g]
+        counts = {b: 0 for b in range(11)}
+        for r in res.target.values():
+            for b in (r if slot is None else r[slot:slot + 1]):
+                if b != 11:
+                    counts[b] += 1
+        others = max(counts.values()) - min(counts.values())
+        assert others <= 1, (g, counts)
+        assert v["status"] == "met" and v["spread_uncordoned"] == others, (g, v)
+        assert v["bound"] == v["after"], (g, v)  # (the cordoned broker's 0 is the spread's floor)
+        assert v["cordon_bound"] == ["broker 11 is cordoned: at most 0"], (g, v)
+    assert goals["disk-usage"]["status"] == "met" and goals["disk-usage"]["bound"] > 0
+    assert goals["topic-spread"]["bound"] is None
+
+
+def test_restore_orders_keeps_the_others_spread_when_a_held_broker_is_low():
+    from kops.placement.leaders import restore_orders
+
+    # brokers 0, 1, 2 lead 2, 2 and 3 partitions, broker 3 (held) none: putting partition 0's
+    # natural order back (1 leading) takes broker 0 to 1 and broker 1 to 3 -- no wider over all
+    # four (3 - 0), wider over the others (1 -> 2)
+    reps = [[0, 1], [0, 2], [1, 0], [1, 2], [2, 0], [2, 1], [2, 0]]
+    natural = {0: [1, 0]}
+    wide = [list(r) for r in reps]
+    assert restore_orders(wide, natural, [0, 1, 2, 3], followers=False) == 1 and wide[0] == [1, 0]
+    kept = [list(r) for r in reps]
+    assert restore_orders(kept, natural, [0, 1, 2, 3], followers=False, held=[3]) == 0
+    assert kept == reps
+
+
+def test_disk_use_balances_around_the_level_the_cordoned_brokers_leave():
+    """Two empty cordoned brokers of twelve: the others' common level is a fifth above the mean
+    over all twelve, so a band around that mean has every other broker above it and the disk-use
+    pass moved nothing (others 124-176 GiB). Around the others' level they balance into the band."""
+    import random
+    from collections import Counter
+
+    rng = random.Random(7)
+    brokers = tuple(Broker(b, rack=f"r{b % 4}", cordoned=b >= 10) for b in range(12))
+    by_rack = {r: [b for b in range(10) if b % 4 == r] for r in range(4)}
+    parts = []
+    for i in range(400):
+        reps = tuple(rng.choice(by_rack[r]) for r in rng.sample(range(4), 3))
+        big = 0 in reps or 1 in reps  # (brokers 0 and 1 hold the large partitions)
+        parts.append(Partition(f"t{i % 7}", i // 7, reps, size_bytes=rng.randint(1, 1000) << (22 if big else 20)))
+    topo = Topology(brokers=brokers, topics=tuple(Topic(f"t{t}", tuple(p for p in parts if p.topic == f"t{t}"))
+                                                  for t in range(7)))
+    res = plan(topo, Goal("rebalance"), compare_kafka=False)
+    size = {p.tp: p.size_bytes for p in topo.partitions()}
+    held = Counter()
+    for tp, r in res.target.items():
+        for b in r:
+            held[b] += size[tp] / 2**20
+    v = res.report["goals"]["disk-usage"]
+    lo, hi = v["band"]
+    level = sum(held.values()) / 10
+    assert lo < level < hi  # (the band is around the others' level)
+    assert all(lo <= held[b] <= hi for b in range(10)), [round(held[b]) for b in range(10)]
+    assert held[10] == held[11] == 0 and v["status"] == "met"
+    assert v["cordon_bound"] == ["broker 10 is cordoned: at most 0.0", "broker 11 is cordoned: at most 0.0"]

@@ -13,6 +13,7 @@ from brokers above the band to the least used and filling those below it from th
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from itertools import chain, repeat
@@ -25,7 +26,7 @@ from typing import Any
 from kops.placement.capacity import disk_capacity, shared_disks
 from kops.placement.feasible import count_band
 from kops.placement.goals.base import EPS, LOOK, Move, Mover, PlanGoal, band, within
-from kops.placement.goals.measure import Evaluation, count_bound, off_band, spread
+from kops.placement.goals.measure import Evaluation, cordon_level, count_bound, off_band, spread
 from kops.placement.racks import RackTree
 from kops.placement.state import PlacementState, swap_load
 
@@ -122,6 +123,13 @@ class Load(PlanGoal):
             self.lo, self.hi = float(int(total) // n), float(-(-int(total) // n))
         else:
             mean = total / sum(self.cap.values()) if self.cap else 0.0
+            # cordoned brokers holding less than the others' common level stay where they are (no
+            # new replica): the band is around that level, else every other broker would sit above
+            # a band none of them can reach and the pass would move nothing
+            held = cordon_level(total, ids, {b: self.load[b] for b in st.limits.closed if b in self.load},
+                                self.cap) if st.limits.closed else None
+            if held is not None:
+                mean = max(held[0].values())
             self.lo, self.hi = band(mean, max(w, default=0.0) / min(self.cap.values()), st.band_share)
         self.mean = (self.lo + self.hi) / 2
 
@@ -625,11 +633,23 @@ def usage_figures(ev: Evaluation, goal: type[Load], unit: str, what: str, caps: 
     ub = {b: before[b] / cap[b] for b in ids}
     ua = {b: after[b] / cap[b] for b in ids}
     mean = sum(after.values()) / sum(cap[b] for b in ids) if ids else 0.0
+    # cordoned brokers below the others' common level: the band is around that level (as the
+    # plan's, :class:`Load`), and those that kept what they held are not what stops the goal --
+    # they take no new replica (the bound says how even the others can be)
+    bound, cordon, kept = 0.0, [], set()
+    held = ev.cordon_level(sum(after.values()), before, caps)
+    if held is not None:
+        share, low = held
+        mean = max(share.values())
+        bound = _fmt((mean - min(share.values())) * scale)
+        cordon = [f"broker {b} is cordoned: at most {_fmt(share[b] * scale)}" for b in low]
+        kept = {b for b in low if after[b] >= before[b] * (1 - 1e-12)}
     lo, hi = band(mean, largest / min(cap.values(), default=1.0), ev.band_share)
     tol = 1e-12 * max(1.0, abs(hi))
-    out_of = [f"broker {b}: {_fmt(v * scale)}" for b, v in sorted(ua.items()) if not lo - tol <= v <= hi + tol]
-    return ev.figures(goal.name, unit, _fmt(spread(ub.values()) * scale), _fmt(spread(ua.values()) * scale), 0.0,
-                      met=not out_of, blockers=out_of[:10], mean=_fmt(mean * scale),
+    out_of = [f"broker {b}: {_fmt(v * scale)}" for b, v in sorted(ua.items())
+              if not lo - tol <= v <= hi + tol and not (b in kept and v < lo)]
+    return ev.figures(goal.name, unit, _fmt(spread(ub.values()) * scale), _fmt(spread(ua.values()) * scale), bound,
+                      met=not out_of, blockers=out_of[:10], cordon_bound=cordon[:5], mean=_fmt(mean * scale),
                       band=[_fmt(lo * scale), _fmt(hi * scale)],
                       off_band_before=_fmt(off_band(ub.values(), lo, hi) * scale),
                       off_band_after=_fmt(off_band(ua.values(), lo, hi) * scale))
@@ -650,10 +670,30 @@ def count_figures(goal: str, ev: Evaluation, slot: int | None) -> dict:
         tree = RackTree.build({b: ev.topo.rack_of(b) for b in ev.ids})
         feasible = count_band(tree, ev.ids, rfs)
         bound, forcing = max(bound, feasible.bound), feasible.forcing
+    met = spread(ca.values()) <= max(bound, 1)
+    # cordoned brokers hold at most what they held (a leader at most its replicas): those held
+    # below the common level set the spread's bound, and the goal is met when the others are
+    # within 1 (or their rack bound) and those kept what they held
+    cordon: list[str] = []
+    others = None
+    held = ev.cordon_level(total, cb if slot is None else ev.counts("before", None))
+    if held is not None:
+        share, low = held
+        eps = 1e-6
+        bound = max(bound, math.ceil(max(share.values()) - eps) - math.floor(min(share.values()) + eps))
+        cordon = [f"broker {b} is cordoned: at most {int(share[b])}" for b in low]
+        rest = [b for b in ev.ids if b not in low]
+        others = int(spread(ca[b] for b in rest))
+        within = 1
+        if slot is None:  # (the rack bound over the others' feasible shares)
+            fs = [feasible.share[b] for b in rest]
+            within = max(1, math.ceil(max(fs) - eps) - math.floor(min(fs) + eps))
+        met = others <= within and all(ca[b] >= min(cb[b], share[b] - eps) for b in low)
     return ev.figures(goal, "spread (max - min per broker)", int(spread(cb.values())), int(spread(ca.values())),
-                      bound, met=spread(ca.values()) <= max(bound, 1), off_band_before=int(off_band(cb.values(), lo, hi)),
+                      bound, met=met, off_band_before=int(off_band(cb.values(), lo, hi)),
                       off_band_after=int(off_band(ca.values(), lo, hi)),
-                      rack_bound=list(forcing[:5]) + ([f"... {len(forcing) - 5} more"] if len(forcing) > 5 else []))
+                      rack_bound=list(forcing[:5]) + ([f"... {len(forcing) - 5} more"] if len(forcing) > 5 else []),
+                      cordon_bound=cordon[:5], spread_uncordoned=others)
 
 
 def _fmt(x: float) -> float:

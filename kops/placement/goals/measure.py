@@ -103,6 +103,21 @@ class Evaluation:
         """The largest weight of a partition balanced."""
         return max((weight.get(tp) or 0 for tp in self.bal_after), default=0)
 
+    def cordoned(self) -> list[int]:
+        """The brokers of ``ids`` that are cordoned: they keep what they hold and get no new replica."""
+        return [b for b in self.ids if (x := self.topo.broker(b)) is not None and x.cordoned]
+
+    def cordon_level(self, total: float, held: Mapping[int, float], cap: Mapping[int, float] | None = None
+                     ) -> tuple[dict[int, float], list[int]] | None:
+        """Each broker's share when ``total`` of a load is spread over ``ids`` as evenly as the
+        cordoned brokers allow (:func:`cordon_level`; ``held``: what each held before the plan,
+        ``cap``: capacities, else equal shares), and the cordoned brokers held below the common
+        level; None where no cordoned broker is below it."""
+        cordoned = self.cordoned()
+        if not cordoned:
+            return None
+        return cordon_level(total, self.ids, {b: held.get(b, 0.0) for b in cordoned}, cap)
+
     def unknown(self, goal: str, needs: str) -> dict[str, Any]:
         return {"hard": goal in self.hard, "status": "unknown", "needs": needs}
 
@@ -141,6 +156,34 @@ def per_broker(assign: Assignment, brokers: Sequence[int], weight, slots: slice 
             if b in out:
                 out[b] += w
     return out
+
+
+def cordon_level(total: float, ids: Sequence[int], most: Mapping[int, float], cap: Mapping[int, float] | None = None
+                 ) -> tuple[dict[int, float], list[int]] | None:
+    """Each broker's share (its load over its capacity, or the load itself) when ``total`` is
+    spread over ``ids`` as evenly as the brokers of ``most`` allow: a cordoned broker gets no new
+    replica, so it holds at most what it held (``most[b]``), and the others fill to one common
+    level (water-filling). Returns the shares and the brokers of ``most`` held below the level,
+    or None where none is (or every broker is one of them). A relaxation, like
+    :func:`kops.placement.feasible.count_band`: no placement is more even than these shares."""
+    weight = {b: (cap[b] if cap is not None else 1.0) for b in ids}
+    if not any(b not in most for b in ids):
+        return None
+    # the level with every broker taking it, then without the cordoned brokers whose tops are
+    # below it, lowest first, each holding its top
+    rest, w = total, sum(weight.values())
+    below: list[int] = []
+    for top, b in sorted((most[b] / weight[b], b) for b in ids if b in most):
+        if top >= rest / w:
+            break
+        below.append(b)
+        rest -= most[b]
+        w -= weight[b]
+    if not below:
+        return None
+    level = rest / w  # (the others' share: the largest of the shares returned)
+    held = set(below)
+    return {b: (most[b] / weight[b] if b in held else level) for b in ids}, below
 
 
 def count_bound(total: int, n: int) -> int:

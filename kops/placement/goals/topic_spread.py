@@ -599,5 +599,8 @@ def _topic_figures(ev: Evaluation) -> dict[str, Any]:
         out[f"off_{when}"] = [sum(off(c, *band.get(t, (0, 0))) for t, c in part.items())
                               for part, band in zip(parts, bands)]
     sizes: Counter[str | None] = Counter(ev.topo.rack_of(b) for b in ids)
-    out["bound"] = 0 if len(set(sizes.values())) <= 1 else None
+    # (not computed either where a cordoned broker holds fewer replicas than the others: it gets
+    # no new replica, so the topics it lacks cannot be even)
+    held = ev.cordoned() and ev.cordon_level(sum(ev.counts("after", None).values()), ev.counts("before", None))
+    out["bound"] = 0 if len(set(sizes.values())) <= 1 and not held else None
     return out
