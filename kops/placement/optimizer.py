@@ -189,17 +189,15 @@ class Optimizer:
                         return False
             if goal.gain2(p, q, src, dst) <= EPS:
                 return False
-        budget = st.budget
-        if not hard or budget.bounded:  # (the new lists, only where they are checked or costed)
-            news = [[dst if b == src else b for b in st.reps[p]] for p, src, dst in moves]
-        if not hard:
-            for (p, _src, dst), new in zip(moves, news):
-                if not st.racks.safety.safe_distinct(new) or (st.limits.limited and not st.limits.fits(dst, p)):
+        if not hard:  # (the hard goals: each half alone, as a swap's other half changes neither)
+            for p, src, dst in moves:
+                if not st.may_go(p, src, dst):
                     return False
+        budget = st.budget
         if budget.bounded:
             cost_mv = cost_by = 0
-            for (p, _src, _dst), new in zip(moves, news):
-                mv, by = st.parts.cost(p, new)
+            for p, src, dst in moves:
+                mv, by = st.parts.cost(p, [dst if b == src else b for b in st.reps[p]])
                 omv, oby = st.parts.cost(p, st.reps[p])
                 cost_mv += mv - omv
                 cost_by += by - oby
