@@ -2,7 +2,8 @@
 
 * ``--master URL`` wins; under ``spark-submit`` the master and resources come from the submit command
   (detected by the gateway the launcher started); ``KOPS_SPARK_MASTER`` is honoured; otherwise an
-  embedded ``local[*]`` session with the UI and the console progress bar off.
+  embedded ``local[*]`` session with the UI and the console progress bar off, its driver's servers
+  on 127.0.0.1.
 * An active session (a notebook, a test fixture) is reused as it is.
 """
 
@@ -113,6 +114,11 @@ def get_spark(
         cores = os.cpu_count() or 2
         builder = (
             builder.config("spark.ui.enabled", "false")
+            # the driver's RPC and block-manager servers on the loopback only: an embedded session
+            # has no executor elsewhere, and Spark's default (the host name's address, else the
+            # first non-loopback interface) opened both on the host's network
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores)))
             .config("spark.driver.memory", driver_memory or os.environ.get("KOPS_SPARK_DRIVER_MEMORY", "2g"))
             .config("spark.driver.extraJavaOptions",

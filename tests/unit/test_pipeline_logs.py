@@ -465,3 +465,41 @@ def test_the_embedded_jvm_runs_with_kops_jit_and_gc_options(spark, monkeypatch):
     assert session.embedded_java_opts(8, session.SMALL_INPUT_BYTES + 1) == "-XX:CompileThresholdScaling=10"
     assert session.embedded_java_opts(8, session.SMALL_INPUT_BYTES) == "-XX:TieredStopAtLevel=1"
     assert session.embedded_java_opts(2, 0) == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def _listening(pid: int) -> list[tuple[str, int]]:
+    """The TCP sockets process ``pid`` listens on (address, port), read from /proc."""
+    import ipaddress
+
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    out = []
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/net/{table}") as f:
+            for line in f.read().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] != "0A" or fields[9] not in inodes:  # (0A: LISTEN)
+                    continue
+                addr, port = fields[1].split(":")
+                raw = bytes.fromhex(addr)  # (32-bit words in the host's order)
+                ip = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+                out.append((str(getattr(ip, "ipv4_mapped", None) or ip), int(port, 16)))
+    return out
+
+
+def test_the_embedded_session_listens_on_the_loopback_only(spark):
+    """The embedded session's JVM (the driver's RPC and block-manager servers, py4j's gateway)
+    listens on 127.0.0.1 only: by default Spark binds the driver to the host name's address, here
+    the host's network interface."""
+    import ipaddress
+
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    socks = _listening(pid)
+    assert len(socks) >= 3, socks  # (the driver, its block manager, py4j: the check saw them)
+    assert all(ipaddress.ip_address(a).is_loopback for a, _port in socks), socks
