@@ -321,9 +321,9 @@ def test_free_ports_and_port_in_use(monkeypatch):
     # below the range outgoing connections take their local ports from (no self-connect can take them)
     assert len(set(ports)) == 5 and all(1024 <= p < lo for p in ports)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        taken = procs.free_ports(1)[0]
+        s.bind(("127.0.0.1", taken))
         s.listen()
-        taken = s.getsockname()[1]
         assert procs.port_in_use("127.0.0.1", taken)
 
 

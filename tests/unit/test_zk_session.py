@@ -11,7 +11,6 @@ machine, sees the session gone and raises ``KazooTimeoutError`` at once."""
 
 from __future__ import annotations
 
-import socket
 import threading
 
 import pytest
@@ -152,9 +151,11 @@ def test_record_on_kazoo_itself_with_nothing_listening():
     """kazoo's real client (the seams exist in the installed kazoo): no session, so unreachable."""
     from kazoo.client import KazooClient
 
-    with socket.socket() as s:  # a port that was free a moment ago and refuses connections
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from kops.sandbox.procs import free_ports
+
+    # a port nothing listens on, below the kernel's ephemeral range (no connection can take it
+    # as its own local port: a client never connects to itself)
+    port = free_ports(1)[0]
     zk = KazooClient(hosts=f"127.0.0.1:{port}", timeout=1, connection_retry={"max_tries": -1, "delay": 0.05})
     session = zk_session.record(zk)
     with pytest.raises(KazooTimeoutError) as raised:
