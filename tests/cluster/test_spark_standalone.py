@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,17 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from kops.sandbox.procs import free_ports
 from tests import logsamples as s
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 180  # a loaded 2-core machine: two JVMs and the registration of the worker
 RUN_TIMEOUT_S = 600
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _tail(path: Path, n: int = 40) -> str:
@@ -66,7 +60,11 @@ class StandaloneCluster:
 
         self.base = base
         self.spark_home = Path(pyspark.__file__).parent
-        self.port, self.ui_port, self.worker_ui_port = _free_port(), _free_port(), _free_port()
+        # every server of the test on 127.0.0.1 below the kernel's ephemeral range (the suite's
+        # ports): the master, the worker, their UIs, the driver and its block manager (an executor's
+        # takes the next port up); py4j's gateway alone binds port 0, hard-coded in pyspark
+        (self.port, self.ui_port, self.worker_port, self.worker_ui_port, driver_port,
+         block_port) = free_ports(6)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.conf_dir = base / "conf"
         self.conf_dir.mkdir()
@@ -77,6 +75,8 @@ class StandaloneCluster:
             "spark.master.rest.enabled false\n"
             "spark.sql.shuffle.partitions 2\n"
             "spark.ui.enabled false\n"
+            f"spark.driver.port {driver_port}\n"
+            f"spark.blockManager.port {block_port}\n"
         )
         self.env = {
             **os.environ,
@@ -107,7 +107,8 @@ class StandaloneCluster:
         self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(self.port), "--webui-port", str(self.ui_port)])
         self._spawn("worker", ["org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                               "--cores", "1", "--memory", "1g", "--webui-port", str(self.worker_ui_port),
+                               "--port", str(self.worker_port), "--cores", "1", "--memory", "1g",
+                               "--webui-port", str(self.worker_ui_port),
                                "--work-dir", str(self.base / "work")])
 
     def _watch(self) -> None:
