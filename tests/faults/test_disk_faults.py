@@ -194,6 +194,7 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
     topic, before = _topic_on_4(bs, 4, 8)
     target = _onto_small(before)
     plan = write_plan(tmp_path / "plan.json", topic, target)
+    run = None
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
@@ -230,4 +231,6 @@ def test_disk_filling_mid_move_stops_new_waves_and_cancel_rolls_back(dsandbox, d
         assert res.lost == 0, res.lost_examples
     finally:
         sb.faults.release_disk(SMALL)
+        if run is not None:
+            run.stop()
         _cleanup(bs, [topic, *work])

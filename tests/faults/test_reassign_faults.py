@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kops.ops.elections import ELECTION_ATTEMPTS, ELECTION_WAIT_S
 from kops.sandbox.probe import zk_ruok
 from tests.faults.helpers import (
     admin,
@@ -38,6 +39,10 @@ from tests.faults.workload import Workload
 
 pytestmark = pytest.mark.faults
 
+#: `leader rebalance`'s bound with one batch of elections (docs/leadership.md): the ElectLeaders
+#: request answered or given up within ELECTION_WAIT_S, sent ELECTION_ATTEMPTS times in all (a
+#: ZooKeeper-mode controller that lost its session can leave the first unanswered), and its reads
+REBALANCE_BOUND_S = ELECTION_ATTEMPTS * ELECTION_WAIT_S + 30
 THROTTLE = "1000000"  # 1 MB/s: 6 MB partitions take several seconds to move, long enough to hit
 EXEC_TIMEOUT = 240
 
@@ -132,6 +137,7 @@ def test_destination_broker_killed_mid_move_then_resume(dsandbox, dbootstrap, tm
     work = workload_topics(bs)
     topic, before, target, plan = data_topic(bs, sb, tmp_path)
     dest = next(b for p in sorted(target) for b in target[p] if b not in before[p])
+    run = None
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
@@ -169,6 +175,8 @@ def test_destination_broker_killed_mid_move_then_resume(dsandbox, dbootstrap, tm
         assert res.lost == 0, res.lost_examples
     finally:
         sb.start(broker=dest)
+        if run is not None:
+            run.stop()
         _cleanup(bs, [topic, *work])
 
 
@@ -220,6 +228,7 @@ def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_pat
     work = workload_topics(bs)
     topic, _before, target, plan = data_topic(bs, sb, tmp_path)
     rack = "b"
+    run = None
     try:
         with Workload(bs, work) as w:
             w.wait_acknowledged(200)
@@ -254,6 +263,8 @@ def test_rack_partitioned_for_60s_mid_reassignment(dsandbox, dbootstrap, tmp_pat
         assert res.lost == 0, res.lost_examples
     finally:
         sb.faults.heal()
+        if run is not None:
+            run.stop()
         _cleanup(bs, [topic, *work])
 
 
@@ -310,10 +321,14 @@ def test_zookeeper_restarted_during_execute_via_zookeeper(dsandbox, dbootstrap, 
     sb = dsandbox
 
     def restart_zookeeper(moving) -> str:
+        # counted just before the stop, as for a killed controller: a ZooKeeper-mode controller
+        # writes a move's completion to ZooKeeper, so none completes while it is down (counted once
+        # it is back instead, a slow restart on a loaded host can let every copy finish meanwhile,
+        # and the moves complete as soon as it answers: a race, not a proof)
+        left = moving()
+        assert left > 0, "the moves had finished before ZooKeeper was stopped"
         sb.faults.restart_zookeeper(down_s=4)
-        left = moving()  # still moving once ZooKeeper is back: the restart overlapped the moves
-        assert left > 0, "the moves had finished before ZooKeeper was back"
-        return f"ZooKeeper down ~4 s with {left} moves in flight"
+        return f"ZooKeeper down ~4 s with {left} moves in flight ({moving()} once it was back)"
 
     # 24 MB a partition (~24 s of moving): ZooKeeper's stop, 4 s down and start outlast 6 MB
     execute_through(sb, tmp_path, record, restart_zookeeper, mb=24,
@@ -344,21 +359,22 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
             t0 = time.monotonic()
             assert restart.back is None, "ZooKeeper was back before kops started"
             r = kops("leader", "rebalance", "--bootstrap-server", bs, "--zookeeper", sb.zookeeper_connect,
-                     "--imbalance-threshold", "0", "--output", "json", timeout=120)
+                     "--imbalance-threshold", "0", "--output", "json", timeout=REBALANCE_BOUND_S + 60)
             took = time.monotonic() - t0
             restart.join(60)
             assert restart.back is not None, "ZooKeeper did not come back"
             assert restart.back > t0, "the restart did not overlap kops' run"
-            first = r.returncode
+            first, first_said = r.returncode, f"first run: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
             _assert_documented_outcome(first, r.stdout, r.stderr)
             codes = f"rebalance {first}"
+            resent = len(json.loads(r.stdout).get("elections", {}).get("resent", []))
             # the cron job's next run, once the cluster has recovered from the restart: brokers whose
             # ZooKeeper sessions expired (seen ~10 s after the restart, after a first run that had
             # exited 0; and in run M after every partition had looked fully replicated again) lose
             # their leadership to the controller and rejoin the ISRs without it
             _wait_settled_after_zookeeper(sb, bs, restart.back, t_fault)
             r = kops("leader", "rebalance", "--bootstrap-server", bs, "--zookeeper", sb.zookeeper_connect,
-                     "--imbalance-threshold", "0", "--output", "json", timeout=120)
+                     "--imbalance-threshold", "0", "--output", "json", timeout=REBALANCE_BOUND_S + 60)
             codes += f", next run {r.returncode}"
             recover_s = wait_recovered(bs, t_fault)
             w.wait_acknowledged(100)
@@ -366,9 +382,10 @@ def test_zookeeper_restarted_during_leader_rebalance(dsandbox, dbootstrap, tmp_p
         assert r.returncode == 0, _rebalance_failures(r.stdout) + r.stderr[-2000:]
         record(scenario="d. ZooKeeper restarted during `leader rebalance`", workload=res,
                kops_exit=codes, recover_s=recover_s, kops_s=round(took, 1),
-               detail="ZooKeeper down ~4 s, kops started while it was down")
+               detail="ZooKeeper down ~4 s, kops started while it was down"
+                      + (f"; its election request sent again ({resent}): the first got no answer" if resent else ""))
         assert_clean(bs, record)
-        assert took < 60, "leader rebalance waited past its bounds"
+        assert took < REBALANCE_BOUND_S, f"leader rebalance waited past its bounds; {first_said}"
         from tests.cluster.kafka_helpers import admin
 
         def preferred():
