@@ -19,7 +19,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 ./scripts/setup.sh
-pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
+# (wide lines: the short test summary's FAILED lines carry the assertion's message)
+pytest=(env COLUMNS="${COLUMNS:-240}" .venv/bin/python -m pytest -p no:cacheprovider)
 if [ $# -gt 0 ] || [ -n "${KOPS_TEST_SERIAL:-}" ]; then
   exec "${pytest[@]}" "$@"
 fi
@@ -27,7 +28,7 @@ fi
 # lab's containerised clusters (build/test-faults.log, build/junit-faults.xml); the tests across
 # Kafka versions -- the ZooKeeper -> KRaft -> Kafka 4 runbooks (plain and secured) and the version
 # matrix's corners -- then the unit tests (build/test-versions.log, build/junit-versions.xml), both
-# in the background and printed when they end; the cluster tests in front (build/junit.xml). (The
+# in the background and printed when they end; the cluster tests in front (build/junit.xml, build/test-cluster.log). (The
 # unit tests follow the shortest lane: on a slow 2-core host, load 30-50 with the three lanes, the
 # lab took 73 min, the version lane 62, the cluster tests 72 and the unit tests after them 6 more.) The rows of
 # docs/reliability.md (the fault lab's and the runbooks') go to build/fault-results.json (started
@@ -51,7 +52,7 @@ faults_pid=$!
 KOPS_PORT_RANGE="$p1-$p2" "${pytest[@]}" "${versions[@]}" --junitxml=build/junit-versions.xml > build/test-versions.log 2>&1 &
 versions_pid=$!
 ignore=("${faults[@]/#/--ignore=}" "${versions[@]/#/--ignore=}")
-KOPS_PORT_RANGE="$p2-$hi" "${pytest[@]}" "${ignore[@]}" &
+KOPS_PORT_RANGE="$p2-$hi" "${pytest[@]}" "${ignore[@]}" > >(tee build/test-cluster.log) 2>&1 &
 fg=$!
 # (stopped, all three stop: their watchdogs clean up)
 trap 'kill "$faults_pid" "$versions_pid" "$fg" 2>/dev/null || true' INT TERM
@@ -65,5 +66,12 @@ echo "==================== the fault lab (build/test-faults.log) ===============
 cat build/test-faults.log
 echo "==================== the runbooks, the version matrix and the unit tests (build/test-versions.log) ===================="
 cat build/test-versions.log
+# last, where a reader of the end of the output sees them: each part's short test summary (its
+# FAILED lines name the test and the assertion's message)
+echo "==================== the short test summary of each part ===================="
+for log in build/test-cluster.log build/test-faults.log build/test-versions.log; do
+  echo "-- $log"
+  sed -n '/short test summary info/,$p' "$log" | cut -c1-1000
+done
 echo "cluster tests: exit $rc; the fault lab: exit $faults_rc; the runbooks, the version matrix and the unit tests: exit $versions_rc"
 [ "$rc" = 0 ] && [ "$faults_rc" = 0 ] && [ "$versions_rc" = 0 ]
