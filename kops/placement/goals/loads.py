@@ -684,11 +684,11 @@ def count_figures(goal: str, ev: Evaluation, slot: int | None) -> dict:
         cordon = [f"broker {b} is cordoned: at most {int(share[b])}" for b in low]
         rest = [b for b in ev.ids if b not in low]
         others = int(spread(ca[b] for b in rest))
-        within = 1
+        allowed = 1
         if slot is None:  # (the rack bound over the others' feasible shares)
             fs = [feasible.share[b] for b in rest]
-            within = max(1, math.ceil(max(fs) - eps) - math.floor(min(fs) + eps))
-        met = others <= within and all(ca[b] >= min(cb[b], share[b] - eps) for b in low)
+            allowed = max(1, math.ceil(max(fs) - eps) - math.floor(min(fs) + eps))
+        met = others <= allowed and all(ca[b] >= min(cb[b], share[b] - eps) for b in low)
     return ev.figures(goal, "spread (max - min per broker)", int(spread(cb.values())), int(spread(ca.values())),
                       bound, met=met, off_band_before=int(off_band(cb.values(), lo, hi)),
                       off_band_after=int(off_band(ca.values(), lo, hi)),

@@ -600,7 +600,8 @@ def _topic_figures(ev: Evaluation) -> dict[str, Any]:
                               for part, band in zip(parts, bands)]
     sizes: Counter[str | None] = Counter(ev.topo.rack_of(b) for b in ids)
     # (not computed either where a cordoned broker holds fewer replicas than the others: it gets
-    # no new replica, so the topics it lacks cannot be even)
+    # no new replica, so the topics it lacks cannot be even; cordoned() asked first: the counts
+    # are a pass over every partition)
     held = ev.cordoned() and ev.cordon_level(sum(ev.counts("after", None).values()), ev.counts("before", None))
     out["bound"] = 0 if len(set(sizes.values())) <= 1 and not held else None
     return out
