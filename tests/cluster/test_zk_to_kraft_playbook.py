@@ -1,4 +1,5 @@
-"""ZooKeeper -> KRaft, then Kafka 4, on a real 6-broker, 3-rack Kafka 3.9.2 ZooKeeper sandbox. First a migration
+"""ZooKeeper -> KRaft, then Kafka 4, on a real 6-broker, 3-rack Kafka 3.9.2 ZooKeeper sandbox whose znodes
+are under a chroot (``127.0.0.1:PORT/kafka``; nothing of Kafka's or kops' is written outside it). First a migration
 attempt through the sandbox's own verbs (``kops sandbox migration ...``, ``kops sandbox restart
 --phase ...``, each in a process of its own), taken to dual write and the first broker of the
 second roll, is rolled back to ZooKeeper mode by the zk-to-kraft-rollback playbook (Kafka's revert
@@ -41,15 +42,35 @@ pytestmark = pytest.mark.cluster
 
 TOPIC = "kept"
 ROLLED_BACK = "rolled-back"
+CHROOT = "/kafka"
 
 
 @pytest.fixture(scope="module")
 def zk39(tmp_path_factory, request):
-    """ZooKeeper mode, Kafka 3.9.2: 6 brokers in racks a, a, b, b, c, c."""
+    """ZooKeeper mode, Kafka 3.9.2: 6 brokers in racks a, a, b, b, c, c, their znodes under the
+    chroot /kafka (as on a ZooKeeper ensemble shared with other systems: every ``--zookeeper`` given
+    to kops names it)."""
     from kops.sandbox import Sandbox
 
     yield from own_sandbox(Sandbox, tmp_path_factory, request, "kops-zk2k-playbook", "zk-to-kraft sandbox", brokers=6,
-                           racks="a,a,b,b,c,c", kafka_version="3.9.2")
+                           racks="a,a,b,b,c,c", kafka_version="3.9.2", zk_chroot=CHROOT, setup=_under_chroot)
+
+
+def _root(sb) -> list[str]:
+    """The znodes at the root of the sandbox's ZooKeeper (outside the chroot)."""
+    from kops.sandbox.probe import zk_client
+
+    with zk_client(f"{sb.config.host}:{sb.config.zookeeper_port}") as z:
+        return sorted(z.get_children("/"))
+
+
+def _under_chroot(sb) -> None:
+    """The brokers registered under the chroot, and nothing of Kafka's at ZooKeeper's root."""
+    from kops.sandbox.probe import zk_client
+
+    assert _root(sb) == [CHROOT.strip("/"), "zookeeper"], _root(sb)
+    with zk_client(sb.config.zookeeper_connect) as z:
+        assert sorted(map(int, z.get_children("/brokers/ids"))) == sorted(sb.broker_ids)
 
 
 def _wait_for_kill_point(proc: subprocess.Popen, home) -> dict | None:
@@ -120,8 +141,8 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
         took = time.monotonic() - t0
     got = consume_all(bs, prod.acked, ROLLED_BACK)
     record_row(record, "ZooKeeper -> KRaft migration taken to dual write and the second roll, then rolled back by "
-               "`playbook run zk-to-kraft-rollback` (sandbox hooks)", MIGRATION, "3.9.2", prod, got, sampler,
-               exits, playbook_s, stuck)
+               "`playbook run zk-to-kraft-rollback` (sandbox hooks; ZooKeeper chroot /kafka)", MIGRATION, "3.9.2", prod,
+               got, sampler, exits, playbook_s, stuck)
     assert_sampled(sampler)
     assert rb.returncode == 0, (rb.stdout[-3000:], rb.stderr[-4000:])
     rep = json.loads(rb.stdout)
@@ -139,6 +160,8 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
 
     with zk_client(zk) as z:
         assert int(z.get("/controller_epoch")[0]) > kraft_epoch + 1, (kraft_epoch, z.get("/controller_epoch"))
+    # what the KRaft controllers wrote in dual write and kops cleared stayed under the chroot
+    assert _root(sb) == [CHROOT.strip("/"), "zookeeper"], _root(sb)
     assert "migration state NONE" in by["none"]["summary"], by["none"]
     st = sandbox_cli(sb, "migration", "status")
     assert st["migration"]["state"] == "NONE" and st["migration"]["controller"] in sb.broker_ids, st["migration"]
@@ -222,8 +245,8 @@ def test_the_zk_to_kraft_playbook_migrates_a_zookeeper_sandbox(zk39, tmp_path, r
         took = time.monotonic() - t0
     got = consume_all(bs, prod.acked, TOPIC)
     record_row(record, "ZooKeeper -> KRaft migration by `playbook run zk-to-kraft` (sandbox hooks), kops SIGKILLed "
-               "in dual write, then --resume; finalized", MIGRATION, "3.9.2", prod, got, sampler, exits, took,
-               recovered)
+               "in dual write, then --resume; finalized (ZooKeeper chroot /kafka)", MIGRATION, "3.9.2", prod, got, sampler,
+               exits, took, recovered)
     assert_sampled(sampler)
     assert killed is not None, "kops was never killed: the run ended before the second roll's first restart"
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-6000:])
