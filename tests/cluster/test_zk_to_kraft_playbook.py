@@ -167,8 +167,12 @@ def test_a_first_attempt_is_rolled_back_by_the_rollback_playbook(zk39, tmp_path,
     assert st["migration"]["state"] == "NONE" and st["migration"]["controller"] in sb.broker_ids, st["migration"]
     assert st["mode"] == "zookeeper" and st["phases"] == {str(b): "zookeeper" for b in sb.broker_ids}
     assert [p["name"] for p in st["processes"] if p["role"] == "controller"] == []
-    d = kops("cluster", "describe", "--bootstrap-server", bs, "--output", "json")
+    d = kops("cluster", "describe", "--bootstrap-server", bs, "--zookeeper", zk, "--output", "json")
     assert d.returncode == 0 and json.loads(d.stdout)["mode"] == "zookeeper", d.stderr
+    # the chroot left out: named as the likely cause, nothing read from ZooKeeper's root
+    root = f"{sb.config.host}:{sb.config.zookeeper_port}"
+    d = kops("cluster", "describe", "--bootstrap-server", bs, "--zookeeper", root, "--output", "json")
+    assert d.returncode == 1 and "holds no Kafka data" in d.stderr and "chroot?" in d.stderr, (d.returncode, d.stderr)
     assert layout(bs)[ROLLED_BACK] == before[ROLLED_BACK]
     assert len(prod.acked) > 100
     assert prod.acked <= got, f"{len(prod.acked - got)} acknowledged messages lost"
